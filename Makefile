@@ -1,0 +1,38 @@
+# The commands a newcomer types. `make test` installs first when needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test check lint typecheck spec bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p askgate
+	$(BIN)/mypy tests bench
+
+check: lint typecheck test
+
+# Renders the tables in spec/ from the code; a test fails when the committed text differs.
+spec: $(STAMP)
+	$(BIN)/python -m askgate.core.render spec
+
+bench: $(STAMP)
+	$(BIN)/python bench/core_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,107 @@
+"""askgate.core: the pure, synchronous reducer that makes every decision.
+
+``step(state, event) -> (state, effects)``. No I/O, no clock, no randomness, no threads: time
+comes in on events, timers go out as effects, and the shell performs effects and reports what
+happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS` and
+:data:`EVENT_TRANSITIONS` are rendered into spec/transitions.md.
+"""
+
+from .effects import (
+    Allow,
+    Ask,
+    Authorize,
+    AuthorizeRead,
+    CancelTimer,
+    Decision,
+    Deny,
+    Effect,
+    Emit,
+    Job,
+    KillWorker,
+    Push,
+    Reply,
+    RunRead,
+    RunTool,
+    StartTimer,
+    StartWorker,
+    UnknownToolReply,
+)
+from .events import (
+    CallerExited,
+    CancelRequested,
+    ClientInitialized,
+    ElicitationAnswered,
+    Event,
+    ReadRequested,
+    SubscriberAttached,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolRegistered,
+    ToolUnregistered,
+    WorkerFailed,
+    WorkerFinished,
+)
+from .invariants import InvariantError, check_invariants, live_timers
+from .options import OptionError, Options
+from .reducer import (
+    CALL_TRANSITIONS,
+    ELICITATION_TIMER,
+    EVENT_TRANSITIONS,
+    PARKED_TRANSITIONS,
+    WORKER_TIMER,
+    mint_elicitation_id,
+    step,
+)
+from .state import Stage, State, ToolInfo, initial_state
+
+__all__ = [
+    "CALL_TRANSITIONS",
+    "ELICITATION_TIMER",
+    "EVENT_TRANSITIONS",
+    "PARKED_TRANSITIONS",
+    "WORKER_TIMER",
+    "Allow",
+    "Ask",
+    "Authorize",
+    "AuthorizeRead",
+    "CallerExited",
+    "CancelRequested",
+    "CancelTimer",
+    "ClientInitialized",
+    "Decision",
+    "Deny",
+    "Effect",
+    "ElicitationAnswered",
+    "Emit",
+    "Event",
+    "InvariantError",
+    "Job",
+    "KillWorker",
+    "OptionError",
+    "Options",
+    "Push",
+    "ReadRequested",
+    "Reply",
+    "RunRead",
+    "RunTool",
+    "Stage",
+    "StartTimer",
+    "StartWorker",
+    "State",
+    "SubscriberAttached",
+    "SubscriberDetached",
+    "TimerFired",
+    "ToolCallReceived",
+    "ToolInfo",
+    "ToolRegistered",
+    "ToolUnregistered",
+    "UnknownToolReply",
+    "WorkerFailed",
+    "WorkerFinished",
+    "check_invariants",
+    "initial_state",
+    "live_timers",
+    "mint_elicitation_id",
+    "step",
+]

@@ -1,0 +1,143 @@
+"""Effects: commands from the reducer to the shell, named in the imperative.
+
+The shell performs them in order and reports what happened as new events. It never looks at
+the reducer's state to decide anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .events import ConnId, TimerKey
+
+
+@attrs.frozen(slots=True)
+class Allow:
+    """An authorizer's decision: run it."""
+
+
+@attrs.frozen(slots=True)
+class Ask:
+    """An authorizer's decision: run it only if the owner approves ``prompt``."""
+
+    prompt: str
+
+
+@attrs.frozen(slots=True)
+class Deny:
+    """An authorizer's decision: refuse, with a reason the caller may read."""
+
+    reason: str
+
+
+Decision = Allow | Ask | Deny
+
+
+@attrs.frozen(slots=True)
+class Authorize:
+    """Job: ask the tool authorizer about ``tool`` with ``arguments``."""
+
+    tool: str
+    arguments: object
+
+
+@attrs.frozen(slots=True)
+class RunTool:
+    """Job: run ``tool``; the worker's value is the ``tools/call`` result object."""
+
+    tool: str
+    arguments: object
+
+
+@attrs.frozen(slots=True)
+class AuthorizeRead:
+    """Job: ask the read authorizer about ``method`` with ``params``."""
+
+    method: str
+    params: object
+
+
+@attrs.frozen(slots=True)
+class RunRead:
+    """Job: perform the read method; the worker's value is its result object."""
+
+    method: str
+    params: object
+
+
+@attrs.frozen(slots=True)
+class UnknownToolReply:
+    """Job: call the ``unknown_tool_reply`` hook; its value is text or ``None``."""
+
+    tool: str
+
+
+Job = Authorize | RunTool | AuthorizeRead | RunRead | UnknownToolReply
+
+
+@attrs.frozen(slots=True)
+class Reply:
+    """Answer request ``request_id`` of ``conn``; ``message`` ``None`` answers with nothing."""
+
+    conn: ConnId
+    request_id: object
+    message: dict[str, Any] | None
+
+
+@attrs.frozen(slots=True)
+class Push:
+    """Send ``message`` on ``conn``'s push channel."""
+
+    conn: ConnId
+    message: dict[str, Any]
+
+
+@attrs.frozen(slots=True)
+class StartTimer:
+    """Arm timer ``key`` to fire at ``deadline`` (the shell's monotonic clock, ms)."""
+
+    key: TimerKey
+    deadline: int
+
+
+@attrs.frozen(slots=True)
+class CancelTimer:
+    key: TimerKey
+
+
+@attrs.frozen(slots=True)
+class StartWorker:
+    """Run ``job`` for ``conn`` in an isolated task; report it as ``WorkerFinished``/``Failed``."""
+
+    ref: int
+    conn: ConnId
+    job: Job
+
+
+@attrs.frozen(slots=True)
+class KillWorker:
+    """Cancel the worker ``ref``; nothing it returns afterwards is looked at."""
+
+    ref: int
+
+
+@attrs.frozen(slots=True)
+class Emit:
+    """A telemetry event for the embedder's observers."""
+
+    name: str
+    fields: dict[str, Any]
+
+
+Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit
+EFFECT_KINDS: tuple[type[Effect], ...] = (
+    Reply,
+    Push,
+    StartTimer,
+    CancelTimer,
+    StartWorker,
+    KillWorker,
+    Emit,
+)

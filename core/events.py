@@ -1,0 +1,176 @@
+"""Events: facts the shell reports to the reducer, named in the past tense.
+
+Every field a peer controls (request ids, arguments, answers, capabilities) may hold anything;
+the reducer answers bad values with an effect or ignores them, never raises. Fields the shell
+controls (connection ids, worker refs, timer keys, ``now``) are trusted: ``now`` is the shell's
+monotonic clock in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Literal
+
+import attrs
+
+ConnId = Hashable
+CallerId = Hashable
+Mode = Literal["reply", "push"]
+TimerKey = tuple[str, object]
+
+
+@attrs.frozen(slots=True)
+class ClientInitialized:
+    """A connection sent ``initialize`` with these client capabilities (R-CAP-1)."""
+
+    conn: ConnId
+    capabilities: object
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class SubscriberAttached:
+    """A push channel to the connection now exists (R-SUB-1)."""
+
+    conn: ConnId
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class SubscriberDetached:
+    """The connection's push channel is gone: the connection went away (R-DROP-3)."""
+
+    conn: ConnId
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class ToolRegistered:
+    """A tool became callable; ``sensitive`` is destructiveHint or sensitive (R-TOOL-1)."""
+
+    name: str
+    sensitive: bool = False
+    derived: bool = False
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class ToolUnregistered:
+    """A tool stopped being callable (R-TOOL-1)."""
+
+    name: str
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class ToolCallReceived:
+    """A ``tools/call`` request arrived on ``conn`` (R-ADM-*)."""
+
+    conn: ConnId
+    request_id: object
+    tool: str
+    arguments: object
+    now: int
+    mode: Mode = "reply"
+    caller: CallerId | None = None
+
+
+@attrs.frozen(slots=True)
+class ReadRequested:
+    """A read-surface request (``resources/read``, ``prompts/get``, ...) arrived (R-READ-*)."""
+
+    conn: ConnId
+    request_id: object
+    method: str
+    params: object
+    now: int
+    caller: CallerId | None = None
+
+
+@attrs.frozen(slots=True)
+class WorkerFinished:
+    """A callback worker returned ``value`` (a decision, a result, or the unknown-tool text)."""
+
+    ref: int
+    value: object
+    now: int
+
+
+@attrs.frozen(slots=True)
+class WorkerFailed:
+    """A callback worker raised. The exception stays in the shell (R-WORK-3)."""
+
+    ref: int
+    now: int
+
+
+@attrs.frozen(slots=True)
+class ElicitationAnswered:
+    """A response arrived on ``conn`` for the id ``elicitation_id`` (R-CLOSE-*).
+
+    ``error`` is not ``None`` for a JSON-RPC error response; otherwise ``result`` is the result.
+    """
+
+    conn: ConnId
+    elicitation_id: object
+    result: object
+    now: int
+    error: object = None
+
+
+@attrs.frozen(slots=True)
+class CancelRequested:
+    """The request ``request_id`` of ``conn`` was cancelled by its caller or the peer (R-DROP-1)."""
+
+    conn: ConnId
+    request_id: object
+    now: int
+
+
+@attrs.frozen(slots=True)
+class CallerExited:
+    """The process or task that sent requests as ``caller`` is gone (R-DROP-2)."""
+
+    caller: CallerId
+    now: int
+
+
+@attrs.frozen(slots=True)
+class TimerFired:
+    """The timer ``key`` (from a ``StartTimer``) reached its deadline."""
+
+    key: TimerKey
+    now: int
+
+
+Event = (
+    ClientInitialized
+    | SubscriberAttached
+    | SubscriberDetached
+    | ToolRegistered
+    | ToolUnregistered
+    | ToolCallReceived
+    | ReadRequested
+    | WorkerFinished
+    | WorkerFailed
+    | ElicitationAnswered
+    | CancelRequested
+    | CallerExited
+    | TimerFired
+)
+
+EVENT_KINDS: tuple[type[Event], ...] = (
+    ClientInitialized,
+    SubscriberAttached,
+    SubscriberDetached,
+    ToolRegistered,
+    ToolUnregistered,
+    ToolCallReceived,
+    ReadRequested,
+    WorkerFinished,
+    WorkerFailed,
+    ElicitationAnswered,
+    CancelRequested,
+    CallerExited,
+    TimerFired,
+)

@@ -1,0 +1,146 @@
+"""Invariants of the reducer's state (R-INV-*), checked by every stateful test after every step.
+
+``check_invariants`` recomputes every count from what it counts, so it is O(state): for tests,
+never for the hot path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable
+
+from .state import WORKER_STAGES, Stage, State
+
+TimerKey = tuple[str, Hashable]
+
+
+class InvariantError(AssertionError):
+    """The state breaks a rule of spec/rules.md; the message names the rule."""
+
+
+def _fail(rule: str, detail: str) -> None:
+    raise InvariantError(f"{rule}: {detail}")
+
+
+def live_timers(state: State) -> set[TimerKey]:
+    """The timers the shell must have armed for ``state``: one per parked call and per worker."""
+    keys: set[TimerKey] = {("elicitation", eid) for eid in state.parked}
+    keys.update(("worker", ref) for ref in state.workers)
+    return keys
+
+
+def check_invariants(state: State) -> None:
+    """Raises :class:`InvariantError` naming the first rule ``state`` breaks."""
+    opts = state.options
+    per_conn_parked: Counter[Hashable] = Counter()
+    per_conn_workers: Counter[Hashable] = Counter()
+    per_conn_requests: dict[Hashable, set[Hashable]] = {}
+    per_caller: dict[Hashable, set[tuple[Hashable, Hashable]]] = {}
+    seen_workers: set[int] = set()
+    for key, call in state.calls.items():
+        if key != (call.conn, call.request_id):
+            _fail("R-INV-3", f"call stored under {key!r} is {(call.conn, call.request_id)!r}")
+        per_conn_requests.setdefault(call.conn, set()).add(call.request_id)
+        if call.caller is not None:
+            per_caller.setdefault(call.caller, set()).add(key)
+        if call.stage is Stage.PARKED:
+            p = state.parked.get(call.elicitation_id)
+            if p is None or p.key != key:
+                _fail("R-INV-4", f"parked call {key!r} has no elicitation entry")
+            per_conn_parked[call.conn] += 1
+            if call.worker != -1:
+                _fail("R-INV-3", f"parked call {key!r} holds worker {call.worker}")
+        else:
+            if call.stage not in WORKER_STAGES:
+                _fail("R-INV-3", f"call {key!r} in unknown stage {call.stage!r}")
+            if state.workers.get(call.worker) != key:
+                _fail("R-INV-4", f"call {key!r} in {call.stage.value} has no live worker")
+            if call.worker in seen_workers:
+                _fail("R-INV-3", f"worker {call.worker} held by two calls")
+            seen_workers.add(call.worker)
+            per_conn_workers[call.conn] += 1
+            if call.elicitation_id:
+                _fail("R-INV-3", f"unparked call {key!r} keeps elicitation {call.elicitation_id}")
+        if call.replied and call.mode != "push":
+            _fail("R-DLV-3", f"reply-mode call {key!r} was answered before its outcome")
+        if call.replied and call.stage not in (Stage.PARKED, Stage.RUNNING):
+            _fail("R-DLV-3", f"call {key!r} answered with nothing before it parked")
+    if len(state.workers) != len(seen_workers):
+        _fail("R-INV-3", "a worker is held by no call")
+    for eid, p in state.parked.items():
+        owner = state.calls.get(p.key)
+        if owner is None or owner.elicitation_id != eid:
+            _fail("R-INV-3", f"elicitation {eid} belongs to no parked call")
+    # R-INV-1: caps.
+    if state.parked_total != len(state.parked):
+        _fail("R-INV-2", f"parked_total {state.parked_total} != {len(state.parked)}")
+    if state.parked_total > opts.max_parked_elicitations_total:
+        _fail("R-INV-1", f"{state.parked_total} parked over the total cap")
+    if state.in_flight_total != len(state.workers):
+        _fail("R-INV-2", f"in_flight_total {state.in_flight_total} != {len(state.workers)}")
+    if state.in_flight_total > opts.max_in_flight:
+        _fail("R-INV-1", f"{state.in_flight_total} workers over max_in_flight")
+    # Per connection.
+    buckets_seen: Counter[int] = Counter()
+    caps_seen = {"live": 0, "unsubscribed": 0}
+    for conn, c in state.conns.items():
+        if c.is_empty():
+            _fail("R-INV-6", f"connection {conn!r} holds nothing but is kept")
+        n = len(c.parked)
+        if n != per_conn_parked[conn]:
+            _fail("R-INV-2", f"{conn!r} counts {n} parked, holds {per_conn_parked[conn]}")
+        if n > opts.max_parked_elicitations:
+            _fail("R-INV-1", f"{conn!r} has {n} parked over its cap")
+        if n and not c.subscribed:
+            _fail("R-INV-5", f"{conn!r} has parked calls but no subscriber")
+        c.parked.check()
+        for pos, eid in c.parked.items.items():
+            if state.parked[eid].pos != pos or state.parked[eid].key[0] != conn:
+                _fail("R-INV-3", f"{conn!r}'s parked queue disagrees with elicitation {eid}")
+        if c.in_flight != per_conn_workers[conn]:
+            _fail(
+                "R-INV-2", f"{conn!r} counts {c.in_flight} workers, holds {per_conn_workers[conn]}"
+            )
+        if c.in_flight > opts.in_flight_share:
+            _fail("R-INV-1", f"{conn!r} has {c.in_flight} workers over its share")
+        if set(c.requests) != per_conn_requests.get(conn, set()):
+            _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")
+        if n:
+            buckets_seen[n] += 1
+            if state.buckets[n].items.get(c.bucket_pos) != conn:
+                _fail("R-INV-3", f"{conn!r} is not at its place in bucket {n}")
+        if c.cap_group:
+            caps_seen[c.cap_group] += 1
+            expected = "live" if c.subscribed else "unsubscribed"
+            if c.cap_group != expected:
+                _fail("R-CAP-3", f"{conn!r}'s entry is in group {c.cap_group}, not {expected}")
+            fifo = state.cap_live if c.cap_group == "live" else state.cap_unsubscribed
+            if fifo.items.get(c.cap_pos) != conn:
+                _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
+        elif c.can_elicit:
+            _fail("R-INV-3", f"{conn!r} can elicit without a capabilities entry")
+    for conn in per_conn_requests:
+        if conn not in state.conns:
+            _fail("R-INV-2", f"calls of {conn!r} but no record of it")
+    for n, fifo in state.buckets.items():
+        fifo.check()
+        if len(fifo) != buckets_seen[n] or n == 0:
+            _fail(
+                "R-INV-3", f"bucket {n} holds {len(fifo)}, {buckets_seen[n]} connections hold {n}"
+            )
+    expected_top = max(state.buckets.keys(), default=0)
+    if state.top != expected_top:
+        _fail("R-INV-3", f"top is {state.top}, the largest parked count is {expected_top}")
+    state.cap_live.check()
+    state.cap_unsubscribed.check()
+    if len(state.cap_live) != caps_seen["live"]:
+        _fail("R-INV-3", "live capability entries disagree with the connections")
+    if len(state.cap_unsubscribed) != caps_seen["unsubscribed"]:
+        _fail("R-INV-3", "unsubscribed capability entries disagree with the connections")
+    if len(state.cap_live) + len(state.cap_unsubscribed) > opts.max_client_capabilities:
+        _fail("R-INV-1", "more capability entries than max_client_capabilities")
+    for caller, keys in state.callers.items():
+        if set(keys) != per_caller.get(caller, set()):
+            _fail("R-INV-2", f"caller {caller!r}'s index disagrees with its calls")
+    if set(per_caller) != set(state.callers):
+        _fail("R-INV-2", "a caller with calls has no index entry")

@@ -1,0 +1,142 @@
+"""The JSON-RPC messages the reducer answers with, as plain dicts (wire-shapes.md).
+
+Built once, complete, in the core so that every deny, busy and failure answer has exactly one
+shape. The shell only encodes them. Treat every returned dict as read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+JsonObject = dict[str, Any]
+RequestId = str | int
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+AUTHORIZATION_DENIED: Final = -32090
+
+# The `detail` of an authorization_required deny, one per closing path (R-CLOSE-2).
+AUTHORIZER_FAILED: Final = "authorizer failed"
+SENSITIVE_UNGUARDED: Final = "sensitive tool unguarded"
+TOO_MANY_PENDING: Final = "too many elicitations pending"
+TOO_MANY_ON_SERVER: Final = "too many elicitations pending on this server"
+DECLINED: Final = "declined"
+CANCELLED: Final = "cancelled"
+NOT_APPROVED: Final = "not approved"
+ELICITATION_FAILED: Final = "elicitation failed"
+TIMED_OUT: Final = "elicitation timed out"
+READ_ASK: Final = "interactive approval unsupported"
+
+ELICITATION_ID_PREFIX: Final = "askgate-elicit-"
+
+
+def _text(payload: JsonObject) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def result(request_id: RequestId | None, value: object) -> JsonObject:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def error(request_id: RequestId | None, code: int, message: str, data: object = None) -> JsonObject:
+    err: JsonObject = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+def tool_error_result(payload: JsonObject) -> JsonObject:
+    """An ``isError`` tool result carrying ``payload`` as text and as structured content."""
+    return {
+        "isError": True,
+        "content": [{"type": "text", "text": _text(payload)}],
+        "structuredContent": payload,
+    }
+
+
+def authorization_required(
+    request_id: RequestId, tool: str, decision: str, detail: str
+) -> JsonObject:
+    """The one deny shape for ``tools/call`` (R-CLOSE-2): a tool result, not a JSON-RPC error."""
+    payload = {
+        "error": "authorization_required",
+        "tool": tool,
+        "decision": decision,
+        "detail": detail,
+    }
+    return result(request_id, tool_error_result(payload))
+
+
+def read_denied(request_id: RequestId, method: str, detail: str) -> JsonObject:
+    """The deny of a read surface (R-READ-2): a JSON-RPC error that never echoes a prompt."""
+    return error(
+        request_id,
+        AUTHORIZATION_DENIED,
+        f"authorization_required: {method}",
+        {"error": "authorization_required", "method": method, "detail": detail},
+    )
+
+
+def tool_failure(request_id: RequestId, kind: str, **extra: str) -> JsonObject:
+    """``server_busy``, ``callback_timeout`` or ``callback_failed`` on ``tools/call``."""
+    return result(request_id, tool_error_result({"error": kind, **extra}))
+
+
+def method_failure(request_id: RequestId, method: str, kind: str) -> JsonObject:
+    """``server_busy``, ``callback_timeout`` or ``callback_failed`` on any other method."""
+    return error(
+        request_id, INTERNAL_ERROR, "MCP callback failed", {"error": kind, "method": method}
+    )
+
+
+def unknown_tool(request_id: RequestId, tool: str) -> JsonObject:
+    return error(request_id, METHOD_NOT_FOUND, f"Tool not found: {tool}")
+
+
+def unknown_tool_text(request_id: RequestId, text: str) -> JsonObject:
+    return result(request_id, {"isError": True, "content": [{"type": "text", "text": text}]})
+
+
+def duplicate_id(request_id: RequestId) -> JsonObject:
+    return error(request_id, INVALID_REQUEST, "Request id already in flight on this connection")
+
+
+def invalid_id() -> JsonObject:
+    return error(None, INVALID_REQUEST, "Invalid request id: must be a string or an integer")
+
+
+def elicitation_request(elicitation_id: str, tool: str, prompt: str) -> JsonObject:
+    """The ``elicitation/create`` request that asks the owner to approve a parked call."""
+    return {
+        "jsonrpc": "2.0",
+        "id": elicitation_id,
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": prompt,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {
+                        "type": "boolean",
+                        "title": "Approve",
+                        "description": f"Approve running the {tool} tool",
+                    }
+                },
+                "required": ["approve"],
+            },
+        },
+    }
+
+
+def elicitation_cancelled(elicitation_id: str, reason: str) -> JsonObject:
+    """Tells the owner to dismiss a prompt that no longer matters (R-CLOSE-4)."""
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": elicitation_id, "reason": reason},
+    }

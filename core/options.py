@@ -1,0 +1,119 @@
+"""Server options: their defaults and the rules a start is refused by (R-OPT-*).
+
+Options are the embedding program's input, so a bad one raises :class:`OptionError` (a
+``ValueError``) naming the option, its value and the rule. Nothing a peer sends can reach here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+AuthorizerSource = Literal["configured", "default"]
+Transport = Literal["stdio", "http", "unknown"]
+
+
+class OptionError(ValueError):
+    """A refused start: names the option, the value given and the rule it breaks."""
+
+    def __init__(self, option: str, value: object, rule: str) -> None:
+        super().__init__(f"askgate refuses to start: option {option}={value!r}: {rule}")
+        self.option = option
+        self.value = value
+        self.rule = rule
+
+
+def _default_share(max_in_flight: int) -> int:
+    return max(1, max_in_flight // 2)
+
+
+@attrs.frozen(slots=True)
+class Options:
+    """Every option of the reducer, with the defaults of ``shared/reference/wire-shapes.md``.
+
+    ``max_in_flight_per_connection`` of ``None`` means half of ``max_in_flight``, at least 1.
+    ``has_authorizer``/``has_read_authorizer``/``has_unknown_tool_reply`` say which user
+    callbacks exist; the callbacks themselves live in the shell and run as workers.
+    """
+
+    elicitation_timeout_ms: int = 60_000
+    max_parked_elicitations: int = 32
+    max_parked_elicitations_total: int = 256
+    max_client_capabilities: int = 1024
+    max_in_flight: int = 32
+    max_in_flight_per_connection: int | None = None
+    callback_timeout_ms: int = 300_000
+    has_authorizer: bool = False
+    has_read_authorizer: bool = False
+    has_unknown_tool_reply: bool = False
+    authorizer_source: AuthorizerSource = "default"
+    transport: Transport = "unknown"
+
+    @property
+    def in_flight_share(self) -> int:
+        """The per-connection share of ``max_in_flight`` in force (R-OPT-1)."""
+        if self.max_in_flight_per_connection is None:
+            return _default_share(self.max_in_flight)
+        return self.max_in_flight_per_connection
+
+    def validated(self) -> Options:
+        """Returns ``self`` if every rule holds, else raises :class:`OptionError` (R-OPT-1)."""
+        validate_options(self)
+        return self
+
+
+_POSITIVE = (
+    "elicitation_timeout_ms",
+    "max_parked_elicitations",
+    "max_parked_elicitations_total",
+    "max_client_capabilities",
+    "max_in_flight",
+    "callback_timeout_ms",
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_options(options: Options) -> None:
+    """Raises :class:`OptionError` for the first rule the options break (R-OPT-1).
+
+    pre: True
+    post: True
+    """
+    for name in _POSITIVE:
+        value = getattr(options, name)
+        if not _is_int(value):
+            raise OptionError(name, value, "must be an integer")
+        if value < 1:
+            raise OptionError(name, value, "must be at least 1")
+    share = options.max_in_flight_per_connection
+    if share is not None:
+        if not _is_int(share):
+            raise OptionError("max_in_flight_per_connection", share, "must be an integer")
+        if share < 1:
+            raise OptionError("max_in_flight_per_connection", share, "must be at least 1")
+        if share > options.max_in_flight:
+            raise OptionError(
+                "max_in_flight_per_connection",
+                share,
+                f"may not exceed max_in_flight ({options.max_in_flight})",
+            )
+    if options.max_parked_elicitations > options.max_parked_elicitations_total:
+        raise OptionError(
+            "max_parked_elicitations",
+            options.max_parked_elicitations,
+            "may not exceed max_parked_elicitations_total "
+            f"({options.max_parked_elicitations_total})",
+        )
+    for flag in ("has_authorizer", "has_read_authorizer", "has_unknown_tool_reply"):
+        if not isinstance(getattr(options, flag), bool):
+            raise OptionError(flag, getattr(options, flag), "must be a bool")
+    if options.authorizer_source not in ("configured", "default"):
+        raise OptionError(
+            "authorizer_source", options.authorizer_source, "must be 'configured' or 'default'"
+        )
+    if options.transport not in ("stdio", "http", "unknown"):
+        raise OptionError("transport", options.transport, "must be 'stdio', 'http' or 'unknown'")

@@ -1,0 +1,176 @@
+"""The reducer's state: immutable values over persistent maps (see spec/rules.md, "State").
+
+A step builds a new :class:`State` sharing everything it did not change with the old one, so
+the cost of a step does not grow with the number of connections or parked calls, and any old
+state stays valid (the model checker and the explorer keep many).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+from typing import Literal
+
+import attrs
+from immutables import Map
+
+from .events import CallerId, ConnId, Mode
+from .fifo import Fifo
+from .options import OptionError, Options
+
+CallKey = tuple[Hashable, Hashable]  # (connection, request id)
+
+
+class Stage(enum.Enum):
+    """Where an open request stands. Each stage but PARKED holds exactly one worker."""
+
+    AUTHORIZING = "authorizing"
+    RUNNING = "running"
+    PARKED = "parked"
+    UNKNOWN_REPLY = "unknown_reply"
+    READ_AUTHORIZING = "read_authorizing"
+    READ_RUNNING = "read_running"
+
+
+WORKER_STAGES = frozenset(s for s in Stage if s is not Stage.PARKED)
+
+
+@attrs.frozen(slots=True)
+class ToolInfo:
+    name: str
+    sensitive: bool
+    derived: bool
+
+
+@attrs.frozen(slots=True)
+class Call:
+    """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
+
+    conn: ConnId
+    request_id: Hashable
+    is_tool: bool
+    name: str
+    arguments: object
+    mode: Mode
+    caller: CallerId | None
+    stage: Stage
+    worker: int  # the worker's ref, or -1 while PARKED
+    elicitation_id: str  # "" unless PARKED
+    replied: bool  # push mode: the request was answered with nothing when it parked
+    seq: int  # admission order, so that a drop of many calls answers them in a fixed order
+
+
+@attrs.frozen(slots=True)
+class Parked:
+    """A parked call: ``pos`` is its place in its owner's queue of parked calls."""
+
+    key: CallKey
+    pos: int
+    deadline: int
+
+
+CapGroup = Literal["", "unsubscribed", "live"]
+
+
+@attrs.frozen(slots=True)
+class Conn:
+    """What the reducer knows about one connection; dropped once it holds nothing."""
+
+    subscribed: bool = False
+    # The client-capabilities entry (R-CAP): present iff cap_group != "".
+    can_elicit: bool = False
+    cap_group: CapGroup = ""
+    cap_pos: int = -1
+    # Parked calls, oldest first, and this connection's place in its parked-count bucket.
+    parked: Fifo[str] = attrs.field(factory=Fifo)
+    bucket_pos: int = -1
+    # Open requests of this connection (request id -> True) and how many hold a worker.
+    requests: Map[Hashable, bool] = attrs.field(factory=Map)
+    in_flight: int = 0
+
+    @property
+    def parked_count(self) -> int:
+        return len(self.parked)
+
+    @property
+    def has_caps(self) -> bool:
+        return self.cap_group != ""
+
+    def is_empty(self) -> bool:
+        return not self.subscribed and self.cap_group == "" and not self.requests
+
+
+EMPTY_CONN = Conn()
+
+
+@attrs.frozen(slots=True)
+class State:
+    """Everything the reducer decides from. See spec/rules.md for each variable's meaning."""
+
+    options: Options
+    id_key: bytes
+    tools: Map[str, ToolInfo]
+    conns: Map[ConnId, Conn]
+    calls: Map[CallKey, Call]
+    workers: Map[int, CallKey]
+    in_flight_total: int
+    parked: Map[str, Parked]
+    parked_total: int
+    # buckets[n]: connections holding exactly n parked calls, in the order they reached n.
+    buckets: Map[int, Fifo[ConnId]]
+    top: int  # the largest n with a non-empty bucket, 0 when nothing is parked
+    cap_unsubscribed: Fifo[ConnId]
+    cap_live: Fifo[ConnId]
+    callers: Map[CallerId, Map[CallKey, bool]]
+    next_ref: int
+    next_seq: int
+    next_elicitation: int
+
+
+def initial_state(
+    options: Options | None = None,
+    *,
+    id_key: bytes,
+    tools: tuple[ToolInfo, ...] = (),
+) -> State:
+    """The state of a server that has just started (R-OPT-1, R-OPT-2).
+
+    ``id_key`` seeds the elicitation ids (R-ID-1): the shell passes 32 bytes from a
+    cryptographic source; tests pass a fixed key to replay histories exactly.
+    """
+    opts = (options or Options()).validated()
+    if not isinstance(id_key, bytes) or len(id_key) < 16:
+        raise OptionError(
+            "id_key",
+            f"<{type(id_key).__name__}>",
+            "must be at least 16 bytes from a cryptographic source",
+        )
+    if not opts.has_authorizer:
+        unguarded = sorted(t.name for t in tools if t.sensitive and not t.derived)
+        if unguarded:
+            raise OptionError(
+                "authorizer",
+                None,
+                f"{len(unguarded)} tool(s) are annotated sensitive/destructive but no tool "
+                f"authorizer is configured: {', '.join(unguarded)} (an allow-all authorizer "
+                "opts out, explicitly)",
+            )
+    return State(
+        options=opts,
+        id_key=id_key,
+        tools=Map({t.name: t for t in tools}),
+        conns=Map(),
+        calls=Map(),
+        workers=Map(),
+        in_flight_total=0,
+        parked=Map(),
+        parked_total=0,
+        buckets=Map(),
+        top=0,
+        cap_unsubscribed=Fifo(),
+        cap_live=Fifo(),
+        callers=Map(),
+        next_ref=1,
+        next_seq=0,
+        next_elicitation=0,
+    )

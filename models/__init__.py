@@ -1,0 +1,1 @@
+"""Reference models of the specification, checked against :mod:`askgate.core`."""
