@@ -261,14 +261,13 @@ def _open(
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         return
     key = (conn, request_id)
+    _put_conn(d, conn, attrs.evolve(c, requests=c.requests.set(request_id, True)))
     ref = _start_worker(d, key, job, now, out)
     call = Call(
         conn, request_id, is_tool, name, arguments, mode, caller, stage, ref, "", False, d.next_seq
     )
     d.next_seq += 1
     d.calls = d.calls.set(key, call)
-    c = _get_conn(d, conn)
-    _put_conn(d, conn, attrs.evolve(c, requests=c.requests.set(request_id, True)))
     if caller is not None:
         d.callers = d.callers.set(caller, d.callers.get(caller, Map()).set(key, True))
 
