@@ -29,7 +29,7 @@ check: lint typecheck test
 
 # Renders the tables in spec/ from the code; a test fails when the committed text differs.
 spec: $(STAMP)
-	$(BIN)/python -m askgate.core.render spec
+	$(BIN)/python -m askgate.specdoc .
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py

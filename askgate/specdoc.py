@@ -1,0 +1,138 @@
+"""Renders the parts of ``spec/`` that must agree with the code, so they cannot drift.
+
+``python -m askgate.specdoc [ROOT]`` (``make spec``) writes ``spec/transitions.md`` from the
+reducer's transition tables and ``spec/traceability.md`` from the rule ids in ``spec/*.md`` and
+the test functions named after them. ``tests/test_spec.py`` fails when the committed files differ
+from what this renders, or when a rule has no test.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+from askgate.core import CALL_TRANSITIONS, EVENT_TRANSITIONS, PARKED_TRANSITIONS
+
+RULE_HEADING = re.compile(r"^### (R-[A-Z]+-\d+) · (.+)$", re.MULTILINE)
+TEST_RULE = re.compile(r"^test_(R_[A-Z]+_\d+)(?:_|$)")
+
+# Which kind of checker a test file is; a test file not listed counts as "example".
+CHECKERS = {
+    "test_model.py": "model",
+    "test_explore.py": "exhaustive",
+    "test_crosshair.py": "crosshair",
+    "test_totality.py": "totality",
+}
+
+
+def rules(root: Path) -> dict[str, str]:
+    """Every rule id in ``spec/*.md`` and its title, in file order."""
+    found: dict[str, str] = {}
+    for path in sorted((root / "spec").glob("*.md")):
+        for rule, title in RULE_HEADING.findall(path.read_text(encoding="utf-8")):
+            found[rule] = title.strip()
+    return found
+
+
+def tests_by_rule(root: Path) -> dict[str, list[tuple[str, str]]]:
+    """Rule id -> ``(file, test name)`` for every test function named ``test_R_AREA_N_...``."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                match = TEST_RULE.match(node.name)
+                if match:
+                    rule = match.group(1).replace("_", "-")
+                    found.setdefault(rule, []).append((path.name, node.name))
+    return found
+
+
+def _rules_cell(rule_ids: tuple[str, ...]) -> str:
+    return ", ".join(rule_ids)
+
+
+def render_transitions() -> str:
+    lines = [
+        "# Transition tables (rendered from askgate.core.reducer by `make spec`; do not edit)",
+        "",
+        "## Events",
+        "",
+        "Every event kind, the handler that takes it, and the rules it implements.",
+        "",
+        "| event | handler | leads to | rules |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind, t in EVENT_TRANSITIONS.items():
+        name, handler = kind.__name__, t.handler.__name__
+        lines.append(f"| `{name}` | `{handler}` | {t.leads_to} | {_rules_cell(t.rules)} |")
+    lines += [
+        "",
+        "## A worker's end, by the stage of the call it serves",
+        "",
+        '`TimerFired` here is the worker\'s own timer `("worker", ref)`. A pair not listed cannot',
+        "occur: only these stages hold a worker.",
+        "",
+        "| event | stage | handler | leads to | rules |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for (kind_name, stage), t in CALL_TRANSITIONS.items():
+        lines.append(
+            f"| `{kind_name}` | {stage.name} | `{t.handler.__name__}` | {t.leads_to} | "
+            f"{_rules_cell(t.rules)} |"
+        )
+    lines += [
+        "",
+        "## What ends a PARKED call",
+        "",
+        "Each row closes or drops the call exactly once (R-CLOSE-3).",
+        "",
+        "| event | handler | leads to | rules |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row, t in PARKED_TRANSITIONS.items():
+        lines.append(f"| {row} | `{t.handler.__name__}` | {t.leads_to} | {_rules_cell(t.rules)} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_traceability(root: Path) -> str:
+    by_rule = tests_by_rule(root)
+    lines = [
+        "# Traceability (rendered by `make spec`; do not edit)",
+        "",
+        "Every rule of spec/, the tests named after it, and the kinds of checker that cover it:",
+        "*example* (a test by example), *model* (the Hypothesis machine against the reference",
+        "model), *exhaustive* (the bounded explorer), *totality* (every event in every state),",
+        "*crosshair* (contracts checked symbolically).",
+        "",
+        "| rule | title | checkers | tests |",
+        "| --- | --- | --- | --- |",
+    ]
+    for rule, title in rules(root).items():
+        tests = by_rule.get(rule, [])
+        checkers = sorted({CHECKERS.get(file, "example") for file, _ in tests})
+        names = "<br>".join(f"`{file}::{name}`" for file, name in tests) or "**none**"
+        lines.append(f"| {rule} | {title} | {', '.join(checkers) or '**none**'} | {names} |")
+    return "\n".join(lines) + "\n"
+
+
+def rendered(root: Path) -> dict[Path, str]:
+    return {
+        root / "spec" / "transitions.md": render_transitions(),
+        root / "spec" / "traceability.md": render_traceability(root),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    root = Path(args[0]) if args else Path.cwd()
+    for path, text in rendered(root).items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,308 @@
+"""Totality: every event kind, in a spread of reachable states, lands in a valid state.
+
+States are reached by seeded random walks over a small universe (three connections, a few
+request ids, a plain, a sensitive and an unknown tool) under several option sets. In every
+reached state every candidate event (well-formed and malformed) is applied: the result must pass
+``check_invariants``, the effects must be well-formed, and the shell's armed timers (replayed
+from the effects) must equal ``live_timers`` of the new state. The ``test_R_INV_*`` tests also
+show that ``check_invariants`` catches each kind of corruption, so these checks can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+
+import attrs
+import pytest
+
+from askgate.core import (
+    EVENT_TRANSITIONS,
+    Allow,
+    Ask,
+    CallerExited,
+    CancelRequested,
+    CancelTimer,
+    ClientInitialized,
+    Deny,
+    Effect,
+    ElicitationAnswered,
+    Emit,
+    Event,
+    InvariantError,
+    KillWorker,
+    Options,
+    Push,
+    ReadRequested,
+    Reply,
+    StartTimer,
+    StartWorker,
+    State,
+    SubscriberAttached,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolInfo,
+    ToolRegistered,
+    ToolUnregistered,
+    WorkerFailed,
+    WorkerFinished,
+    check_invariants,
+    initial_state,
+    live_timers,
+    step,
+)
+from askgate.core.fifo import Fifo
+from askgate.core.state import EMPTY_CONN
+
+CONNS = ("a", "b", "c")
+IDS: tuple[object, ...] = (0, 1, "x")
+BAD_IDS: tuple[object, ...] = (None, True, 1.5, ["x"])
+TOOLS = (ToolInfo("echo", False, False), ToolInfo("rm", True, True))
+ANSWERS: tuple[object, ...] = (
+    {"action": "accept", "content": {"approve": True}},
+    {"action": "accept", "content": {"approve": "true"}},
+    {"action": "decline"},
+    {"action": "cancel"},
+    {},
+    None,
+    [1],
+)
+CONFIGS = (
+    Options(has_authorizer=True, max_parked_elicitations=2, max_parked_elicitations_total=3),
+    Options(
+        has_authorizer=True,
+        max_parked_elicitations=1,
+        max_parked_elicitations_total=2,
+        max_in_flight=2,
+        max_in_flight_per_connection=1,
+        max_client_capabilities=2,
+    ),
+    Options(has_read_authorizer=True, has_unknown_tool_reply=True, max_in_flight=3),
+)
+
+
+def candidate_events(state: State, now: int) -> Iterator[Event]:
+    """Every event worth trying in ``state``: live references and stale or malformed ones."""
+    live_refs = list(state.workers)
+    refs = [*live_refs, max(live_refs, default=0) + 7]
+    eids: list[object] = [*state.parked, "askgate-elicit-unknown", 5]
+    for conn in CONNS:
+        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}, now)
+        yield SubscriberAttached(conn, now)
+        yield SubscriberDetached(conn, now)
+        for rid in (*IDS, *BAD_IDS[:2]):
+            yield ToolCallReceived(
+                conn, rid, "echo", {}, now, mode="push" if rid == 1 else "reply", caller="k"
+            )
+            yield CancelRequested(conn, rid, now)
+        yield ToolCallReceived(conn, "x", "rm", {}, now)
+        yield ToolCallReceived(conn, 0, "nope", {}, now)
+        yield ReadRequested(conn, 1, "resources/read", {"uri": "u"}, now)
+        for eid in eids:
+            for answer in ANSWERS[:4]:
+                yield ElicitationAnswered(conn, eid, answer, now)
+        for eid in list(state.parked)[:1]:
+            for answer in ANSWERS[4:]:
+                yield ElicitationAnswered(conn, eid, answer, now)
+            yield ElicitationAnswered(conn, eid, None, now, error={"code": -1})
+    for ref in refs:
+        values: tuple[object, ...] = (
+            Allow(),
+            Ask("ok?"),
+            Deny("no"),
+            {"content": []},
+            "text",
+            None,
+        )
+        for value in values:
+            yield WorkerFinished(ref, value, now)
+        yield WorkerFailed(ref, now)
+        yield TimerFired(("worker", ref), now)
+    for eid in eids:
+        yield TimerFired(("elicitation", eid), now)
+    yield TimerFired(("bogus", 1), now)
+    yield CallerExited("k", now)
+    yield CallerExited("nobody", now)
+    yield ToolRegistered("late", sensitive=True)
+    yield ToolUnregistered("echo")
+
+
+def check_effects(before: State, event: Event, after: State, effects: list[Effect]) -> None:
+    """Effects are well-formed, workers and timers stay in step, outcomes go to owners."""
+    armed = live_timers(before)
+    workers = set(before.workers)
+    if isinstance(event, WorkerFinished | WorkerFailed):
+        workers.discard(event.ref)  # it ended by itself
+    owners = {key: call.conn for key, call in before.calls.items()}
+    replied: set[object] = set()
+    for effect in effects:
+        match effect:
+            case StartTimer(key=timer, deadline=deadline):
+                assert timer not in armed, f"timer {timer} armed twice"
+                assert isinstance(deadline, int)
+                armed.add(timer)
+            case CancelTimer(key=timer):
+                assert timer in armed, f"cancel of a timer not armed: {timer}"
+                armed.discard(timer)
+            case StartWorker(ref=ref):
+                assert ref not in workers
+                workers.add(ref)
+            case KillWorker(ref=ref):
+                assert ref in workers
+                workers.discard(ref)
+            case Reply(conn=conn, request_id=rid, message=message):
+                assert (conn, rid) not in replied, f"two replies to {(conn, rid)}"
+                replied.add((conn, rid))
+                if message is not None:
+                    json.dumps(message, allow_nan=False)
+            case Push(message=message):
+                json.dumps(message, allow_nan=False)
+            case Emit(name=name):
+                assert name == "client_capabilities_evicted"
+            case _:
+                raise AssertionError(f"not an effect: {effect!r}")
+    assert workers == set(after.workers)
+    for call_key, conn in owners.items():
+        if call_key in after.calls:
+            assert after.calls[call_key].conn == conn
+
+
+def _fired(event: Event) -> set[tuple[str, object]]:
+    return {event.key} if isinstance(event, TimerFired) else set()
+
+
+def walk(options: Options, seed: int, steps: int) -> Iterator[State]:
+    """States along a seeded random walk from a fresh server."""
+    rng = random.Random(seed)
+    state = initial_state(options, id_key=b"k" * 32, tools=TOOLS)
+    for conn in CONNS:
+        state, _ = step(state, SubscriberAttached(conn))
+        state, _ = step(state, ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}))
+    for i in range(steps):
+        yield state
+        events = list(candidate_events(state, i))
+        # Half the time, move a live call on (its worker answers, mostly ASK), so caps fill.
+        live = [e for e in events if isinstance(e, WorkerFinished) and e.ref in state.workers]
+        event: Event
+        if live and rng.random() < 0.6:
+            asks = [e for e in live if isinstance(e.value, Ask)]
+            event = rng.choice(asks if asks and rng.random() < 0.7 else live)
+        elif rng.random() < 0.7:
+            event = rng.choice([e for e in events if isinstance(e, ToolCallReceived)])
+        else:
+            event = rng.choice(events)
+        state, _ = step(state, event)
+
+
+def reached_states() -> list[State]:
+    states: list[State] = []
+    for n, options in enumerate(CONFIGS):
+        states.extend(walk(options, seed=n, steps=120))
+    return states
+
+
+STATES = reached_states()
+
+
+def test_every_event_kind_is_generated() -> None:
+    kinds = {type(e) for s in STATES[:50] for e in candidate_events(s, 0)}
+    assert kinds == set(EVENT_TRANSITIONS)
+
+
+@pytest.mark.parametrize("index", range(0, len(STATES), 3))
+def test_R_INV_4_totality_every_event_in_reached_states(index: int) -> None:
+    """Every event in a reached state: invariants hold, effects are well-formed, timers agree."""
+    before = STATES[index]
+    for event in candidate_events(before, 10_000):
+        after, effects = step(before, event)
+        check_invariants(after)
+        check_effects(before, event, after, effects)
+        armed = (live_timers(before) - _fired(event)) | {
+            e.key for e in effects if isinstance(e, StartTimer)
+        }
+        armed -= {e.key for e in effects if isinstance(e, CancelTimer)}
+        assert armed == live_timers(after), event
+
+
+def test_walks_reach_interesting_states() -> None:
+    assert any(s.parked_total == s.options.max_parked_elicitations_total for s in STATES)
+    assert any(s.in_flight_total == s.options.max_in_flight for s in STATES)
+    assert any(len(s.calls) >= 3 for s in STATES)
+
+
+# ---------------------------------------------------------------------------------------------
+# check_invariants can fail: each corruption is caught and named.
+
+
+def _busy_state() -> State:
+    for state in STATES:
+        if state.parked_total >= 1 and state.in_flight_total >= 1:
+            return state
+    raise AssertionError("no reached state has both a parked call and a worker")
+
+
+def _catches(state: State, rule: str) -> None:
+    with pytest.raises(InvariantError, match=rule):
+        check_invariants(state)
+
+
+def test_R_INV_1_check_catches_a_cap_overrun() -> None:
+    state = _busy_state()
+    tight = attrs.evolve(state.options, max_parked_elicitations_total=state.parked_total - 1 or 1)
+    if state.parked_total == 1:
+        tight = attrs.evolve(tight, max_in_flight=state.in_flight_total - 1 or 1)
+        if state.in_flight_total == 1:
+            tight = attrs.evolve(state.options, max_client_capabilities=0)
+            state = attrs.evolve(state, cap_live=state.cap_live.push("zz")[0])
+    _catches(attrs.evolve(state, options=tight), r"R-INV-[13]")
+    check_invariants(_busy_state())
+
+
+def test_R_INV_2_check_catches_a_drifting_count() -> None:
+    state = _busy_state()
+    _catches(attrs.evolve(state, parked_total=state.parked_total + 1), "R-INV-2")
+    _catches(attrs.evolve(state, in_flight_total=state.in_flight_total + 1), "R-INV-2")
+
+
+def test_R_INV_3_check_catches_a_broken_index() -> None:
+    state = _busy_state()
+    _catches(attrs.evolve(state, top=state.top + 1), "R-INV-3")
+    _catches(
+        attrs.evolve(state, buckets=state.buckets.set(7, Fifo[object]().push("zz")[0])), "R-INV-3"
+    )
+
+
+def test_R_INV_4_check_catches_a_call_without_its_worker() -> None:
+    state = _busy_state()
+    ref = next(iter(state.workers))
+    _catches(attrs.evolve(state, workers=state.workers.delete(ref)), "R-INV-4")
+
+
+def test_R_INV_5_check_catches_a_parked_call_without_subscriber() -> None:
+    state = _busy_state()
+    eid = next(iter(state.parked))
+    conn = state.parked[eid].key[0]
+    c = state.conns[conn]
+    broken = attrs.evolve(state, conns=state.conns.set(conn, attrs.evolve(c, subscribed=False)))
+    _catches(broken, r"R-INV-5|R-CAP-3")
+
+
+def test_R_INV_6_check_catches_a_connection_kept_for_nothing() -> None:
+    state = _busy_state()
+    _catches(attrs.evolve(state, conns=state.conns.set("ghost", EMPTY_CONN)), "R-INV-6")
+
+
+def test_R_INV_6_connections_are_forgotten_once_empty() -> None:
+    state = initial_state(CONFIGS[0], id_key=b"k" * 32, tools=TOOLS)
+    for event in (
+        SubscriberAttached("a"),
+        ClientInitialized("a", {"elicitation": {}}),
+        ToolCallReceived("a", 1, "echo", {}, 0),
+        SubscriberDetached("a"),
+        ToolCallReceived("b", 1, "nope", {}, 0),
+    ):
+        state, _ = step(state, event)
+    assert len(state.conns) == 0
+    assert len(state.calls) == 0
