@@ -97,12 +97,6 @@ def check_invariants(state: State) -> None:
         for pos, eid in c.parked.items.items():
             if state.parked[eid].pos != pos or state.parked[eid].key[0] != conn:
                 _fail("R-INV-3", f"{conn!r}'s parked queue disagrees with elicitation {eid}")
-        if c.in_flight != per_conn_workers[conn]:
-            _fail(
-                "R-INV-2", f"{conn!r} counts {c.in_flight} workers, holds {per_conn_workers[conn]}"
-            )
-        if c.in_flight > opts.in_flight_share:
-            _fail("R-INV-1", f"{conn!r} has {c.in_flight} workers over its share")
         if set(c.requests) != per_conn_requests.get(conn, set()):
             _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")
         if n:
@@ -119,6 +113,13 @@ def check_invariants(state: State) -> None:
                 _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
         elif c.can_elicit:
             _fail("R-INV-3", f"{conn!r} can elicit without a capabilities entry")
+    for conn, n in state.in_flight.items():
+        if n != per_conn_workers[conn] or n < 1:
+            _fail("R-INV-2", f"{conn!r} counts {n} workers, holds {per_conn_workers[conn]}")
+        if n > opts.in_flight_share:
+            _fail("R-INV-1", f"{conn!r} has {n} workers over its share")
+    if set(per_conn_workers) != set(state.in_flight):
+        _fail("R-INV-2", "a connection's workers are not counted")
     for conn in per_conn_requests:
         if conn not in state.conns:
             _fail("R-INV-2", f"calls of {conn!r} but no record of it")

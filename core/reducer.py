@@ -92,6 +92,7 @@ class _Draft:
     conns: Map[ConnId, Conn]
     calls: Map[CallKey, Call]
     workers: Map[int, CallKey]
+    in_flight: Map[ConnId, int]
     in_flight_total: int
     parked: Map[str, Parked]
     parked_total: int
@@ -105,11 +106,47 @@ class _Draft:
     next_elicitation: int
 
     def __init__(self, state: State) -> None:
-        for name in _Draft.__slots__:
-            setattr(self, name, getattr(state, name))
+        # Spelled out rather than looped: this runs once per event.
+        self.options = state.options
+        self.id_key = state.id_key
+        self.tools = state.tools
+        self.conns = state.conns
+        self.calls = state.calls
+        self.workers = state.workers
+        self.in_flight = state.in_flight
+        self.in_flight_total = state.in_flight_total
+        self.parked = state.parked
+        self.parked_total = state.parked_total
+        self.buckets = state.buckets
+        self.top = state.top
+        self.cap_unsubscribed = state.cap_unsubscribed
+        self.cap_live = state.cap_live
+        self.callers = state.callers
+        self.next_ref = state.next_ref
+        self.next_seq = state.next_seq
+        self.next_elicitation = state.next_elicitation
 
     def freeze(self) -> State:
-        return State(*[getattr(self, name) for name in _Draft.__slots__])
+        return State(
+            self.options,
+            self.id_key,
+            self.tools,
+            self.conns,
+            self.calls,
+            self.workers,
+            self.in_flight,
+            self.in_flight_total,
+            self.parked,
+            self.parked_total,
+            self.buckets,
+            self.top,
+            self.cap_unsubscribed,
+            self.cap_live,
+            self.callers,
+            self.next_ref,
+            self.next_seq,
+            self.next_elicitation,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,15 +290,18 @@ def _open(
     out: Out,
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
-    c = _get_conn(d, conn)
     scope = busy_scope(
-        d.in_flight_total, d.options.max_in_flight, c.in_flight, d.options.in_flight_share
+        d.in_flight_total,
+        d.options.max_in_flight,
+        d.in_flight.get(conn, 0),
+        d.options.in_flight_share,
     )
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         return
     key = (conn, request_id)
-    _put_conn(d, conn, attrs.evolve(c, requests=c.requests.set(request_id, True)))
+    c = _get_conn(d, conn)
+    _put_conn(d, conn, c.with_requests(c.requests.set(request_id, True)))
     ref = _start_worker(d, key, job, now, out)
     call = Call(
         conn, request_id, is_tool, name, arguments, mode, caller, stage, ref, "", False, d.next_seq
@@ -279,8 +319,7 @@ def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
     d.workers = d.workers.set(ref, key)
     d.in_flight_total += 1
     conn = key[0]
-    c = _get_conn(d, conn)
-    _put_conn(d, conn, attrs.evolve(c, in_flight=c.in_flight + 1))
+    d.in_flight = d.in_flight.set(conn, d.in_flight.get(conn, 0) + 1)
     out.append(StartWorker(ref, conn, job))
     out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
     return ref
@@ -289,8 +328,8 @@ def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
 def _release_worker(d: _Draft, call: Call) -> None:
     d.workers = d.workers.delete(call.worker)
     d.in_flight_total -= 1
-    c = _get_conn(d, call.conn)
-    _put_conn(d, call.conn, attrs.evolve(c, in_flight=c.in_flight - 1))
+    n = d.in_flight[call.conn] - 1
+    d.in_flight = d.in_flight.set(call.conn, n) if n else d.in_flight.delete(call.conn)
 
 
 def _next_stage(d: _Draft, call: Call, stage: Stage, job: Job, now: int, out: Out) -> None:
@@ -298,16 +337,18 @@ def _next_stage(d: _Draft, call: Call, stage: Stage, job: Job, now: int, out: Ou
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
-    c = _get_conn(d, call.conn)
     scope = busy_scope(
-        d.in_flight_total, d.options.max_in_flight, c.in_flight, d.options.in_flight_share
+        d.in_flight_total,
+        d.options.max_in_flight,
+        d.in_flight.get(call.conn, 0),
+        d.options.in_flight_share,
     )
     if scope:
         _close(d, call, _busy(call.request_id, call.is_tool, call.name, scope), out)
         return
     key = (call.conn, call.request_id)
     ref = _start_worker(d, key, job, now, out)
-    d.calls = d.calls.set(key, attrs.evolve(call, stage=stage, worker=ref, elicitation_id=""))
+    d.calls = d.calls.set(key, call.moved(stage, ref, "", call.replied))
 
 
 def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
@@ -321,7 +362,7 @@ def _end(d: _Draft, call: Call) -> None:
     key = (call.conn, call.request_id)
     d.calls = d.calls.delete(key)
     c = _get_conn(d, call.conn)
-    _put_conn(d, call.conn, attrs.evolve(c, requests=c.requests.delete(call.request_id)))
+    _put_conn(d, call.conn, c.with_requests(c.requests.delete(call.request_id)))
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
@@ -512,7 +553,7 @@ def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Co
     while top and top not in buckets:
         top -= 1
     d.buckets, d.top = buckets, top
-    return attrs.evolve(c, parked=parked, bucket_pos=pos)
+    return c.with_parked(parked, pos)
 
 
 def _unpark(d: _Draft, call: Call) -> None:
@@ -567,9 +608,7 @@ def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> No
     d.parked = d.parked.set(eid, Parked(key, pos, deadline))
     d.parked_total += 1
     replied = call.replied or call.mode == "push"
-    d.calls = d.calls.set(
-        key, attrs.evolve(call, stage=Stage.PARKED, worker=-1, elicitation_id=eid, replied=replied)
-    )
+    d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
     out.append(Push(call.conn, m.elicitation_request(eid, call.name, prompt)))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing

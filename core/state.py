@@ -59,6 +59,23 @@ class Call:
     replied: bool  # push mode: the request was answered with nothing when it parked
     seq: int  # admission order, so that a drop of many calls answers them in a fixed order
 
+    def moved(self, stage: Stage, worker: int, elicitation_id: str, replied: bool) -> Call:
+        """This call in another stage (positional construction: this is the hot path)."""
+        return Call(
+            self.conn,
+            self.request_id,
+            self.is_tool,
+            self.name,
+            self.arguments,
+            self.mode,
+            self.caller,
+            stage,
+            worker,
+            elicitation_id,
+            replied,
+            self.seq,
+        )
+
 
 @attrs.frozen(slots=True)
 class Parked:
@@ -84,9 +101,32 @@ class Conn:
     # Parked calls, oldest first, and this connection's place in its parked-count bucket.
     parked: Fifo[str] = attrs.field(factory=Fifo)
     bucket_pos: int = -1
-    # Open requests of this connection (request id -> True) and how many hold a worker.
+    # Open requests of this connection (request id -> True).
     requests: Map[Hashable, bool] = attrs.field(factory=Map)
-    in_flight: int = 0
+
+    def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
+        """This connection with other open requests (hot path)."""
+        return Conn(
+            self.subscribed,
+            self.can_elicit,
+            self.cap_group,
+            self.cap_pos,
+            self.parked,
+            self.bucket_pos,
+            requests,
+        )
+
+    def with_parked(self, parked: Fifo[str], bucket_pos: int) -> Conn:
+        """This connection with other parked calls and bucket place (hot path)."""
+        return Conn(
+            self.subscribed,
+            self.can_elicit,
+            self.cap_group,
+            self.cap_pos,
+            parked,
+            bucket_pos,
+            self.requests,
+        )
 
     @property
     def parked_count(self) -> int:
@@ -113,6 +153,8 @@ class State:
     conns: Map[ConnId, Conn]
     calls: Map[CallKey, Call]
     workers: Map[int, CallKey]
+    # Workers per connection (kept apart from Conn: it changes on every worker start and end).
+    in_flight: Map[ConnId, int]
     in_flight_total: int
     parked: Map[str, Parked]
     parked_total: int
@@ -162,6 +204,7 @@ def initial_state(
         conns=Map(),
         calls=Map(),
         workers=Map(),
+        in_flight=Map(),
         in_flight_total=0,
         parked=Map(),
         parked_total=0,
