@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench clean
+.PHONY: install test check lint typecheck spec bench crosshair clean
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ check: lint typecheck test
 # Renders the tables in spec/ from the code; a test fails when the committed text differs.
 spec: $(STAMP)
 	$(BIN)/python -m askgate.specdoc .
+
+# CrossHair checks the pre:/post: contracts of the reducer's decision functions.
+crosshair: $(STAMP)
+	$(BIN)/crosshair check --analysis_kind=PEP316 --per_condition_timeout=20 askgate.core.decide
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py

@@ -60,10 +60,10 @@ def can_elicit(capabilities: object) -> bool:
     ``"elicitation": {}`` means form only; ``{"form": {}}`` form; ``{"url": {}}`` alone is not
     enough: we only ask with forms.
 
-    post: __return__ == (isinstance(capabilities, dict)
-                         and isinstance(capabilities.get("elicitation"), dict)
-                         and (capabilities["elicitation"] == {}
-                              or isinstance(capabilities["elicitation"].get("form"), dict)))
+    post: isinstance(capabilities, dict) or not __return__
+    post: not __return__ or isinstance(capabilities["elicitation"], dict)
+    post: not __return__ or not capabilities["elicitation"] or "form" in capabilities["elicitation"]
+    post: __return__ or not isinstance(capabilities, dict) or capabilities.get("elicitation") != {}
     """
     if not isinstance(capabilities, dict):
         return False
@@ -76,9 +76,8 @@ def can_elicit(capabilities: object) -> bool:
 def is_approval(result: object) -> bool:
     """Exactly: ``action == "accept"`` and ``content.approve`` is the JSON boolean true (R-CLOSE-1).
 
-    post: __return__ == (isinstance(result, dict) and result.get("action") == "accept"
-                         and isinstance(result.get("content"), dict)
-                         and result["content"].get("approve") is True)
+    post: not __return__ or (isinstance(result, dict) and result["action"] == "accept")
+    post: not __return__ or result["content"]["approve"] is True
     """
     if not isinstance(result, dict) or result.get("action") != "accept":
         return False
@@ -102,7 +101,6 @@ def refusal_detail(result: object) -> str:
 def is_request_id(value: object) -> bool:
     """MCP request ids are strings or integers; never a bool, a float or null (R-ADM-0).
 
-    post: __return__ == (isinstance(value, str)
-                         or (isinstance(value, int) and not isinstance(value, bool)))
+    post: __return__ == (isinstance(value, (str, int)) and not isinstance(value, bool))
     """
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

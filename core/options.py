@@ -78,11 +78,7 @@ def _is_int(value: object) -> bool:
 
 
 def validate_options(options: Options) -> None:
-    """Raises :class:`OptionError` for the first rule the options break (R-OPT-1).
-
-    pre: True
-    post: True
-    """
+    """Raises :class:`OptionError` for the first rule the options break (R-OPT-1)."""
     for name in _POSITIVE:
         value = getattr(options, name)
         if not _is_int(value):
