@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench crosshair clean
+.PHONY: install test check lint typecheck spec bench crosshair verify clean
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ check: lint typecheck test
 # Renders the tables in spec/ from the code; a test fails when the committed text differs.
 spec: $(STAMP)
 	$(BIN)/python -m askgate.specdoc .
+
+# Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes).
+verify: $(STAMP)
+	$(BIN)/python -m askgate.models.explore --depth 10
 
 # CrossHair checks the pre:/post: contracts of the reducer's decision functions.
 crosshair: $(STAMP)

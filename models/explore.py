@@ -1,0 +1,333 @@
+"""Exhaustive bounded exploration of the real reducer.
+
+Breadth-first over every event sequence from a finite alphabet, up to a depth, deduplicating
+states up to renaming (worker refs, elicitation ids and counters are names, not meaning). In
+every state reached it checks ``check_invariants``; on every transition it checks that each
+request that ends gets exactly one ending (one ``Reply``, or in push mode one outcome ``Push``
+after the empty reply), that calls still open got no outcome, that outcomes go only to their
+owners, and that the shell's timers and workers stay equal to the state's.
+
+    python -m askgate.models.explore [--depth N] [--max-states N]
+
+The alphabet (:func:`alphabet`) names calls by ``(connection, request id)`` rather than by
+worker ref or elicitation id, so two states equal up to renaming have the same futures and one
+of them is enough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+
+import attrs
+
+from askgate.core import (
+    Allow,
+    Ask,
+    CallerExited,
+    CancelRequested,
+    CancelTimer,
+    ClientInitialized,
+    Deny,
+    Effect,
+    ElicitationAnswered,
+    Event,
+    KillWorker,
+    Options,
+    Push,
+    Reply,
+    Stage,
+    StartTimer,
+    StartWorker,
+    State,
+    SubscriberAttached,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolInfo,
+    WorkerFailed,
+    WorkerFinished,
+    check_invariants,
+    initial_state,
+    live_timers,
+    step,
+)
+
+CONNS = ("a", "b", "c")
+REQUEST_IDS = (1, 2)
+TOOLS = (ToolInfo("echo", sensitive=False, derived=False),)
+APPROVE = {"action": "accept", "content": {"approve": True}}
+DECLINE = {"action": "decline"}
+
+# Every path starts with the three connections live and initialized (a later detach, attach
+# and re-initialize of "c" makes it one that cannot be asked):
+# the depth is then spent on what happens to calls, and the alphabet can still detach,
+# re-attach and re-initialize them.
+PRELUDE: tuple[Event, ...] = tuple(
+    event
+    for conn in CONNS
+    for event in (
+        SubscriberAttached(conn),
+        ClientInitialized(conn, {"elicitation": {}}),
+    )
+)
+
+TIGHT = Options(
+    has_authorizer=True,
+    max_parked_elicitations=1,
+    max_parked_elicitations_total=2,
+    max_in_flight=2,
+    max_in_flight_per_connection=1,
+    max_client_capabilities=3,
+)
+"""One parked call per connection, two in all: the per-connection cap and eviction."""
+
+SHARED = Options(
+    has_authorizer=True,
+    max_parked_elicitations=2,
+    max_parked_elicitations_total=3,
+    max_in_flight=2,
+    max_in_flight_per_connection=1,
+    max_client_capabilities=3,
+)
+"""Two per connection, three in all: eviction of a top holder and the deny to an equal one."""
+
+CONFIGS = {"tight": TIGHT, "shared": SHARED}
+
+
+class ExplorationError(AssertionError):
+    """A property failed; the message holds the event path that leads there."""
+
+
+def alphabet(state: State) -> Iterator[Event]:
+    """Every event tried from ``state``: connection events, new calls, and each open call's
+    possible next events (worker outcomes, answers from owner and stranger, timers, cancels)."""
+    for conn in CONNS:
+        yield SubscriberAttached(conn)
+        yield SubscriberDetached(conn)
+        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {})
+        for rid in REQUEST_IDS:
+            if (conn, rid) not in state.calls:
+                if rid == 2:
+                    yield ToolCallReceived(conn, rid, "echo", None, 0, mode="push", caller=conn)
+                else:
+                    yield ToolCallReceived(conn, rid, "echo", None, 0, caller=conn)
+    yield ToolCallReceived("a", 3, "nope", None, 0)
+    for (owner, request_id), call in state.calls.items():
+        if call.stage is Stage.PARKED:
+            eid = call.elicitation_id
+            yield ElicitationAnswered(owner, eid, APPROVE, 0)
+            yield ElicitationAnswered(owner, eid, DECLINE, 0)
+            yield ElicitationAnswered(owner, eid, None, 0, error={"code": -1})
+            stranger = next(c for c in CONNS if c != owner)
+            yield ElicitationAnswered(stranger, eid, APPROVE, 0)
+            yield TimerFired(("elicitation", eid), 0)
+        elif call.stage is Stage.AUTHORIZING:
+            yield WorkerFinished(call.worker, Allow(), 0)
+            yield WorkerFinished(call.worker, Ask("ok?"), 0)
+            yield WorkerFinished(call.worker, Deny("no"), 0)
+            yield WorkerFailed(call.worker, 0)
+        else:
+            yield WorkerFinished(call.worker, {"content": []}, 0)
+            yield TimerFired(("worker", call.worker), 0)
+        yield CancelRequested(owner, request_id, 0)
+    for conn in CONNS:
+        if conn in state.callers:
+            yield CallerExited(conn, 0)
+
+
+def canonical(state: State) -> Hashable:
+    """``state`` up to renaming of worker refs, elicitation ids and counters."""
+    calls = sorted(state.calls.values(), key=lambda call: call.seq)
+    call_part = tuple(
+        (call.conn, call.request_id, call.stage, call.mode, call.replied, call.caller, call.name)
+        for call in calls
+    )
+    conns = tuple(
+        sorted(
+            (
+                str(conn),
+                c.subscribed,
+                c.can_elicit,
+                c.cap_group,
+                tuple(state.parked[eid].key for eid in c.parked),
+            )
+            for conn, c in state.conns.items()
+        )
+    )
+    buckets = tuple(sorted((n, tuple(map(str, fifo))) for n, fifo in state.buckets.items()))
+    caps = (tuple(map(str, state.cap_unsubscribed)), tuple(map(str, state.cap_live)))
+    return (call_part, conns, buckets, caps, tuple(sorted(state.tools)))
+
+
+def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
+    """The per-step properties: closed exactly once, owner-only delivery, timers and workers."""
+    check_invariants(after)
+    replies: dict[tuple[Hashable, Hashable], int] = {}
+    outcome_pushes: dict[tuple[Hashable, Hashable], int] = {}
+    timers = set(live_timers(before))
+    workers = set(before.workers)
+    if isinstance(event, TimerFired):
+        timers.discard(event.key)
+    if isinstance(event, WorkerFinished | WorkerFailed):
+        workers.discard(event.ref)
+    for effect in effects:
+        if isinstance(effect, Reply):
+            key = (effect.conn, effect.request_id)
+            replies[key] = replies.get(key, 0) + 1
+        elif isinstance(effect, Push) and "method" not in effect.message:
+            key = (effect.conn, effect.message["id"])
+            outcome_pushes[key] = outcome_pushes.get(key, 0) + 1
+        elif isinstance(effect, StartTimer):
+            if effect.key in timers:
+                raise AssertionError(f"timer {effect.key} armed twice")
+            timers.add(effect.key)
+        elif isinstance(effect, CancelTimer):
+            if effect.key not in timers:
+                raise AssertionError(f"timer {effect.key} cancelled but not armed")
+            timers.discard(effect.key)
+        elif isinstance(effect, StartWorker):
+            workers.add(effect.ref)
+        elif isinstance(effect, KillWorker):
+            if effect.ref not in workers:
+                raise AssertionError(f"worker {effect.ref} killed but not running")
+            workers.discard(effect.ref)
+    if timers != live_timers(after):
+        raise AssertionError(f"armed timers {timers} != live timers {live_timers(after)}")
+    if workers != set(after.workers):
+        raise AssertionError(f"running workers {workers} != state's {set(after.workers)}")
+    if any(n > 1 for n in replies.values()) or any(n > 1 for n in outcome_pushes.values()):
+        raise AssertionError(f"a request answered twice: {replies} {outcome_pushes}")
+    for key, call in before.calls.items():
+        ended = key not in after.calls
+        if call.replied:  # push mode, parked earlier: the outcome, if any, is a push
+            if key in replies:
+                raise AssertionError(f"{key} replied twice")
+            if not ended and key in outcome_pushes:
+                raise AssertionError(f"{key} got an outcome but is still open")
+        elif ended:
+            if replies.get(key) != 1:
+                raise AssertionError(f"{key} ended without exactly one reply")
+        elif key in replies:
+            after_call = after.calls[key]
+            if not (after_call.replied and after_call.stage is Stage.PARKED):
+                raise AssertionError(f"{key} replied but still open and not parked in push mode")
+    if isinstance(event, ToolCallReceived):  # a request answered at once: exactly one reply
+        key = (event.conn, event.request_id)
+        if key not in before.calls and key not in after.calls and replies.get(key) != 1:
+            raise AssertionError(f"new request {key} answered {replies.get(key, 0)} times")
+    for key in (*replies, *outcome_pushes):
+        owner = key[0]
+        found = before.calls.get(key) or after.calls.get(key)
+        if found is not None and found.conn != owner:
+            raise AssertionError(f"outcome of {key} went to {owner}")
+
+
+@attrs.frozen
+class Report:
+    depth: int
+    states: int
+    transitions: int
+    seconds: float
+    complete: bool  # every state within the depth was expanded (no --max-states cut)
+    outcomes: frozenset[str]  # every deny detail and error kind some transition produced
+
+
+def outcome_names(effects: list[Effect]) -> set[str]:
+    """The deny details and error kinds in ``effects``: what situations a path reached."""
+    names: set[str] = set()
+    for effect in effects:
+        message = effect.message if isinstance(effect, Reply | Push) else None
+        if not message:
+            continue
+        result = message.get("result")
+        if isinstance(result, dict) and isinstance(result.get("structuredContent"), dict):
+            payload = result["structuredContent"]
+            names.add(str(payload.get("detail") or payload.get("error")))
+        elif "error" in message:
+            names.add(f"error {message['error']['code']}")
+        elif message.get("method") == "notifications/cancelled":
+            names.add("withdrawn")
+        elif "result" in message:
+            names.add("result")
+    return names
+
+
+StepFn = Callable[[State, Event], tuple[State, list[Effect]]]
+
+
+def explore(
+    options: Options = TIGHT,
+    depth: int = 5,
+    max_states: int | None = None,
+    step_fn: StepFn = step,
+) -> Report:
+    """Breadth-first to ``depth`` events; raises :class:`ExplorationError` with the path.
+
+    ``step_fn`` is the reducer under test (the real one by default).
+    """
+    began = time.perf_counter()
+    start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
+    for event in PRELUDE:
+        start, _ = step_fn(start, event)
+    check_invariants(start)
+    seen = {canonical(start)}
+    frontier: deque[tuple[State, tuple[Event, ...]]] = deque([(start, ())])
+    transitions = 0
+    complete = True
+    outcomes: set[str] = set()
+    for _ in range(depth):
+        next_frontier: deque[tuple[State, tuple[Event, ...]]] = deque()
+        for state, path in frontier:
+            for event in alphabet(state):
+                try:
+                    after, effects = step_fn(state, event)
+                    check_transition(state, event, after, effects)
+                    outcomes |= outcome_names(effects)
+                except Exception as failure:  # any failure is reported with its path
+                    steps = "\n  ".join(repr(e) for e in (*path, event))
+                    raise ExplorationError(f"{failure!r}\nafter:\n  {steps}") from failure
+                transitions += 1
+                key = canonical(after)
+                if key in seen:
+                    continue
+                if max_states is not None and len(seen) >= max_states:
+                    complete = False
+                    continue
+                seen.add(key)
+                next_frontier.append((after, (*path, event)))
+        frontier = next_frontier
+    seconds = time.perf_counter() - began
+    return Report(depth, len(seen), transitions, seconds, complete, frozenset(outcomes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Exhaustive bounded exploration of the reducer")
+    parser.add_argument("--depth", type=int, default=6, help="events after the prelude")
+    parser.add_argument("--config", choices=sorted(CONFIGS), action="append")
+    parser.add_argument("--max-states", type=int, default=None)
+    args = parser.parse_args(argv)
+    print(
+        "alphabet: 3 connections (a prelude connects and initializes all three), 2 request ids "
+        "per connection (reply and push mode), an unknown tool, every worker outcome, answers "
+        "from owner and stranger, timers, cancels, caller exits, subscriber attach/detach, "
+        "initialize; 2 workers (1 per connection), 3 capability entries"
+    )
+    for name in args.config or sorted(CONFIGS):
+        options = CONFIGS[name]
+        report = explore(options, args.depth, args.max_states)
+        print(
+            f"{name} (parked {options.max_parked_elicitations} per connection, "
+            f"{options.max_parked_elicitations_total} in total): {report.states} distinct states, "
+            f"{report.transitions} transitions, depth {report.depth}, {report.seconds:.1f}s, "
+            f"{'complete' if report.complete else 'cut at --max-states'}; "
+            f"outcomes seen: {', '.join(sorted(report.outcomes))}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Exhaustive bounded exploration of the real reducer (``askgate.models.explore``).
+
+``make test`` explores every event sequence of 6 events after the prelude under the tight caps
+(one parked call per connection, two in all) and 5 under the shared caps; ``make verify`` goes
+deeper. Every state reached passes ``check_invariants``; every transition is checked for
+closed-exactly-once, owner-only delivery, and timers and workers in step with the state.
+Each test below also asserts the exploration really reached the situation its rule is about.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+import pytest
+
+from askgate.core import CancelTimer, Effect, Event, State, step
+from askgate.models.explore import SHARED, TIGHT, ExplorationError, Report, explore
+
+
+@functools.cache
+def tight() -> Report:
+    return explore(TIGHT, depth=6)
+
+
+@functools.cache
+def shared() -> Report:
+    return explore(SHARED, depth=5)
+
+
+def test_exploration_is_complete_and_large() -> None:
+    assert tight().complete
+    assert shared().complete
+    assert tight().states > 10_000
+    assert shared().states > 5_000
+
+
+def test_R_INV_1_exhaustive_caps_hold_in_every_state() -> None:
+    assert "too many elicitations pending" in tight().outcomes
+    assert "server_busy" in tight().outcomes
+
+
+def test_R_INV_4_exhaustive_timers_in_step_on_every_transition() -> None:
+    assert {"elicitation timed out", "callback_timeout"} <= tight().outcomes
+
+
+def test_R_PARK_3_exhaustive_eviction_reached_and_checked() -> None:
+    assert "too many elicitations pending on this server" in tight().outcomes
+
+
+def test_R_CLOSE_3_exhaustive_closed_exactly_once() -> None:
+    assert {"declined", "elicitation failed", "result", "withdrawn"} <= tight().outcomes
+    assert {"declined", "elicitation failed", "result"} <= shared().outcomes
+
+
+def test_R_DLV_1_exhaustive_one_reply_per_request_to_its_owner() -> None:
+    assert {"ok?", "no", "authorizer failed", "error -32601"} <= tight().outcomes
+
+
+def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
+    after, effects = step(state, event)
+    kept = [e for e in effects if not (isinstance(e, CancelTimer) and e.key[0] == "elicitation")]
+    return after, kept
+
+
+def _miscounts_parked_calls(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: claims one more parked call than it holds after any park."""
+    after, effects = step(state, event)
+    if after.parked_total > state.parked_total:
+        after = attrs.evolve(after, parked_total=after.parked_total + 1)
+    return after, effects
+
+
+@pytest.mark.parametrize("broken", [_forgets_elicitation_timer_cancels, _miscounts_parked_calls])
+def test_exploration_catches_a_broken_reducer(broken: object) -> None:
+    with pytest.raises(ExplorationError, match="after:"):
+        explore(TIGHT, depth=4, step_fn=broken)  # type: ignore[arg-type]
