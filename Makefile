@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench crosshair verify clean
+.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean
 
 install: $(STAMP)
 
@@ -41,6 +41,13 @@ crosshair: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py
+
+# MCP over stdio: askgate beside the official SDK's low-level server, same work, same run.
+# A server that fails is reported and skipped; the target fails only when all of them do.
+bench-stdio: $(STAMP)
+	$(BIN)/python bench/stdio_bench.py \
+		--server "$(BIN)/python bench/sdk_echo_server.py" --label sdk \
+		--server "$(BIN)/python -m askgate serve --stdio --demo" --label askgate
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,636 @@
+"""MCP servers over stdio, side by side: echo tools/call throughput, ping latency, CPU per call.
+
+    python bench/stdio_bench.py --server "python bench/sdk_echo_server.py" --label sdk \\
+        [--server "python -m askgate serve --stdio --demo" --label askgate] \\
+        [--calls 5000] [--in-flight 32] [--pings 1000] [--rounds 3] [--out bench/results/stdio.json]
+
+Each ``--server`` is a command line (split like a shell would, no shell involved) that serves MCP
+on its stdin/stdout and has a tool ``echo(text)`` that returns ``text`` as one text content block
+and runs without asking. ``--label`` names the servers in order (default: ``server1``, ...). The
+servers are run one after the other, each in a fresh process, and measured the same way:
+
+1. handshake: ``initialize`` (protocolVersion 2025-06-18), ``notifications/initialized``, then
+   ``tools/list``, which must list ``echo``; a server that does not answer either within
+   ``--init-timeout`` seconds, or exits, is reported as failed and the others still run;
+2. warm-up: ``--warmup`` echo calls, pipelined like the next phase, not measured;
+3. throughput: ``--calls`` echo ``tools/call`` requests with exactly ``--in-flight`` outstanding
+   (the window is refilled as replies arrive), every reply checked; calls/s over wall time, and
+   the server's CPU time (user+sys from ``/proc/<pid>/stat``, summed over its process tree,
+   including reaped children) across this phase divided by the number of calls;
+4. latency: ``--pings`` sequential ``ping`` requests, p50 and p99 round trip in microseconds.
+
+The client speaks raw JSON-RPC lines over the pipes, from one thread, with ``poll`` deadlines on
+every read; its own CPU per call and its CPU utilisation during the throughput phase are reported
+too, so that a saturated client (utilisation near 1.0) shows instead of passing for a slow server.
+A watchdog kills a server that is still running ``--timeout`` seconds after it was started.
+
+With ``--rounds R`` (default 3) the servers take turns R times, a fresh process each time, and
+each figure is the median of the rounds; a server that fails once is not run again. The table
+goes to stdout; the figures, one object per label, to ``--out`` as JSON. The exit status is 0
+when at least one server completed, 1 when all of them failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import select
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+PROTOCOL_VERSION = "2025-06-18"
+CLIENT_INFO = {"name": "askgate-stdio-bench", "version": "0.1.0"}
+READ_CHUNK = 1 << 16
+STDERR_TAIL = 2000
+
+
+class BenchError(Exception):
+    """A server failed the run; the message says how, for the report."""
+
+
+class NoReplyError(BenchError):
+    """A read's deadline passed (the server is still running)."""
+
+
+@dataclass
+class Config:
+    calls: int
+    in_flight: int
+    pings: int
+    warmup: int
+    text: str
+    init_timeout: float
+    timeout: float
+
+
+@dataclass
+class Result:
+    label: str
+    command: list[str]
+    ok: bool = False
+    error: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label, "command": self.command, "ok": self.ok}
+        if self.error is not None:
+            out["error"] = self.error
+        out.update(self.figures)
+        return out
+
+
+# --- server CPU from /proc ------------------------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Fields of /proc/<pid>/stat from field 3 (state) on; None when the process is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces or parentheses.
+    return raw[raw.rindex(b")") + 2 :].split()
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of pid (from /proc/<pid>/task/*/children, else a scan of /proc)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        files = [t / "children" for t in tasks.iterdir()]
+    except OSError:
+        return []
+    if files and files[0].exists():
+        kids: list[int] = []
+        for f in files:
+            try:
+                kids.extend(int(x) for x in f.read_text().split())
+            except OSError:
+                continue
+        return kids
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """User+system CPU of pid and its live descendants, plus the children they have reaped.
+
+    Counting reaped children keeps the sum continuous when a descendant exits and is waited for
+    during a measurement. None when /proc is not there.
+    """
+    if not Path("/proc/self/stat").exists():
+        return None
+    ticks = 0
+    stack = [pid]
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        fields = _stat_fields(p)
+        if fields is None:
+            continue
+        # utime, stime, cutime, cstime are fields 14..17, i.e. indexes 11..14 from field 3.
+        ticks += sum(int(v) for v in fields[11:15])
+        stack.extend(_children(p))
+    return ticks / CLK_TCK
+
+
+# --- the pipe client --------------------------------------------------------------------------
+
+
+class Peer:
+    """A server process and raw JSON-RPC lines over its stdin and stdout."""
+
+    def __init__(self, label: str, argv: list[str], timeout: float, stderr: IO[bytes]) -> None:
+        self.label = label
+        self.stderr = stderr
+        self.killed_by_watchdog = False
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                bufsize=0,
+                start_new_session=True,  # its own process group, so that a stop reaches all of it
+            )
+        except OSError as exc:
+            raise BenchError(f"server {label} could not be started: {exc}") from exc
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        self.poller = select.poll()
+        self.poller.register(self.rfd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.buf = b""
+        self.started = time.monotonic()
+        self.hard_deadline = self.started + timeout
+        self.watchdog = threading.Timer(timeout, self._kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def _kill(self) -> None:
+        if self.proc.poll() is None:
+            self.killed_by_watchdog = True
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        """sig to the server's process group (what it started too), else to the server alone."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except OSError:
+            with suppress(OSError):
+                self.proc.send_signal(sig)
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0, os.SEEK_END)
+        size = self.stderr.tell()
+        self.stderr.seek(max(0, size - STDERR_TAIL))
+        return self.stderr.read().decode("utf-8", "replace").strip()
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.wfd, view) :]
+        except OSError as exc:  # BrokenPipeError when the server is gone
+            raise self._gone(f"stopped reading its stdin ({exc.strerror})") from exc
+
+    def receive(self, deadline: float, what: str) -> list[dict[str, Any]]:
+        """Every complete message available, waiting for at least one until deadline."""
+        deadline = min(deadline, self.hard_deadline)
+        while True:
+            if b"\n" in self.buf:
+                *lines, self.buf = self.buf.split(b"\n")
+                messages: list[dict[str, Any]] = []
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        msg = json.loads(line)
+                    except ValueError as exc:
+                        excerpt = line[:200].decode("utf-8", "replace")
+                        raise BenchError(
+                            f"server {self.label} wrote a line that is not JSON: {excerpt!r}"
+                        ) from exc
+                    if not isinstance(msg, dict):
+                        raise BenchError(f"server {self.label} wrote a non-object: {msg!r}")
+                    messages.append(msg)
+                if messages:
+                    return messages
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.poller.poll(math.ceil(left * 1000)):
+                if self.killed_by_watchdog or time.monotonic() >= self.hard_deadline:
+                    raise self._gone(f"did not finish within the {self._budget()}s timeout")
+                if time.monotonic() >= deadline:
+                    raise NoReplyError(f"server {self.label} did not answer {what}")
+                continue
+            chunk = os.read(self.rfd, READ_CHUNK)
+            if not chunk:
+                raise self._gone(f"closed its stdout while waiting for {what}")
+            self.buf += chunk
+
+    def _budget(self) -> float:
+        return round(self.hard_deadline - self.started, 1)
+
+    def _gone(self, how: str) -> BenchError:
+        if self.killed_by_watchdog:
+            how = f"was killed: no result within the {self._budget()}s timeout"
+        code = self.proc.poll()
+        status = "" if code is None or self.killed_by_watchdog else f" (exit status {code})"
+        tail = self.stderr_tail()
+        return BenchError(
+            f"server {self.label} {how}{status}" + (f"; its stderr ends:\n{tail}" if tail else "")
+        )
+
+    def close(self) -> None:
+        """EOF on stdin, then a bounded wait; terminate, then kill, if it does not exit."""
+        self.watchdog.cancel()
+        if self.proc.stdin is not None:
+            with suppress(OSError):
+                self.proc.stdin.close()
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                self._signal(sig)
+            try:
+                self.proc.wait(timeout=3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@contextmanager
+def running(label: str, argv: list[str], timeout: float) -> Iterator[Peer]:
+    with tempfile.TemporaryFile() as stderr:
+        peer = Peer(label, argv, timeout, stderr)
+        try:
+            yield peer
+        finally:
+            peer.close()
+
+
+def frame(msg: dict[str, Any]) -> bytes:
+    return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
+
+
+def request(peer: Peer, rid: int, method: str, params: dict[str, Any], deadline: float) -> Any:
+    """One request, its reply's result; anything else the server sends meanwhile is answered
+    (requests: method not found) or ignored (notifications)."""
+    peer.send(frame({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+    while True:
+        for msg in peer.receive(deadline, method):
+            if msg.get("id") == rid and "method" not in msg:
+                if "error" in msg:
+                    raise BenchError(f"server {peer.label} answered {method} with {msg['error']}")
+                return msg.get("result")
+            answer_server_request(peer, msg)
+
+
+def answer_server_request(peer: Peer, msg: dict[str, Any]) -> None:
+    if "method" in msg and "id" in msg:
+        error = {"code": -32601, "message": "the benchmark client serves no requests"}
+        peer.send(frame({"jsonrpc": "2.0", "id": msg["id"], "error": error}))
+
+
+# --- the phases -------------------------------------------------------------------------------
+
+
+def handshake(peer: Peer, cfg: Config) -> dict[str, Any]:
+    params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+    result = timed_request(peer, cfg, 0, "initialize", params)
+    if not isinstance(result, dict):
+        raise BenchError(f"server {peer.label} answered initialize with {result!r}")
+    peer.send(frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    tools = timed_request(peer, cfg, 1, "tools/list", {})
+    listed = tools.get("tools") if isinstance(tools, dict) else None
+    names = [t.get("name") for t in listed or [] if isinstance(t, dict)]
+    if "echo" not in names:
+        raise BenchError(f"server {peer.label} lists no echo tool (tools: {names})")
+    return result
+
+
+def timed_request(peer: Peer, cfg: Config, rid: int, method: str, params: dict[str, Any]) -> Any:
+    try:
+        return request(peer, rid, method, params, time.monotonic() + cfg.init_timeout)
+    except NoReplyError:
+        raise BenchError(
+            f"server {peer.label} did not answer {method} within {cfg.init_timeout:g}s"
+        ) from None
+
+
+def echo_burst(peer: Peer, cfg: Config, first_id: int, count: int) -> dict[str, int]:
+    """count echo calls, ids first_id.., with cfg.in_flight outstanding until the tail."""
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = (
+        ',"method":"tools/call","params":'
+        + json.dumps({"name": "echo", "arguments": {"text": cfg.text}}, separators=(",", ":"))
+        + "}\n"
+    ).encode()
+    expected = [{"type": "text", "text": cfg.text}]
+    outstanding: set[int] = set()
+    end_id = first_id + count
+    next_id = first_id
+    received = reordered = last = 0
+
+    window = []
+    while next_id < end_id and len(outstanding) < cfg.in_flight:
+        window.append(head + str(next_id).encode() + tail)
+        outstanding.add(next_id)
+        next_id += 1
+    peer.send(b"".join(window))
+    while received < count:
+        refill: list[bytes] = []
+        for msg in peer.receive(peer.hard_deadline, "tools/call echo"):
+            rid = msg.get("id")
+            if "method" in msg or rid not in outstanding:
+                answer_server_request(peer, msg)
+                continue
+            outstanding.remove(rid)
+            received += 1
+            result = msg.get("result")
+            if (
+                not isinstance(result, dict)
+                or result.get("content") != expected
+                or result.get("isError")
+            ):
+                raise BenchError(f"server {peer.label} answered echo call {rid} with {msg!r}")
+            if rid < last:
+                reordered += 1
+            last = rid
+            if next_id < end_id:
+                refill.append(head + str(next_id).encode() + tail)
+                outstanding.add(next_id)
+                next_id += 1
+        if refill:
+            peer.send(b"".join(refill))
+    return {"replies_out_of_order": reordered}
+
+
+def throughput(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
+    server0 = tree_cpu_seconds(peer.proc.pid)
+    client0 = time.process_time()
+    t0 = time.perf_counter()
+    extra = echo_burst(peer, cfg, first_id, cfg.calls)
+    wall = time.perf_counter() - t0
+    client = time.process_time() - client0
+    server1 = tree_cpu_seconds(peer.proc.pid)
+    server = None if server0 is None or server1 is None else server1 - server0
+    return {
+        "calls": cfg.calls,
+        "in_flight": cfg.in_flight,
+        "throughput_wall_s": round(wall, 4),
+        "calls_per_s": round(cfg.calls / wall, 1),
+        "server_cpu_s": None if server is None else round(server, 3),
+        "server_cpu_us_per_call": None if server is None else round(server / cfg.calls * 1e6, 2),
+        "server_cpu_utilisation": None if server is None else round(server / wall, 3),
+        "client_cpu_us_per_call": round(client / cfg.calls * 1e6, 2),
+        "client_cpu_utilisation": round(client / wall, 3),
+        **extra,
+    }
+
+
+def percentile(sorted_values: list[int], p: float) -> int:
+    """Nearest-rank percentile of an ascending list."""
+    return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
+
+
+def latency(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
+    samples: list[int] = []
+    for rid in range(first_id, first_id + cfg.pings):
+        line = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % rid
+        t0 = time.perf_counter_ns()
+        peer.send(line)
+        answered = False
+        while not answered:
+            for msg in peer.receive(peer.hard_deadline, "ping"):
+                if msg.get("id") == rid and "method" not in msg:
+                    if msg.get("result") != {}:
+                        raise BenchError(f"server {peer.label} answered ping with {msg!r}")
+                    answered = True
+                else:
+                    answer_server_request(peer, msg)
+        samples.append(time.perf_counter_ns() - t0)
+    samples.sort()
+    return {
+        "pings": cfg.pings,
+        "ping_p50_us": round(percentile(samples, 50) / 1000, 1),
+        "ping_p99_us": round(percentile(samples, 99) / 1000, 1),
+        "ping_max_us": round(samples[-1] / 1000, 1),
+    }
+
+
+def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
+    result = Result(label, argv)
+    try:
+        with running(label, argv, cfg.timeout) as peer:
+            init = handshake(peer, cfg)
+            info = init.get("serverInfo") or {}
+            result.figures["server_info"] = f"{info.get('name')} {info.get('version')}"
+            result.figures["protocol_version"] = init.get("protocolVersion")
+            next_id = 2
+            if cfg.warmup:
+                echo_burst(peer, cfg, next_id, cfg.warmup)
+                next_id += cfg.warmup
+            result.figures.update(throughput(peer, cfg, next_id))
+            next_id += cfg.calls
+            result.figures.update(latency(peer, cfg, next_id))
+            result.ok = True
+    except BenchError as exc:
+        result.error = str(exc)
+    return result
+
+
+# --- the report -------------------------------------------------------------------------------
+
+HEADLINE = ["calls_per_s", "server_cpu_us_per_call", "ping_p50_us", "ping_p99_us"]
+TAKE_MAX = {"replies_out_of_order", "ping_max_us"}
+
+
+def combine(rounds: list[Result]) -> Result:
+    """One result from a server's rounds: the median of each figure (the max of a few), and
+    the per-round headline figures under "rounds"; a failed round makes the result a failure."""
+    failed = [r for r in rounds if not r.ok]
+    if failed:
+        return failed[0]
+    first = rounds[0]
+    out = Result(first.label, first.command, ok=True)
+    for key, value in first.figures.items():
+        values = [r.figures.get(key) for r in rounds]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) != len(values) or len(set(numbers)) == 1:
+            out.figures[key] = value
+        elif key in TAKE_MAX:
+            out.figures[key] = max(numbers)
+        else:
+            out.figures[key] = round(statistics.median(numbers), 3)
+    out.figures["rounds"] = [{k: r.figures.get(k) for k in HEADLINE} for r in rounds]
+    return out
+
+
+ROWS = [
+    ("calls_per_s", "echo tools/call, calls/s"),
+    ("server_cpu_us_per_call", "server CPU per call, us"),
+    ("server_cpu_utilisation", "server CPU utilisation"),
+    ("ping_p50_us", "ping p50, us"),
+    ("ping_p99_us", "ping p99, us"),
+    ("ping_max_us", "ping max, us"),
+    ("client_cpu_us_per_call", "client CPU per call, us"),
+    ("client_cpu_utilisation", "client CPU utilisation"),
+    ("replies_out_of_order", "echo replies out of order"),
+]
+
+
+def table(results: list[Result]) -> str:
+    ok = [r for r in results if r.ok]
+    lines: list[str] = []
+    if ok:
+        width = max(12, *(len(r.label) for r in ok))
+        lines.append(f"{'':30}" + "".join(f"{r.label:>{width + 2}}" for r in ok))
+        for key, title in ROWS:
+            cells = "".join(f"{_cell(r.figures.get(key)):>{width + 2}}" for r in ok)
+            lines.append(f"{title:30}{cells}")
+        base = ok[0]
+        lines.extend(_versus(other, base) for other in ok[1:])
+        saturated = [r.label for r in ok if (r.figures.get("client_cpu_utilisation") or 0) > 0.9]
+        if saturated:
+            lines.append(
+                "warning: the client was near one full core against "
+                + ", ".join(saturated)
+                + "; the throughput there may be the client's limit"
+            )
+    lines.extend(f"FAILED {r.label}: {r.error}" for r in results if not r.ok)
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _versus(other: Result, base: Result) -> str:
+    """other's figures as multiples of base's (CPU and latency: base / other, higher is better)."""
+
+    def times(key: str, lower_is_better: bool = False) -> str:
+        a, b = other.figures.get(key), base.figures.get(key)
+        if not a or not b:
+            return "n/a"
+        return f"{(b / a if lower_is_better else a / b):.2f}x"
+
+    return (
+        f"{other.label} vs {base.label}: throughput {times('calls_per_s')}; "
+        f"CPU per call 1/{times('server_cpu_us_per_call', True)}; "
+        f"ping p50 1/{times('ping_p50_us', True)}"
+    )
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--server", action="append", required=True, help="command line, repeatable")
+    parser.add_argument("--label", action="append", default=[], help="one per --server, in order")
+    parser.add_argument("--calls", type=positive, default=5000)
+    parser.add_argument("--in-flight", type=positive, default=32)
+    parser.add_argument("--pings", type=positive, default=1000)
+    parser.add_argument("--warmup", type=int, default=500, help="echo calls before measuring")
+    parser.add_argument("--text", default="hello from the stdio benchmark")
+    parser.add_argument("--init-timeout", type=float, default=10.0, help="seconds")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per server, in all")
+    parser.add_argument("--rounds", type=positive, default=3, help="runs per server, interleaved")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/stdio.json"))
+    args = parser.parse_args()
+    if len(args.label) > len(args.server):
+        parser.error("more --label than --server")
+    labels = args.label + [f"server{i + 1}" for i in range(len(args.label), len(args.server))]
+    if len(set(labels)) != len(labels):
+        parser.error(f"labels must differ: {labels}")
+    cfg = Config(
+        calls=args.calls,
+        in_flight=args.in_flight,
+        pings=args.pings,
+        warmup=max(0, args.warmup),
+        text=args.text,
+        init_timeout=args.init_timeout,
+        timeout=args.timeout,
+    )
+
+    servers = [
+        (label, shlex.split(command)) for label, command in zip(labels, args.server, strict=True)
+    ]
+    runs: dict[str, list[Result]] = {label: [] for label in labels}
+    for n in range(1, args.rounds + 1):
+        for label, argv in servers:
+            done = runs[label]
+            if done and not done[-1].ok:
+                continue  # a server that failed once is not run again
+            print(
+                f"round {n}/{args.rounds}: {label}: {shlex.join(argv)}", file=sys.stderr, flush=True
+            )
+            result = bench_one(label, argv, cfg)
+            if result.ok:
+                brief = ", ".join(f"{k} {_cell(result.figures.get(k))}" for k in HEADLINE)
+                print(f"  {brief}", file=sys.stderr, flush=True)
+            else:
+                print(f"  FAILED: {result.error}", file=sys.stderr, flush=True)
+            done.append(result)
+    results = [combine(runs[label]) for label in labels]
+
+    report = {
+        "params": {
+            "calls": cfg.calls,
+            "in_flight": cfg.in_flight,
+            "pings": cfg.pings,
+            "warmup": cfg.warmup,
+            "text": cfg.text,
+            "protocol_version": PROTOCOL_VERSION,
+            "rounds": args.rounds,
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "clk_tck": CLK_TCK,
+        },
+        "servers": {r.label: r.as_json() for r in results},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(table(results))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0 if any(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
