@@ -16,6 +16,8 @@ from .effects import (
     Deny,
     Effect,
     Emit,
+    Failure,
+    FilterTools,
     Job,
     KillWorker,
     Push,
@@ -29,10 +31,14 @@ from .effects import (
 from .events import (
     CallerExited,
     CancelRequested,
+    CatalogChanged,
     ClientInitialized,
     ElicitationAnswered,
     Event,
+    LogEmitted,
+    MessageReceived,
     ReadRequested,
+    ResourceUpdated,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -53,7 +59,8 @@ from .reducer import (
     mint_elicitation_id,
     step,
 )
-from .state import Stage, State, ToolInfo, initial_state
+from .state import Stage, State, initial_state
+from .tools import ToolInfo
 
 __all__ = [
     "CALL_TRANSITIONS",
@@ -68,6 +75,7 @@ __all__ = [
     "CallerExited",
     "CancelRequested",
     "CancelTimer",
+    "CatalogChanged",
     "ClientInitialized",
     "Decision",
     "Deny",
@@ -75,14 +83,19 @@ __all__ = [
     "ElicitationAnswered",
     "Emit",
     "Event",
+    "Failure",
+    "FilterTools",
     "InvariantError",
     "Job",
     "KillWorker",
+    "LogEmitted",
+    "MessageReceived",
     "OptionError",
     "Options",
     "Push",
     "ReadRequested",
     "Reply",
+    "ResourceUpdated",
     "RunRead",
     "RunTool",
     "Stage",

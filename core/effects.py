@@ -74,7 +74,24 @@ class UnknownToolReply:
     tool: str
 
 
-Job = Authorize | RunTool | AuthorizeRead | RunRead | UnknownToolReply
+@attrs.frozen(slots=True)
+class FilterTools:
+    """Job: ask the tool authorizer about each name (empty arguments); the worker's value is
+    the names it allowed or asked about, in any order (R-PROTO-8)."""
+
+    names: tuple[str, ...]
+
+
+@attrs.frozen(slots=True)
+class Failure:
+    """A worker value: answer the request with this JSON-RPC error (R-PROTO-14)."""
+
+    code: int
+    message: str
+    data: object = None
+
+
+Job = Authorize | RunTool | AuthorizeRead | RunRead | UnknownToolReply | FilterTools
 
 
 @attrs.frozen(slots=True)

@@ -9,7 +9,7 @@ monotonic clock in milliseconds.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -46,12 +46,16 @@ class SubscriberDetached:
 
 @attrs.frozen(slots=True)
 class ToolRegistered:
-    """A tool became callable; ``sensitive`` is destructiveHint or sensitive (R-TOOL-1)."""
+    """A tool became callable; ``sensitive`` is destructiveHint or sensitive (R-TOOL-1).
+
+    ``definition`` is its ``tools/list`` entry (R-PROTO-6, R-PROTO-8).
+    """
 
     name: str
     sensitive: bool = False
     derived: bool = False
     now: int = 0
+    definition: Any = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(slots=True)
@@ -136,6 +140,47 @@ class CallerExited:
 
 
 @attrs.frozen(slots=True)
+class MessageReceived:
+    """One JSON-RPC message arrived on ``conn`` as bytes (spec/protocol.md, R-PROTO-1)."""
+
+    conn: ConnId
+    data: bytes
+    now: int
+    mode: Mode = "reply"
+    caller: CallerId | None = None
+
+
+@attrs.frozen(slots=True)
+class ResourceUpdated:
+    """The embedder says the resource ``uri`` changed (R-PROTO-10)."""
+
+    uri: str
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class LogEmitted:
+    """A log message for the clients; ``conn`` limits it to one connection (R-PROTO-11)."""
+
+    level: str
+    data: object
+    now: int = 0
+    logger: str | None = None
+    conn: ConnId | None = None
+
+
+@attrs.frozen(slots=True)
+class CatalogChanged:
+    """A resource, resource template or prompt was registered (``definition`` set) or
+    unregistered (``definition`` None) (R-PROTO-12). ``key`` is its URI, template or name."""
+
+    kind: Literal["resource", "template", "prompt"]
+    key: str
+    definition: Any = attrs.field(default=None, eq=False)
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
 class TimerFired:
     """The timer ``key`` (from a ``StartTimer``) reached its deadline."""
 
@@ -157,6 +202,10 @@ Event = (
     | CancelRequested
     | CallerExited
     | TimerFired
+    | MessageReceived
+    | ResourceUpdated
+    | LogEmitted
+    | CatalogChanged
 )
 
 EVENT_KINDS: tuple[type[Event], ...] = (
@@ -173,4 +222,8 @@ EVENT_KINDS: tuple[type[Event], ...] = (
     CancelRequested,
     CallerExited,
     TimerFired,
+    MessageReceived,
+    ResourceUpdated,
+    LogEmitted,
+    CatalogChanged,
 )

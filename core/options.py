@@ -49,6 +49,10 @@ class Options:
     has_unknown_tool_reply: bool = False
     authorizer_source: AuthorizerSource = "default"
     transport: Transport = "unknown"
+    page_size: int = 100
+    server_name: str = "askgate"
+    server_version: str = "0.1.0"
+    instructions: str | None = None
 
     @property
     def in_flight_share(self) -> int:
@@ -70,6 +74,7 @@ _POSITIVE = (
     "max_client_capabilities",
     "max_in_flight",
     "callback_timeout_ms",
+    "page_size",
 )
 
 

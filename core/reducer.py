@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 from immutables import Map
 
+from . import codec, protocol
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
 from .effects import (
@@ -40,6 +41,8 @@ from .effects import (
     Deny,
     Effect,
     Emit,
+    Failure,
+    FilterTools,
     Job,
     KillWorker,
     Push,
@@ -53,12 +56,16 @@ from .effects import (
 from .events import (
     CallerExited,
     CancelRequested,
+    CatalogChanged,
     ClientInitialized,
     ConnId,
     ElicitationAnswered,
     Event,
+    LogEmitted,
+    MessageReceived,
     Mode,
     ReadRequested,
+    ResourceUpdated,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -69,7 +76,18 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
-from .state import EMPTY_CONN, Call, CallKey, CapGroup, Conn, Parked, Stage, State, ToolInfo
+from .state import (
+    EMPTY_CONN,
+    Call,
+    CallKey,
+    CapGroup,
+    Catalog,
+    Conn,
+    Parked,
+    Stage,
+    State,
+)
+from .tools import ToolInfo, argument_problem, tool_info
 
 Out = list[Effect]
 JsonObject = dict[str, Any]
@@ -89,6 +107,7 @@ class _Draft:
     options: Any
     id_key: bytes
     tools: Map[str, ToolInfo]
+    catalog: Catalog
     conns: Map[ConnId, Conn]
     calls: Map[CallKey, Call]
     workers: Map[int, CallKey]
@@ -101,6 +120,8 @@ class _Draft:
     cap_unsubscribed: Fifo[ConnId]
     cap_live: Fifo[ConnId]
     callers: Map[Hashable, Map[CallKey, bool]]
+    resource_subscribers: Map[str, Map[ConnId, bool]]
+    log_levels: Map[ConnId, str]
     next_ref: int
     next_seq: int
     next_elicitation: int
@@ -110,6 +131,7 @@ class _Draft:
         self.options = state.options
         self.id_key = state.id_key
         self.tools = state.tools
+        self.catalog = state.catalog
         self.conns = state.conns
         self.calls = state.calls
         self.workers = state.workers
@@ -122,6 +144,8 @@ class _Draft:
         self.cap_unsubscribed = state.cap_unsubscribed
         self.cap_live = state.cap_live
         self.callers = state.callers
+        self.resource_subscribers = state.resource_subscribers
+        self.log_levels = state.log_levels
         self.next_ref = state.next_ref
         self.next_seq = state.next_seq
         self.next_elicitation = state.next_elicitation
@@ -131,6 +155,7 @@ class _Draft:
             self.options,
             self.id_key,
             self.tools,
+            self.catalog,
             self.conns,
             self.calls,
             self.workers,
@@ -143,6 +168,8 @@ class _Draft:
             self.cap_unsubscribed,
             self.cap_live,
             self.callers,
+            self.resource_subscribers,
+            self.log_levels,
             self.next_ref,
             self.next_seq,
             self.next_elicitation,
@@ -162,8 +189,29 @@ def _put_conn(d: _Draft, conn: ConnId, c: Conn) -> None:
     if c.is_empty():
         if conn in d.conns:
             d.conns = d.conns.delete(conn)
+            _forget_protocol_state(d, conn, c)
     else:
         d.conns = d.conns.set(conn, c)
+
+
+def _forget_protocol_state(d: _Draft, conn: ConnId, c: Conn) -> None:
+    """A forgotten connection's subscriptions and log level go with it (R-PROTO-10, 11)."""
+    for uri in c.subscriptions:
+        _unsubscribe(d, conn, uri)
+    if conn in d.log_levels:
+        d.log_levels = d.log_levels.delete(conn)
+
+
+def _unsubscribe(d: _Draft, conn: ConnId, uri: str) -> None:
+    subscribers = d.resource_subscribers.get(uri)
+    if subscribers is None or conn not in subscribers:
+        return
+    subscribers = subscribers.delete(conn)
+    d.resource_subscribers = (
+        d.resource_subscribers.set(uri, subscribers)
+        if subscribers
+        else d.resource_subscribers.delete(uri)
+    )
 
 
 def _cap_fifo(d: _Draft, group: CapGroup) -> Fifo[ConnId]:
@@ -186,16 +234,20 @@ def _remove_caps(d: _Draft, c: Conn) -> Conn:
 
 
 def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
-    c = _get_conn(d, ev.conn)
+    _record_capabilities(d, ev.conn, ev.capabilities, out)
+
+
+def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out) -> None:
+    c = _get_conn(d, conn)
     if c.cap_group:
         return  # R-CAP-1: a later initialize never replaces the entry
     group: CapGroup = "live" if c.subscribed else "unsubscribed"
-    fifo, pos = _cap_fifo(d, group).push(ev.conn)
+    fifo, pos = _cap_fifo(d, group).push(conn)
     _set_cap_fifo(d, group, fifo)
     _put_conn(
         d,
-        ev.conn,
-        attrs.evolve(c, can_elicit=can_elicit(ev.capabilities), cap_group=group, cap_pos=pos),
+        conn,
+        attrs.evolve(c, can_elicit=can_elicit(capabilities), cap_group=group, cap_pos=pos),
     )
     limit = d.options.max_client_capabilities
     if len(d.cap_unsubscribed) + len(d.cap_live) > limit:  # R-CAP-3
@@ -252,12 +304,38 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
 
 
 def _on_tool_registered(d: _Draft, ev: ToolRegistered, out: Out) -> None:
-    d.tools = d.tools.set(ev.name, ToolInfo(ev.name, bool(ev.sensitive), bool(ev.derived)))
+    d.tools = d.tools.set(ev.name, tool_info(ev.name, ev.sensitive, ev.derived, ev.definition))
+    _announce(d, "tools", out)
 
 
 def _on_tool_unregistered(d: _Draft, ev: ToolUnregistered, out: Out) -> None:
     if ev.name in d.tools:
         d.tools = d.tools.delete(ev.name)
+        _announce(d, "tools", out)
+
+
+def _on_catalog_changed(d: _Draft, ev: CatalogChanged, out: Out) -> None:
+    catalog = d.catalog
+    field = {"resource": "resources", "template": "templates", "prompt": "prompts"}.get(ev.kind)
+    if field is None:
+        raise TypeError(f"CatalogChanged.kind must be resource, template or prompt: {ev.kind!r}")
+    entries: Map[str, Any] = getattr(catalog, field)
+    if ev.definition is not None:
+        entries = entries.set(ev.key, ev.definition)
+    elif ev.key in entries:
+        entries = entries.delete(ev.key)
+    else:
+        return
+    d.catalog = attrs.evolve(catalog, **{field: entries})
+    _announce(d, "prompts" if ev.kind == "prompt" else "resources", out)
+
+
+def _announce(d: _Draft, kind: str, out: Out) -> None:
+    """R-PROTO-12: list_changed to every subscribed connection that initialized."""
+    message = protocol.list_changed(kind)
+    for conn, c in d.conns.items():
+        if c.subscribed and c.version:
+            out.append(Push(conn, message))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,39 +485,126 @@ def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
 
 
 def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
-    if not _admit(d, ev.conn, ev.request_id, out):
-        return
-    rid: Any = ev.request_id
-    tool = d.tools.get(ev.tool)
+    if _admit(d, ev.conn, ev.request_id, out):
+        _tool_call(
+            d, ev.conn, ev.request_id, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out
+        )
+
+
+def _tool_call(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    name: str,
+    arguments: object,
+    now: int,
+    mode: Mode,
+    caller: Hashable | None,
+    out: Out,
+) -> None:
+    """An admitted ``tools/call`` (R-ADM-2 .. R-ADM-5, R-AUTH-1, R-PROTO-6)."""
+    tool = d.tools.get(name)
     opts = d.options
     if tool is None:  # R-ADM-2
         if opts.has_unknown_tool_reply:
-            job: Job = UnknownToolReply(ev.tool)
+            job: Job = UnknownToolReply(name)
             stage = Stage.UNKNOWN_REPLY
         else:
-            out.append(Reply(ev.conn, rid, m.unknown_tool(rid, ev.tool)))
+            out.append(Reply(conn, rid, m.unknown_tool(rid, name)))
             return
-    elif opts.has_authorizer:  # R-AUTH-1
-        job, stage = Authorize(ev.tool, ev.arguments), Stage.AUTHORIZING
-    elif tool.sensitive:  # R-ADM-3
-        payload = m.authorization_required(rid, ev.tool, "deny", m.SENSITIVE_UNGUARDED)
-        out.append(Reply(ev.conn, rid, payload))
-        return
-    else:  # R-ADM-4
-        job, stage = RunTool(ev.tool, ev.arguments), Stage.RUNNING
-    _open(d, ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller, stage, job, ev.now, out)
+    else:
+        problem = argument_problem(tool, arguments)
+        if problem is not None:  # R-PROTO-6
+            out.append(Reply(conn, rid, protocol.invalid_arguments(rid, name, problem)))
+            return
+        if opts.has_authorizer:  # R-AUTH-1
+            job, stage = Authorize(name, arguments), Stage.AUTHORIZING
+        elif tool.sensitive:  # R-ADM-3
+            payload = m.authorization_required(rid, name, "deny", m.SENSITIVE_UNGUARDED)
+            out.append(Reply(conn, rid, payload))
+            return
+        else:  # R-ADM-4
+            job, stage = RunTool(name, arguments), Stage.RUNNING
+    _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out)
 
 
 def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
-    if not _admit(d, ev.conn, ev.request_id, out):
-        return
+    if _admit(d, ev.conn, ev.request_id, out):
+        params = ev.params if isinstance(ev.params, dict) else None
+        _read(d, ev.conn, ev.request_id, ev.method, params, ev.now, ev.caller, out)
+
+
+def _read(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    method: str,
+    params: JsonObject | None,
+    now: int,
+    caller: Hashable | None,
+    out: Out,
+) -> None:
+    """An admitted read request: gated, then answered here or by a worker (R-READ-1, R-PROTO-7)."""
     if d.options.has_read_authorizer:  # R-READ-1
-        job: Job = AuthorizeRead(ev.method, ev.params)
+        job: Job = AuthorizeRead(method, params)
         stage = Stage.READ_AUTHORIZING
     else:
-        job, stage = RunRead(ev.method, ev.params), Stage.READ_RUNNING
-    rid: Any = ev.request_id
-    _open(d, ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller, stage, job, ev.now, out)
+        answer = _answer_read(d, conn, rid, method, params)
+        if answer is not None:
+            out.append(Reply(conn, rid, answer))
+            return
+        job, stage = _read_job(d, method, params), Stage.READ_RUNNING
+    _open(d, conn, rid, False, method, params, "reply", caller, stage, job, now, out)
+
+
+def _read_job(d: _Draft, method: str, params: JsonObject | None) -> Job:
+    if method == "tools/list":
+        return FilterTools(tuple(sorted(d.tools.keys())))
+    return RunRead(method, params)
+
+
+def _answer_read(
+    d: _Draft, conn: ConnId, rid: Any, method: str, params: JsonObject | None
+) -> JsonObject | None:
+    """The answer to an allowed read the reducer answers itself, or ``None`` when a worker
+    must (R-PROTO-7 .. R-PROTO-11)."""
+    size = d.options.page_size
+    if method == "tools/list":
+        if d.options.has_authorizer and d.tools:
+            return None  # R-PROTO-8: FilterTools decides which to list
+        tools = ((name, protocol.tool_entry(name, t.definition)) for name, t in d.tools.items())
+        return protocol.page(rid, params, "tools", tools, size)
+    if method == "resources/list":
+        return protocol.page(rid, params, "resources", d.catalog.resources.items(), size)
+    if method == "resources/templates/list":
+        templates = d.catalog.templates.items()
+        return protocol.page(rid, params, "resourceTemplates", templates, size)
+    if method == "prompts/list":
+        return protocol.page(rid, params, "prompts", d.catalog.prompts.items(), size)
+    if method in ("resources/subscribe", "resources/unsubscribe"):
+        uri = (params or {})["uri"]
+        c = _get_conn(d, conn)
+        if method == "resources/subscribe":
+            subscribers = d.resource_subscribers.get(uri, Map()).set(conn, True)
+            d.resource_subscribers = d.resource_subscribers.set(uri, subscribers)
+            subscriptions = c.subscriptions.set(uri, True)
+        else:
+            _unsubscribe(d, conn, uri)
+            subscriptions = (
+                c.subscriptions.delete(uri) if uri in c.subscriptions else c.subscriptions
+            )
+        _put_conn(d, conn, attrs.evolve(c, subscriptions=subscriptions))
+        if conn not in d.conns:  # nothing keeps an unknown connection: neither its subscription
+            _unsubscribe(d, conn, uri)
+        return m.result(rid, {})
+    if method == "logging/setLevel":
+        level = (params or {})["level"]
+        c = _get_conn(d, conn)
+        _put_conn(d, conn, attrs.evolve(c, log_level=level))
+        if conn in d.conns:
+            d.log_levels = d.log_levels.set(conn, level)
+        return m.result(rid, {})
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,7 +664,12 @@ def _unknown_failed(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     rid: Any = call.request_id
     if isinstance(value, Allow):
-        _next_stage(d, call, Stage.READ_RUNNING, RunRead(call.name, call.arguments), now, out)
+        params: Any = call.arguments
+        answer = _answer_read(d, call.conn, rid, call.name, params)
+        if answer is not None:
+            _close(d, call, answer, out)
+        else:
+            _next_stage(d, call, Stage.READ_RUNNING, _read_job(d, call.name, params), now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
         _close(d, call, m.read_denied(rid, call.name, value.reason), out)
     elif isinstance(value, Ask):
@@ -513,8 +683,20 @@ def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out:
 
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    if isinstance(value, dict):
-        _close(d, call, m.result(call.request_id, value), out)  # type: ignore[arg-type]
+    rid: Any = call.request_id
+    if call.name == "tools/list" and isinstance(value, list | tuple | set | frozenset):
+        allowed = {name for name in value if isinstance(name, str)}  # R-PROTO-8
+        tools = (
+            (name, protocol.tool_entry(name, t.definition))
+            for name, t in d.tools.items()
+            if name in allowed
+        )
+        params: Any = call.arguments
+        _close(d, call, protocol.page(rid, params, "tools", tools, d.options.page_size), out)
+    elif isinstance(value, dict) and call.name != "tools/list":
+        _close(d, call, m.result(rid, value), out)
+    elif isinstance(value, Failure) and isinstance(value.code, int):  # R-PROTO-14
+        _close(d, call, m.error(rid, value.code, str(value.message), value.data), out)
     else:
         _read_failed(d, call, value, now, out)
 
@@ -610,27 +792,35 @@ def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> No
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
-    out.append(Push(call.conn, m.elicitation_request(eid, call.name, prompt)))
+    request = m.elicitation_request(eid, call.name, prompt)
+    if c.version and c.version < "2025-11-25":
+        del request["params"]["mode"]  # "mode" arrived with 2025-11-25
+    out.append(Push(call.conn, request))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
 
 
 def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
-    eid = ev.elicitation_id
+    _answer(d, ev.conn, ev.elicitation_id, ev.result, ev.error, ev.now, out)
+
+
+def _answer(
+    d: _Draft, conn: ConnId, eid: object, result: object, error: object, now: int, out: Out
+) -> None:
     if not isinstance(eid, str):
         return  # R-CLOSE-5
     p = d.parked.get(eid)
-    if p is None or p.key[0] != ev.conn:
+    if p is None or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike
     call = d.calls[p.key]
     _unpark(d, call)
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
-    if ev.error is not None:
+    if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, out)
-    elif is_approval(ev.result):
-        _run_tool(d, call, ev.now, out)  # R-CLOSE-1
+    elif is_approval(result):
+        _run_tool(d, call, now, out)  # R-CLOSE-1
     else:
-        _deny(d, call, "ask", refusal_detail(ev.result), out)
+        _deny(d, call, "ask", refusal_detail(result), out)
 
 
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
@@ -645,9 +835,13 @@ def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
 
 
 def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
-    if not is_request_id(ev.request_id):
+    _cancel(d, ev.conn, ev.request_id, out)
+
+
+def _cancel(d: _Draft, conn: ConnId, request_id: object, out: Out) -> None:
+    if not is_request_id(request_id):
         return
-    call = d.calls.get((ev.conn, ev.request_id))
+    call = d.calls.get((conn, request_id))
     if call is not None:
         _drop(d, call, out, notify=True)  # R-DROP-1
 
@@ -658,6 +852,90 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
         return
     for key in _in_admission_order(d, list(keys)):
         _drop(d, d.calls[key], out, notify=True)  # R-DROP-2
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages (spec/protocol.md)
+
+
+def _on_message(d: _Draft, ev: MessageReceived, out: Out) -> None:
+    message = codec.decode(ev.data)
+    conn = ev.conn
+    if isinstance(message, codec.Request):
+        _on_request(d, ev, message, out)
+    elif isinstance(message, codec.Notification):
+        params = message.params or {}
+        if message.method == "notifications/cancelled":  # R-PROTO-13
+            _cancel(d, conn, params.get("requestId"), out)
+        # notifications/initialized and anything else: nothing to do (R-PROTO-5)
+    elif isinstance(message, codec.Response):  # R-PROTO-2
+        _answer(d, conn, message.id, message.result, None, ev.now, out)
+    elif isinstance(message, codec.ErrorResponse):
+        _answer(d, conn, message.id, None, message.error, ev.now, out)
+    elif message.reply is not None:  # R-PROTO-1
+        out.append(Reply(conn, None, message.reply))
+
+
+def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out) -> None:
+    conn, rid, method = ev.conn, request.id, request.method
+    params = request.params
+    if not _admit(d, conn, rid, out):  # R-ADM-1: no id may shadow an open call's
+        return
+    if method == "tools/call":
+        p = params or {}
+        name, arguments = p.get("name"), p.get("arguments", {})
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            problem = "tools/call requires a string name and an object of arguments"
+            out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
+            return
+        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)
+    elif method in protocol.READ_METHODS:  # R-PROTO-7
+        problem_reply = protocol.read_params_error(rid, method, params)
+        if problem_reply is not None:
+            out.append(Reply(conn, rid, problem_reply))
+        else:
+            _read(d, conn, rid, method, params, ev.now, ev.caller, out)
+    elif method == "ping":  # R-PROTO-4
+        out.append(Reply(conn, rid, m.result(rid, {})))
+    elif method == "initialize":  # R-PROTO-3
+        _initialize(d, conn, rid, params or {}, out)
+    else:  # R-PROTO-5
+        out.append(
+            Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {method[:64]}"))
+        )
+
+
+def _initialize(d: _Draft, conn: ConnId, rid: Any, params: JsonObject, out: Out) -> None:
+    c = _get_conn(d, conn)
+    version = c.version
+    if not version:
+        version = protocol.negotiate(params.get("protocolVersion"))
+        capabilities = params.get("capabilities")
+        _record_capabilities(d, conn, capabilities if isinstance(capabilities, dict) else {}, out)
+        c = _get_conn(d, conn)
+        _put_conn(d, conn, attrs.evolve(c, version=version))
+    out.append(Reply(conn, rid, m.result(rid, protocol.initialize_result(d.options, version))))
+
+
+def _on_resource_updated(d: _Draft, ev: ResourceUpdated, out: Out) -> None:
+    subscribers = d.resource_subscribers.get(ev.uri)
+    if not subscribers:
+        return
+    message = protocol.resource_updated(ev.uri)
+    for conn in subscribers:
+        if d.conns[conn].subscribed:  # R-PROTO-10
+            out.append(Push(conn, message))
+
+
+def _on_log(d: _Draft, ev: LogEmitted, out: Out) -> None:
+    rank = protocol.LOG_RANK.get(ev.level)
+    if rank is None:
+        raise TypeError(f"LogEmitted.level must be one of {protocol.LOG_LEVELS}: {ev.level!r}")
+    message = protocol.log_message(ev.level, ev.data, ev.logger)
+    targets = d.log_levels.items() if ev.conn is None else [(ev.conn, d.log_levels.get(ev.conn))]
+    for conn, level in targets:
+        if level is not None and protocol.LOG_RANK[level] <= rank and d.conns[conn].subscribed:
+            out.append(Push(conn, message))  # R-PROTO-11
 
 
 WorkerHandler = Callable[[_Draft, Call, object, int, Out], None]
@@ -780,6 +1058,14 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     CancelRequested: Transition(_on_cancel, ("R-DROP-1",), "dropped"),
     CallerExited: Transition(_on_caller_exited, ("R-DROP-2",), "dropped"),
     TimerFired: Transition(_on_timer, ("R-WORK-2", "R-CLOSE-2"), "by stage"),
+    MessageReceived: Transition(
+        _on_message,
+        ("R-PROTO-1", "R-PROTO-2", "R-PROTO-3", "R-PROTO-4", "R-PROTO-5", "R-PROTO-13"),
+        "decoded and dispatched by method",
+    ),
+    ResourceUpdated: Transition(_on_resource_updated, ("R-PROTO-10",), "subscribers told"),
+    LogEmitted: Transition(_on_log, ("R-PROTO-11",), "connections at or below the level told"),
+    CatalogChanged: Transition(_on_catalog_changed, ("R-PROTO-12",), "catalog changed"),
 }
 """Every event kind and its handler."""
 

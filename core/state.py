@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Hashable
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 from immutables import Map
@@ -17,6 +17,7 @@ from immutables import Map
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
 from .options import OptionError, Options
+from .tools import ToolInfo, tool_info
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
 
@@ -36,10 +37,12 @@ WORKER_STAGES = frozenset(s for s in Stage if s is not Stage.PARKED)
 
 
 @attrs.frozen(slots=True)
-class ToolInfo:
-    name: str
-    sensitive: bool
-    derived: bool
+class Catalog:
+    """What the server offers besides tools, keyed by URI, URI template and name."""
+
+    resources: Map[str, Any] = attrs.field(factory=Map)
+    templates: Map[str, Any] = attrs.field(factory=Map)
+    prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)
@@ -103,6 +106,11 @@ class Conn:
     bucket_pos: int = -1
     # Open requests of this connection (request id -> True).
     requests: Map[Hashable, bool] = attrs.field(factory=Map)
+    # Protocol state (spec/protocol.md): negotiated version ("" before initialize), the
+    # minimum log level it asked for ("" for none), the resource URIs it subscribed to.
+    version: str = ""
+    log_level: str = ""
+    subscriptions: Map[str, bool] = attrs.field(factory=Map)
 
     def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
         """This connection with other open requests (hot path)."""
@@ -114,6 +122,9 @@ class Conn:
             self.parked,
             self.bucket_pos,
             requests,
+            self.version,
+            self.log_level,
+            self.subscriptions,
         )
 
     def with_parked(self, parked: Fifo[str], bucket_pos: int) -> Conn:
@@ -126,6 +137,9 @@ class Conn:
             parked,
             bucket_pos,
             self.requests,
+            self.version,
+            self.log_level,
+            self.subscriptions,
         )
 
     @property
@@ -150,6 +164,7 @@ class State:
     options: Options
     id_key: bytes
     tools: Map[str, ToolInfo]
+    catalog: Catalog
     conns: Map[ConnId, Conn]
     calls: Map[CallKey, Call]
     workers: Map[int, CallKey]
@@ -164,6 +179,9 @@ class State:
     cap_unsubscribed: Fifo[ConnId]
     cap_live: Fifo[ConnId]
     callers: Map[CallerId, Map[CallKey, bool]]
+    # URI -> the connections subscribed to it; connection -> its log level (R-PROTO-10, 11).
+    resource_subscribers: Map[str, Map[ConnId, bool]]
+    log_levels: Map[ConnId, str]
     next_ref: int
     next_seq: int
     next_elicitation: int
@@ -200,7 +218,8 @@ def initial_state(
     return State(
         options=opts,
         id_key=id_key,
-        tools=Map({t.name: t for t in tools}),
+        tools=Map({t.name: tool_info(t.name, t.sensitive, t.derived, t.definition) for t in tools}),
+        catalog=Catalog(),
         conns=Map(),
         calls=Map(),
         workers=Map(),
@@ -213,6 +232,8 @@ def initial_state(
         cap_unsubscribed=Fifo(),
         cap_live=Fifo(),
         callers=Map(),
+        resource_subscribers=Map(),
+        log_levels=Map(),
         next_ref=1,
         next_seq=0,
         next_elicitation=0,

@@ -947,8 +947,8 @@ def test_R_READ_1_read_authorizer_gates_reads() -> None:
     effects = h.finish(1, Allow())
     assert effects[1] == StartWorker(2, "a", RunRead("resources/read", {"uri": "demo://status"}))
     h2 = Harness()
-    effects = h2.feed(ReadRequested("a", 1, "prompts/list", {}, 0))
-    assert effects[0] == StartWorker(1, "a", RunRead("prompts/list", {}))
+    effects = h2.feed(ReadRequested("a", 1, "prompts/get", {"name": "p"}, 0))
+    assert effects[0] == StartWorker(1, "a", RunRead("prompts/get", {"name": "p"}))
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from askgate.core import (
     CallerExited,
     CancelRequested,
     CancelTimer,
+    CatalogChanged,
     ClientInitialized,
     Deny,
     Effect,
@@ -32,10 +33,13 @@ from askgate.core import (
     Event,
     InvariantError,
     KillWorker,
+    LogEmitted,
+    MessageReceived,
     Options,
     Push,
     ReadRequested,
     Reply,
+    ResourceUpdated,
     StartTimer,
     StartWorker,
     State,
@@ -122,11 +126,52 @@ def candidate_events(state: State, now: int) -> Iterator[Event]:
         yield TimerFired(("worker", ref), now)
     for eid in eids:
         yield TimerFired(("elicitation", eid), now)
+    for conn in CONNS[:2]:
+        for data in messages(state):
+            yield MessageReceived(conn, data, now, mode="push" if b'"p"' in data else "reply")
+    yield ResourceUpdated("demo://status", now)
+    yield LogEmitted("warning", {"msg": "hi"}, now)
+    yield LogEmitted("debug", "quiet", now, conn="a")
+    yield CatalogChanged("resource", "demo://new", {"uri": "demo://new", "name": "new"}, now)
+    yield CatalogChanged("prompt", "greeting", None, now)
     yield TimerFired(("bogus", 1), now)
     yield CallerExited("k", now)
     yield CallerExited("nobody", now)
     yield ToolRegistered("late", sensitive=True)
     yield ToolUnregistered("echo")
+
+
+def messages(state: State) -> list[bytes]:
+    """JSON-RPC lines worth sending: each method, bad params, garbage, answers to live ids."""
+    lines = [
+        b'{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{"elicitation":{}}}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"echo","arguments":{}}}',
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}',
+        b'{"jsonrpc":"2.0","id":6,"method":"resources/list","params":{"cursor":"bogus"}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"demo://status"}}',
+        b'{"jsonrpc":"2.0","id":8,"method":"resources/subscribe","params":{"uri":"demo://status"}}',
+        b'{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"info"}}',
+        b'{"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"loud"}}',
+        b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"greeting"}}',
+        b'{"jsonrpc":"2.0","id":12,"method":"server/discover"}',
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"p"}}',
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        b"not json",
+        b"[1,2]",
+        b'{"jsonrpc":"2.0","id":1,"result":{}}',
+    ]
+    for eid in list(state.parked)[:1]:
+        lines.append(
+            b'{"jsonrpc":"2.0","id":"' + eid.encode() + b'","result":{"action":"accept",'
+            b'"content":{"approve":true}}}'
+        )
+        lines.append(
+            b'{"jsonrpc":"2.0","id":"' + eid.encode() + b'","error":{"code":-1,"message":"x"}}'
+        )
+    return lines
 
 
 def check_effects(before: State, event: Event, after: State, effects: list[Effect]) -> None:

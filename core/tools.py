@@ -1,0 +1,58 @@
+"""Tools as the reducer keeps them: the registry entry and its input-schema validator.
+
+The validator is built once, when the tool is registered, with the ``jsonschema`` library
+(draft 2020-12 unless the schema names another), and used on every ``tools/call`` before the
+authorizer sees the arguments (R-PROTO-6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import jsonschema
+
+from .options import OptionError
+
+
+@attrs.frozen(slots=True)
+class ToolInfo:
+    """A registered tool. ``definition`` is its ``tools/list`` entry; ``validator`` checks its
+    arguments against the entry's ``inputSchema`` (built once, at registration)."""
+
+    name: str
+    sensitive: bool
+    derived: bool
+    definition: Any = attrs.field(default=None, eq=False, hash=False)
+    validator: Any = attrs.field(default=None, eq=False, hash=False, repr=False)
+
+
+def argument_problem(tool: ToolInfo, arguments: object) -> str | None:
+    """What is wrong with ``arguments`` for ``tool``'s input schema, or ``None`` (R-PROTO-6)."""
+    validator = tool.validator
+    if validator is None:
+        return None
+    if not isinstance(arguments, dict):
+        return "arguments must be an object"
+    if validator.is_valid(arguments):
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    where = "/".join(str(part) for part in error.absolute_path) if error else ""
+    text = error.message if error else "does not match the input schema"
+    return f"{where}: {text}"[:500] if where else text[:500]
+
+
+def tool_info(name: str, sensitive: bool, derived: bool, definition: object) -> ToolInfo:
+    """A tool as the reducer keeps it, with its input schema's validator built once."""
+    validator = None
+    if isinstance(definition, dict) and isinstance(definition.get("inputSchema"), dict):
+        schema = definition["inputSchema"]
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as bad:
+            raise OptionError(
+                "inputSchema", name, f"is not a valid JSON Schema: {bad.message}"
+            ) from None
+        validator = cls(schema)
+    return ToolInfo(name, bool(sensitive), bool(derived), definition, validator)
