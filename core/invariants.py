@@ -140,6 +140,21 @@ def check_invariants(state: State) -> None:
         _fail("R-INV-3", "unsubscribed capability entries disagree with the connections")
     if len(state.cap_live) + len(state.cap_unsubscribed) > opts.max_client_capabilities:
         _fail("R-INV-1", "more capability entries than max_client_capabilities")
+    for uri, subscribers in state.resource_subscribers.items():
+        if not subscribers:
+            _fail("R-INV-6", f"empty subscriber set kept for {uri!r}")
+        for conn in subscribers:
+            if conn not in state.conns or uri not in state.conns[conn].subscriptions:
+                _fail("R-INV-3", f"{conn!r} indexed as subscribed to {uri!r} but is not")
+    for conn, c in state.conns.items():
+        for uri in c.subscriptions:
+            if conn not in state.resource_subscribers.get(uri, {}):
+                _fail("R-INV-3", f"{conn!r}'s subscription to {uri!r} is not indexed")
+        if (c.log_level or None) != state.log_levels.get(conn):
+            _fail("R-INV-3", f"{conn!r}'s log level is not indexed")
+    for conn in state.log_levels:
+        if conn not in state.conns:
+            _fail("R-INV-6", f"log level kept for forgotten {conn!r}")
     for caller, keys in state.callers.items():
         if set(keys) != per_caller.get(caller, set()):
             _fail("R-INV-2", f"caller {caller!r}'s index disagrees with its calls")
