@@ -2,7 +2,13 @@
 
 The decisions live in :mod:`askgate.core`, a pure reducer; :mod:`askgate.transports` carries
 them over stdio and HTTP; :mod:`askgate.models` holds the reference model the reducer is
-checked against.
+checked against. :class:`Server` is the Python API: declare tools, resources, prompts and an
+authorizer, then serve.
 """
 
 __version__ = "0.1.0"
+
+from askgate.core import Allow, Ask, Deny
+from askgate.server import Context, Server
+
+__all__ = ["Allow", "Ask", "Context", "Deny", "Server", "__version__"]

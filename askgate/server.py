@@ -1,0 +1,835 @@
+"""The Python API: declare tools, resources, prompts and policies; serve them.
+
+::
+
+    from askgate import Allow, Ask, Deny, Server
+
+    async def policy(tool, arguments, context):
+        return Ask(f"Run {tool}?") if tool == "delete_file" else Allow()
+
+    server = Server("files", authorizer=policy, authorizer_source="configured")
+
+    @server.tool(annotations={"destructiveHint": True})
+    def delete_file(path: str) -> str:
+        ...
+
+    server.run_stdio()
+
+A :class:`Server` holds the user's callbacks and turns them into what the reducer asks for:
+it builds the options and the initial state (a sensitive tool without an authorizer refuses
+to start there), and it performs the worker jobs (:meth:`Server.perform_job`), shaping what a
+callback returns into the MCP result object. Every decision (who may call what, when to ask,
+caps, timeouts) stays in :mod:`askgate.core`.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import os
+import re
+import types
+import typing
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+import anyio
+import anyio.abc
+import attrs
+import jsonschema
+
+from askgate import __version__
+from askgate.core import (
+    Allow,
+    Ask,
+    Authorize,
+    AuthorizeRead,
+    Deny,
+    FilterTools,
+    Job,
+    Options,
+    RunRead,
+    RunTool,
+    State,
+    UnknownToolReply,
+    initial_state,
+)
+from askgate.core.codec import EncodeError, encode
+from askgate.core.effects import Failure
+from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
+from askgate.core.options import AuthorizerSource, OptionError, Transport
+from askgate.core.tools import ToolInfo, tool_info
+from askgate.transports import stdio
+from askgate.transports.runtime import Runtime, call_user, now_ms
+
+__all__ = ["Allow", "Ask", "Authorizer", "Context", "Deny", "Server"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+Authorizer = Callable[[str, Any, "Context"], Any]
+"""``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async."""
+
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+COMPLETION_LIMIT = 100
+
+# Options a caller may pass through ``Server(**options)``; the rest are derived here.
+_USER_OPTIONS = frozenset(
+    {
+        "elicitation_timeout_ms",
+        "max_parked_elicitations",
+        "max_parked_elicitations_total",
+        "max_client_capabilities",
+        "max_in_flight",
+        "max_in_flight_per_connection",
+        "callback_timeout_ms",
+        "page_size",
+    }
+)
+
+
+@attrs.frozen(slots=True)
+class Context:
+    """Who is calling: given to authorizers, and to callbacks that declare a ``Context``
+    parameter. ``transport`` is the server's declared transport, never the client's claim."""
+
+    conn_id: Hashable
+    transport: Transport
+
+
+# -- input schemas from type hints ---------------------------------------------------------------
+
+
+def _json_type(value: object) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def schema_for(annotation: Any, where: str) -> dict[str, Any]:
+    """The JSON Schema of a parameter annotated ``annotation``; ``where`` names it in errors."""
+    if annotation is inspect.Parameter.empty or annotation is Any or annotation is object:
+        return {}
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    if annotation is type(None):
+        return {"type": "null"}
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is typing.Annotated:
+        schema: dict[str, Any] = dict(schema_for(args[0], where))
+        notes = [note for note in args[1:] if isinstance(note, str)]
+        if notes:
+            schema["description"] = notes[0]
+        return schema
+    if annotation in (list, tuple, set, frozenset) or origin in (list, set, frozenset):
+        return {"type": "array", "items": schema_for(args[0], where)} if args else {"type": "array"}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": schema_for(args[0], where)}
+        return {"type": "array"}
+    if annotation is dict or origin is dict:
+        mapping: dict[str, Any] = {"type": "object"}
+        if len(args) == 2:
+            mapping["additionalProperties"] = schema_for(args[1], where)
+        return mapping
+    if origin is Literal:
+        kinds = {_json_type(value) for value in args}
+        enum: dict[str, Any] = {"enum": list(args)}
+        if len(kinds) == 1 and None not in kinds:
+            enum["type"] = kinds.pop()
+        return enum
+    if origin is typing.Union or origin is types.UnionType:
+        members = [schema_for(arg, where) for arg in args]
+        return {"anyOf": members}
+    raise TypeError(
+        f"askgate cannot derive a JSON Schema for {where} (annotated {annotation!r}); "
+        "pass input_schema= explicitly"
+    )
+
+
+def _wants_context(annotation: Any) -> bool:
+    return annotation is Context or annotation == "Context"
+
+
+def _signature(func: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any]]:
+    signature = inspect.signature(func)
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except Exception:  # unresolvable forward references: fall back to the raw annotations
+        hints = {name: p.annotation for name, p in signature.parameters.items()}
+    return signature, hints
+
+
+def derive_input_schema(func: Callable[..., Any], what: str) -> tuple[dict[str, Any], str | None]:
+    """The ``inputSchema`` of ``func``'s parameters, and the name of its ``Context`` parameter."""
+    signature, hints = _signature(func)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    context_param = None
+    extra_allowed = False
+    for name, param in signature.parameters.items():
+        annotation = hints.get(name, param.annotation)
+        if _wants_context(annotation):
+            context_param = name
+            continue
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            extra_allowed = True
+            continue
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"{what}: parameter {name} is positional-only; arguments are named")
+        schema = schema_for(annotation, f"{what} parameter {name}")
+        if param.default is inspect.Parameter.empty:
+            required.append(name)
+        else:
+            try:
+                json.dumps(param.default)
+            except (TypeError, ValueError):
+                pass
+            else:
+                schema = {**schema, "default": param.default}
+        properties[name] = schema
+    result: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        result["required"] = required
+    if not extra_allowed:
+        result["additionalProperties"] = False
+    return result, context_param
+
+
+def _context_param(func: Callable[..., Any]) -> str | None:
+    signature, hints = _signature(func)
+    for name, param in signature.parameters.items():
+        if _wants_context(hints.get(name, param.annotation)):
+            return name
+    return None
+
+
+def _checked_schema(schema: object, what: str) -> jsonschema.protocols.Validator:
+    if not isinstance(schema, dict):
+        raise TypeError(f"{what} must be a JSON Schema object (a dict)")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as bad:
+        raise TypeError(f"{what} is not a valid JSON Schema: {bad.message}") from None
+    return cls(schema)
+
+
+# -- what the user registered --------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class _Tool:
+    info: ToolInfo
+    func: Callable[..., Any]
+    context_param: str | None
+    output_validator: Any
+
+
+@attrs.frozen(slots=True)
+class _Resource:
+    uri: str
+    func: Callable[..., Any]
+    mime_type: str | None
+    definition: dict[str, Any]
+    context_param: str | None
+
+
+@attrs.frozen(slots=True)
+class _Template:
+    uri_template: str
+    pattern: re.Pattern[str]
+    func: Callable[..., Any]
+    mime_type: str | None
+    definition: dict[str, Any]
+    context_param: str | None
+
+
+@attrs.frozen(slots=True)
+class _Prompt:
+    name: str
+    func: Callable[..., Any]
+    required: tuple[str, ...]
+    accepted: frozenset[str] | None  # None: any argument (the function takes **kwargs)
+    definition: dict[str, Any]
+    context_param: str | None
+
+
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _template_pattern(uri_template: str) -> re.Pattern[str]:
+    """A level-1 URI template (``demo://items/{id}``) as a regex; each variable is one segment."""
+    parts, last = [], 0
+    for found in _TEMPLATE_VAR.finditer(uri_template):
+        parts.append(re.escape(uri_template[last : found.start()]))
+        parts.append(f"(?P<{found.group(1)}>[^/?#]+)")
+        last = found.end()
+    parts.append(re.escape(uri_template[last:]))
+    return re.compile("".join(parts))
+
+
+# -- shaping what callbacks return ---------------------------------------------------------------
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _is_content_list(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
+    )
+
+
+def _output_error(problem: str) -> dict[str, Any]:
+    return {"isError": True, "content": [_text_block(f"Output validation error: {problem}")]}
+
+
+def shape_tool_result(value: object, output_validator: Any = None) -> dict[str, Any]:
+    """A tool's return value as a ``CallToolResult`` object.
+
+    ``str`` is one text block; a dict with ``content`` passes through; a list of content blocks
+    is the content; any other dict is ``structuredContent`` plus its JSON as text; ``None`` is
+    no content; other JSON values are their JSON as text. With an output schema, the structured
+    content must be there and match it, or the result is an ``isError`` result saying why.
+    """
+    result: dict[str, Any]
+    if isinstance(value, dict) and "content" in value:
+        result = value
+    elif isinstance(value, str):
+        result = {"content": [_text_block(value)]}
+    elif isinstance(value, dict):
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        result = {"content": [_text_block(text)], "structuredContent": value}
+    elif _is_content_list(value):
+        result = {"content": value}
+    elif value is None:
+        result = {"content": []}
+    elif isinstance(value, bool | int | float | list | tuple):
+        result = {"content": [_text_block(json.dumps(value, ensure_ascii=False))]}
+    else:
+        raise TypeError(f"a tool returned a {type(value).__name__}, which is not a tool result")
+    if output_validator is not None and not result.get("isError"):
+        structured = result.get("structuredContent")
+        if not isinstance(structured, dict):
+            return _output_error("the tool has an output schema but returned no structured content")
+        problem = jsonschema.exceptions.best_match(output_validator.iter_errors(structured))
+        if problem is not None:
+            return _output_error(problem.message[:500])
+    return result
+
+
+def _resource_contents(uri: str, mime_type: str | None, value: object) -> dict[str, Any]:
+    if isinstance(value, dict) and "contents" in value:
+        return value
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return {"contents": value}
+    item: dict[str, Any] = {"uri": uri}
+    if isinstance(value, str):
+        item["text"] = value
+        item["mimeType"] = mime_type or "text/plain"
+    elif isinstance(value, bytes | bytearray):
+        item["blob"] = base64.b64encode(bytes(value)).decode("ascii")
+        item["mimeType"] = mime_type or "application/octet-stream"
+    elif isinstance(value, dict):
+        item["text"] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        item["mimeType"] = mime_type or "application/json"
+    else:
+        raise TypeError(f"a resource returned a {type(value).__name__}, which is not contents")
+    return {"contents": [item]}
+
+
+def _prompt_messages(value: object, description: str | None) -> dict[str, Any]:
+    result: dict[str, Any]
+    if isinstance(value, dict) and "messages" in value:
+        result = value
+    elif isinstance(value, str):
+        result = {"messages": [{"role": "user", "content": _text_block(value)}]}
+    elif isinstance(value, list):
+        messages = [
+            {"role": "user", "content": _text_block(m)} if isinstance(m, str) else m for m in value
+        ]
+        result = {"messages": messages}
+    else:
+        raise TypeError(f"a prompt returned a {type(value).__name__}, which is not messages")
+    if description and "description" not in result:
+        result = {"description": description, **result}
+    return result
+
+
+def _completion(value: object) -> dict[str, Any]:
+    if isinstance(value, dict) and "completion" in value:
+        return value
+    if isinstance(value, list | tuple):
+        values = [str(v) for v in value]
+        return {
+            "completion": {
+                "values": values[:COMPLETION_LIMIT],
+                "total": len(values),
+                "hasMore": len(values) > COMPLETION_LIMIT,
+            }
+        }
+    raise TypeError(f"a completion returned a {type(value).__name__}, not a list of values")
+
+
+def _ensure_json(value: object) -> object:
+    """``value`` if strict JSON can carry it; a worker value must never fail to encode."""
+    if isinstance(value, Failure):
+        encode({"message": value.message, "data": value.data})
+        return value
+    try:
+        encode({"value": value})
+    except EncodeError as bad:
+        raise TypeError(f"a callback returned something JSON cannot carry: {bad}") from None
+    return value
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+class Server:
+    """An MCP server: the user's tools, resources, prompts and policies, served by askgate.
+
+    ``authorizer`` guards ``tools/call`` and ``read_authorizer`` the read surfaces (both
+    ``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async).
+    ``authorizer_source`` says whether a caller chose the authorizer (``"configured"``) or a
+    framework default stood in (``"default"``, the default): see
+    :meth:`authorization_configured`. ``unknown_tool_reply(name) -> str | None`` answers a call
+    of an unknown tool with text instead of ``-32601``. ``options`` are the reducer's
+    (``elicitation_timeout_ms``, ``max_parked_elicitations``, ...); bad values raise
+    :class:`~askgate.core.OptionError` here.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = __version__,
+        instructions: str | None = None,
+        authorizer: Authorizer | None = None,
+        read_authorizer: Authorizer | None = None,
+        authorizer_source: AuthorizerSource = "default",
+        unknown_tool_reply: Callable[[str], Any] | None = None,
+        **options: Any,
+    ) -> None:
+        unknown = sorted(set(options) - _USER_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"Server() got an unexpected option {unknown[0]!r}; "
+                f"options are {', '.join(sorted(_USER_OPTIONS))}"
+            )
+        self.name = name
+        self.version = version
+        self._authorizer = authorizer
+        self._read_authorizer = read_authorizer
+        self._authorizer_source = authorizer_source
+        self._unknown_tool_reply = unknown_tool_reply
+        self._options = Options(
+            has_authorizer=authorizer is not None,
+            has_read_authorizer=read_authorizer is not None,
+            has_unknown_tool_reply=unknown_tool_reply is not None,
+            authorizer_source=authorizer_source,
+            server_name=name,
+            server_version=version,
+            instructions=instructions,
+            **options,
+        ).validated()
+        self._tools: dict[str, _Tool] = {}
+        self._resources: dict[str, _Resource] = {}
+        self._templates: dict[str, _Template] = {}
+        self._prompts: dict[str, _Prompt] = {}
+        self._completion: Callable[..., Any] | None = None
+        self._runtime: Runtime | None = None
+        self._transport: Transport = "unknown"
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def options(self) -> Options:
+        return self._options
+
+    def authorization_configured(self) -> bool:
+        """Whether a caller CHOSE the tool authorizer: there is one and its source is
+        ``"configured"``. A default stand-in, however strict, does not count (seed 000):
+        network transports use this to refuse to serve when nobody decided they should."""
+        return self._authorizer is not None and self._authorizer_source == "configured"
+
+    def read_authorization_configured(self) -> bool:
+        """Whether the read surfaces have an authorizer (presence, not source)."""
+        return self._read_authorizer is not None
+
+    # -- registration -----------------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        derived: bool = False,
+    ) -> Callable[[F], F]:
+        """Registers a tool. Its input schema is derived from the type hints unless given;
+        ``annotations`` with ``destructiveHint`` or ``sensitive`` true make it sensitive."""
+
+        def register(func: F) -> F:
+            tool_name = name or func.__name__
+            what = f"tool {tool_name}"
+            if input_schema is None:
+                schema, context_param = derive_input_schema(func, what)
+            else:
+                schema, context_param = dict(input_schema), _context_param(func)
+            definition: dict[str, Any] = {"name": tool_name}
+            text = description if description is not None else inspect.getdoc(func)
+            if text:
+                definition["description"] = text
+            definition["inputSchema"] = schema
+            notes = dict(annotations or {})
+            if notes:
+                definition["annotations"] = notes
+            validator = None
+            if output_schema is not None:
+                validator = _checked_schema(dict(output_schema), f"{what} output_schema")
+                definition["outputSchema"] = dict(output_schema)
+            _ensure_definition(definition, what)
+            sensitive = notes.get("destructiveHint") is True or notes.get("sensitive") is True
+            try:
+                info = tool_info(tool_name, sensitive, derived, definition)
+            except OptionError as bad:
+                raise TypeError(f"{what}: input_schema {bad.rule}") from None
+            self._tools[tool_name] = _Tool(info, func, context_param, validator)
+            if self._runtime is not None:
+                self._runtime.feed(
+                    ToolRegistered(tool_name, sensitive, derived, now_ms(), definition)
+                )
+            return func
+
+        return register
+
+    def resource(
+        self,
+        uri: str,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        """Registers a static resource: ``func()`` returns text, bytes or contents."""
+
+        def register(func: F) -> F:
+            definition: dict[str, Any] = {"uri": uri, "name": name or func.__name__}
+            text = description if description is not None else inspect.getdoc(func)
+            if text:
+                definition["description"] = text
+            if mime_type:
+                definition["mimeType"] = mime_type
+            _ensure_definition(definition, f"resource {uri}")
+            context = _context_param(func)
+            self._resources[uri] = _Resource(uri, func, mime_type, definition, context)
+            self._announce(CatalogChanged("resource", uri, definition))
+            return func
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        """Registers a resource template (``demo://items/{id}``): ``func(id=...)`` reads one."""
+
+        def register(func: F) -> F:
+            definition: dict[str, Any] = {
+                "uriTemplate": uri_template,
+                "name": name or func.__name__,
+            }
+            text = description if description is not None else inspect.getdoc(func)
+            if text:
+                definition["description"] = text
+            if mime_type:
+                definition["mimeType"] = mime_type
+            _ensure_definition(definition, f"resource template {uri_template}")
+            pattern = _template_pattern(uri_template)
+            context = _context_param(func)
+            self._templates[uri_template] = _Template(
+                uri_template, pattern, func, mime_type, definition, context
+            )
+            self._announce(CatalogChanged("template", uri_template, definition))
+            return func
+
+        return register
+
+    def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
+        """Registers a prompt: ``func(**arguments)`` returns text, messages or a result."""
+
+        def register(func: F) -> F:
+            prompt_name = name or func.__name__
+            signature, hints = _signature(func)
+            arguments, required = [], []
+            accepted: set[str] | None = set()
+            context = None
+            for pname, param in signature.parameters.items():
+                if _wants_context(hints.get(pname, param.annotation)):
+                    context = pname
+                    continue
+                if param.kind is inspect.Parameter.VAR_KEYWORD:
+                    accepted = None
+                    continue
+                if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                    continue
+                is_required = param.default is inspect.Parameter.empty
+                arguments.append({"name": pname, "required": is_required})
+                if accepted is not None:
+                    accepted.add(pname)
+                if is_required:
+                    required.append(pname)
+            definition: dict[str, Any] = {"name": prompt_name}
+            text = description if description is not None else inspect.getdoc(func)
+            if text:
+                definition["description"] = text
+            definition["arguments"] = arguments
+            _ensure_definition(definition, f"prompt {prompt_name}")
+            self._prompts[prompt_name] = _Prompt(
+                prompt_name,
+                func,
+                tuple(required),
+                None if accepted is None else frozenset(accepted),
+                definition,
+                context,
+            )
+            self._announce(CatalogChanged("prompt", prompt_name, definition))
+            return func
+
+        return register
+
+    def completion(self) -> Callable[[F], F]:
+        """Registers the ``completion/complete`` handler: ``func(ref, argument)`` (the request's
+        ``ref`` and ``argument`` objects) returns a list of values."""
+
+        def register(func: F) -> F:
+            self._completion = func
+            return func
+
+        return register
+
+    def _announce(self, event: CatalogChanged) -> None:
+        if self._runtime is not None:
+            self._runtime.feed(attrs.evolve(event, now=now_ms()))
+
+    # -- embedder's notifications -----------------------------------------------------------
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tells the connections subscribed to ``uri`` that it changed (call on the loop)."""
+        self._running().feed(ResourceUpdated(uri, now_ms()))
+
+    def log(self, level: str, data: object, logger: str | None = None) -> None:
+        """Sends a log message to the connections whose level admits it (call on the loop)."""
+        _ensure_json(data)
+        self._running().feed(LogEmitted(level, data, now_ms(), logger))
+
+    def _running(self) -> Runtime:
+        if self._runtime is None:
+            raise RuntimeError("the server is not serving")
+        return self._runtime
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def initial_state(self, transport: Transport = "unknown") -> State:
+        """The reducer's state at start: raises OptionError for a sensitive tool that nothing
+        authorizes (R-OPT-2), naming the tools."""
+        options = attrs.evolve(self._options, transport=transport).validated()
+        tools = tuple(tool.info for tool in self._tools.values())
+        return initial_state(options, id_key=os.urandom(32), tools=tools)
+
+    @asynccontextmanager
+    async def running(
+        self, transport: Transport = "unknown", *, state: State | None = None
+    ) -> AsyncIterator[Runtime]:
+        """Runs the server's runtime for the length of the block; attach transports to it."""
+        if self._runtime is not None:
+            raise RuntimeError("the server is already running")
+        first = state if state is not None else self.initial_state(transport)
+        self._transport = first.options.transport
+        self._limiter = anyio.CapacityLimiter(max(1, first.options.max_in_flight))
+        runtime = Runtime(first, self.perform_job)
+        async with runtime.running():
+            for resource in self._resources.values():
+                runtime.feed(CatalogChanged("resource", resource.uri, resource.definition))
+            for template in self._templates.values():
+                runtime.feed(CatalogChanged("template", template.uri_template, template.definition))
+            for prompt in self._prompts.values():
+                runtime.feed(CatalogChanged("prompt", prompt.name, prompt.definition))
+            self._runtime = runtime
+            try:
+                yield runtime
+            finally:
+                self._runtime = None
+
+    async def serve_stdio(
+        self,
+        stdin: anyio.abc.ByteReceiveStream | None = None,
+        stdout: anyio.abc.ByteSendStream | None = None,
+        *,
+        state: State | None = None,
+    ) -> None:
+        """Serves one stdio connection until end of input. Without streams, the process's own
+        standard input and output (use :meth:`run_stdio` for a whole process)."""
+        async with self.running("stdio", state=state) as runtime:
+            await stdio.serve_stdio(
+                runtime,
+                stdin if stdin is not None else stdio.FdReceiveStream(0),
+                stdout if stdout is not None else stdio.FdSendStream(1),
+            )
+
+    def run_stdio(self, *, backend: str = "asyncio") -> int:
+        """Serves this process's standard input and output until end of input; returns the
+        exit status (0, or 1 when the server's own machinery failed). Raises OptionError
+        before serving when the server refuses to start."""
+        return stdio.run_stdio(self, backend=backend)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def _context(self, conn: Hashable) -> Context:
+        return Context(conn, self._transport)
+
+    async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
+        return await call_user(func, *args, limiter=self._limiter, **kwargs)
+
+    async def perform_job(self, conn: Hashable, job: Job) -> object:
+        """Runs the user callback a worker job names and returns the worker's value.
+
+        Whatever the callback raises propagates (the runtime reports ``WorkerFailed``); the
+        value is always something strict JSON can carry.
+        """
+        if isinstance(job, Authorize):
+            assert self._authorizer is not None
+            return await self._call(self._authorizer, job.tool, job.arguments, self._context(conn))
+        if isinstance(job, AuthorizeRead):
+            assert self._read_authorizer is not None
+            context = self._context(conn)
+            return await self._call(self._read_authorizer, job.method, job.params, context)
+        if isinstance(job, RunTool):
+            return _ensure_json(await self._run_tool(conn, job.tool, job.arguments))
+        if isinstance(job, RunRead):
+            params = job.params if isinstance(job.params, dict) else {}
+            return _ensure_json(await self._run_read(conn, job.method, params))
+        if isinstance(job, FilterTools):
+            return await self._filter_tools(conn, job.names)
+        if isinstance(job, UnknownToolReply):
+            assert self._unknown_tool_reply is not None
+            return await self._call(self._unknown_tool_reply, job.tool)
+        raise TypeError(f"unknown job {job!r}")
+
+    def _kwargs(
+        self, conn: Hashable, arguments: object, context_param: str | None
+    ) -> dict[str, Any]:
+        kwargs = dict(arguments) if isinstance(arguments, dict) else {}
+        if context_param is not None:
+            kwargs[context_param] = self._context(conn)
+        return kwargs
+
+    async def _run_tool(self, conn: Hashable, name: str, arguments: object) -> dict[str, Any]:
+        tool = self._tools[name]
+        value = await self._call(tool.func, **self._kwargs(conn, arguments, tool.context_param))
+        return shape_tool_result(value, tool.output_validator)
+
+    async def _filter_tools(self, conn: Hashable, names: tuple[str, ...]) -> list[str]:
+        authorizer = self._authorizer
+        assert authorizer is not None
+        context = self._context(conn)
+        if inspect.iscoroutinefunction(authorizer) or inspect.iscoroutinefunction(
+            getattr(authorizer, "__call__", None)  # noqa: B004
+        ):
+            listed = []
+            for name in names:
+                try:
+                    decision = await authorizer(name, {}, context)
+                except Exception:
+                    continue  # a raising policy hides the tool
+                if isinstance(decision, Allow | Ask):
+                    listed.append(name)
+            return listed
+
+        def filter_in_thread() -> list[str]:  # one thread hop for the whole list
+            listed = []
+            for name in names:
+                try:
+                    decision = authorizer(name, {}, context)
+                except Exception:
+                    continue
+                if isinstance(decision, Allow | Ask):
+                    listed.append(name)
+            return listed
+
+        return await anyio.to_thread.run_sync(
+            filter_in_thread, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def _run_read(self, conn: Hashable, method: str, params: Mapping[str, Any]) -> object:
+        if method == "resources/read":
+            return await self._read_resource(conn, str(params.get("uri")))
+        if method == "prompts/get":
+            return await self._get_prompt(conn, str(params.get("name")), params.get("arguments"))
+        if method == "completion/complete":
+            if self._completion is None:
+                return {"completion": {"values": [], "hasMore": False}}
+            value = await self._call(self._completion, params.get("ref"), params.get("argument"))
+            return _completion(value)
+        return Failure(INVALID_PARAMS, f"askgate has no callback for {_clip(method, 64)}")
+
+    async def _read_resource(self, conn: Hashable, uri: str) -> object:
+        resource = self._resources.get(uri)
+        if resource is not None:
+            value = await self._call(
+                resource.func, **self._kwargs(conn, {}, resource.context_param)
+            )
+            return _resource_contents(uri, resource.mime_type, value)
+        for template in self._templates.values():
+            found = template.pattern.fullmatch(uri)
+            if found is not None:
+                variables = {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
+                kwargs = self._kwargs(conn, variables, template.context_param)
+                value = await self._call(template.func, **kwargs)
+                return _resource_contents(uri, template.mime_type, value)
+        return Failure(RESOURCE_NOT_FOUND, "Resource not found", {"uri": _clip(uri)})
+
+    async def _get_prompt(self, conn: Hashable, name: str, arguments: object) -> object:
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            return Failure(INVALID_PARAMS, f"Unknown prompt: {_clip(name, 64)}")
+        given = dict(arguments) if isinstance(arguments, dict) else {}
+        missing = [arg for arg in prompt.required if arg not in given]
+        if missing:
+            return Failure(INVALID_PARAMS, f"Missing required argument: {missing[0]}")
+        if prompt.accepted is not None:
+            extra = sorted(set(given) - prompt.accepted)
+            if extra:
+                return Failure(INVALID_PARAMS, f"Unknown argument: {_clip(extra[0], 64)}")
+        value = await self._call(prompt.func, **self._kwargs(conn, given, prompt.context_param))
+        return _prompt_messages(value, prompt.definition.get("description"))
+
+
+def _ensure_definition(definition: dict[str, Any], what: str) -> None:
+    try:
+        encode(definition)
+    except EncodeError as bad:
+        raise TypeError(f"{what}: its definition is not JSON: {bad}") from None

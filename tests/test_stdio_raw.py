@@ -1,0 +1,274 @@
+"""The stdio transport over raw pipes: ``askgate serve --demo`` as a subprocess (seed 002).
+
+Each test runs the server on the same event loop as the test (asyncio and trio) and talks raw
+JSON-RPC lines to it, so it can send what no SDK client would: duplicate ids, bad JSON, lines
+over the cap, invalid UTF-8, batches. Every read has a deadline; nothing waits on a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from askgate.core.codec import MAX_BYTES
+
+from .stdio_peer import ELICIT_CAPS, demo_command, deny_payload, raw_server, result_text
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+APPROVE = {"action": "accept", "content": {"approve": True}}
+
+
+def is_elicitation(message: dict[str, Any]) -> bool:
+    return message.get("method") == "elicitation/create"
+
+
+async def test_a_reused_in_flight_id_is_refused_and_the_first_call_keeps_its_outcome(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize(ELICIT_CAPS)
+        await peer.call(7, "guarded_echo", text="first")
+        elicitation, _ = await peer.recv_until(is_elicitation)
+        await peer.call(7, "echo", text="second")
+        duplicate, _ = await peer.reply_to(7)
+        assert duplicate["error"]["code"] == -32600
+        await peer.send({"jsonrpc": "2.0", "id": elicitation["id"], "result": APPROVE})
+        outcome, _ = await peer.reply_to(7)
+        assert result_text(outcome) == "first"
+
+
+async def test_bad_json_is_answered_parse_error_with_null_id_and_serving_goes_on(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.send_bytes(b"hello\n")
+        error = await peer.recv()
+        assert error == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error: not JSON"},
+        }
+        await peer.request(1, "ping")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+async def test_a_line_over_the_cap_is_answered_before_it_ends_and_the_rest_is_skipped(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        head = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
+        await peer.send_bytes(head + b"a" * (MAX_BYTES + 64 * 1024))
+        # The line has not ended yet: the server answered without buffering it whole.
+        error = await peer.recv()
+        assert error["id"] is None
+        assert error["error"]["code"] == -32700
+        await peer.send_bytes(b"a" * (MAX_BYTES // 2) + b'"}}\n')
+        await peer.request(2, "ping")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_a_line_exactly_at_the_cap_is_served(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        head = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
+        tail = b'"}}'
+        line = head + b"a" * (MAX_BYTES - len(head) - len(tail)) + tail
+        assert len(line) == MAX_BYTES
+        await peer.send_bytes(line + b"\r\n")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+async def test_invalid_utf8_is_a_parse_error_for_that_line_only(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.send_bytes(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xff"}}\n')
+        await peer.request(2, "ping")
+        error = await peer.recv()
+        assert error["id"] is None
+        assert error["error"]["code"] == -32700
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_non_ascii_text_goes_through_unchanged(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize()
+        text = "héllo wörld ✓ 𝄞"
+        await peer.send_bytes(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": text}},
+                },
+                ensure_ascii=False,
+            ).encode("utf-8")
+            + b"\n"
+        )
+        reply, _ = await peer.reply_to(1)
+        assert result_text(reply) == text
+        assert text.encode("utf-8") in peer.lines[-1]  # written as UTF-8, not escaped
+
+
+async def test_a_batch_array_is_refused_and_no_element_runs(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize()
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash"}},
+        ]
+        await peer.send_bytes(json.dumps(batch).encode() + b"\n")
+        await peer.request(3, "ping")
+        error = await peer.recv()
+        assert error["id"] is None
+        assert error["error"]["code"] == -32600
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+async def test_crlf_and_empty_lines_are_tolerated(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.send_bytes(b'\n\r\n{"jsonrpc":"2.0","id":1,"method":"ping"}\r\n\n')
+        await peer.request(2, "ping")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_end_of_input_drops_parked_and_running_calls_and_exits_0(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize(ELICIT_CAPS)
+        await peer.call(1, "guarded_echo", text="parked")
+        await peer.recv_until(is_elicitation)
+        await peer.call(2, "sleep", ms=600_000)
+        await peer.request(3, "ping")  # answered inline, after the sleep started
+        await peer.reply_to(3)
+        await peer.request(4, "ping")  # answered before end of input: must be flushed
+        await peer.close_stdin()
+        rest = await peer.rest()
+        assert await peer.wait_exit() == 0
+    ids = [m.get("id") for m in rest]
+    assert 4 in ids
+    assert 1 not in ids
+    assert 2 not in ids
+
+
+async def test_stdout_carries_only_json_while_tools_print(anyio_backend: str) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize(ELICIT_CAPS)
+        await peer.call(1, "delete_file", path="/tmp/nothing")
+        elicitation, _ = await peer.recv_until(is_elicitation)
+        await peer.send({"jsonrpc": "2.0", "id": elicitation["id"], "result": APPROVE})
+        approved, _ = await peer.reply_to(1)
+        assert result_text(approved) == "pretended to delete /tmp/nothing"
+        await peer.call(2, "crash")
+        crashed, _ = await peer.reply_to(2)
+        assert crashed["result"]["structuredContent"] == {"error": "callback_failed"}
+        await peer.close_stdin()
+        await peer.rest()
+        assert await peer.wait_exit() == 0
+        assert all(isinstance(json.loads(line), dict) for line in peer.lines)
+        assert b"demo: would delete /tmp/nothing" in peer.stderr
+        assert b"demo: crash is about to raise" in peer.stderr
+        assert b"never sent" not in b"\n".join(peer.lines)
+
+
+PRINTING_SERVER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from askgate import Server
+
+    server = Server("printer")
+
+    @server.tool()
+    def noisy() -> str:
+        print("print() from a tool")
+        sys.__stdout__.write("sys.__stdout__ from a tool\\n")
+        sys.__stdout__.flush()
+        os.write(1, b"os.write(1) from a tool\\n")
+        subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+        return "done"
+
+    raise SystemExit(server.run_stdio(backend=sys.argv[1]))
+    """
+)
+
+
+async def test_prints_writes_to_fd_1_and_child_processes_never_reach_the_wire(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "printing_server.py"
+    script.write_text(PRINTING_SERVER)
+    async with raw_server([sys.executable, str(script), anyio_backend]) as peer:
+        await peer.initialize()
+        await peer.call(1, "noisy")
+        reply, before = await peer.reply_to(1)
+        assert result_text(reply) == "done"
+        assert before == []
+        await peer.close_stdin()
+        assert await peer.rest() == []
+        assert await peer.wait_exit() == 0
+        for noise in (b"print() from", b"sys.__stdout__ from", b"os.write(1)", b"a child"):
+            assert noise in peer.stderr
+            assert not any(noise in line for line in peer.lines)
+
+
+async def test_a_client_that_cannot_be_asked_gets_the_deny_and_no_elicitation(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize({})
+        await peer.call(1, "guarded_echo", text="x")
+        reply, before = await peer.reply_to(1)
+        assert before == []
+        assert reply["result"]["isError"] is True
+        assert reply["result"]["structuredContent"] == deny_payload(
+            "guarded_echo", "ask", 'Allow guarded_echo to echo "x"?'
+        )
+
+
+async def test_a_cancelled_parked_call_is_dropped_unanswered_and_its_prompt_withdrawn(
+    anyio_backend: str,
+) -> None:
+    async with raw_server(demo_command(backend=anyio_backend)) as peer:
+        await peer.initialize(ELICIT_CAPS)
+        await peer.call(1, "guarded_echo", text="x")
+        elicitation, _ = await peer.recv_until(is_elicitation)
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+        )
+        withdrawn = await peer.recv()
+        assert withdrawn["method"] == "notifications/cancelled"
+        assert withdrawn["params"]["requestId"] == elicitation["id"]
+        # A late approval is ignored: no reply to it, and call 1 is never answered.
+        await peer.send({"jsonrpc": "2.0", "id": elicitation["id"], "result": APPROVE})
+        await peer.request(2, "ping")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_option_values_out_of_range_refuse_to_start_with_exit_2(anyio_backend: str) -> None:
+    command = demo_command("--max-parked", "64", "--max-parked-total", "8", backend=anyio_backend)
+    async with raw_server(command) as peer:
+        assert await peer.wait_exit() == 2
+        assert await peer.rest() == []
+    assert b"max_parked_elicitations" in peer.stderr
+    assert b"may not exceed max_parked_elicitations_total" in peer.stderr
+
+
+async def test_http_is_not_available_yet(anyio_backend: str) -> None:
+    command = [sys.executable, "-m", "askgate", "serve", "--http", "127.0.0.1:0"]
+    command += ["--backend", anyio_backend]
+    async with raw_server(command) as peer:
+        assert await peer.wait_exit() == 2
+    assert b"not available yet" in peer.stderr

@@ -1,0 +1,358 @@
+"""The stdio transport: JSON-RPC lines on standard input and output (seed 002).
+
+Bytes in and out, unchanged: the reader splits standard input into lines itself and hands each
+line, as bytes, to the reducer (``MessageReceived``), whose codec answers anything that is not a
+JSON-RPC message (invalid UTF-8 included) for that line only. One trailing ``\\r`` is stripped
+and empty lines are skipped. A line longer than the byte cap is never buffered whole: its first
+``cap + 1`` bytes go to the reducer (whose codec answers ``-32700``) and the rest of the line is
+discarded as it arrives.
+
+Every line goes to the reducer in read order, without waiting for the replies to earlier ones.
+The reader reads in chunks (one thread hop per chunk, never per line) and pauses only while too
+much output is waiting for the peer to read it, which bounds memory when the peer stops reading.
+
+The whole process is one connection (``"stdio"``), subscribed at start. At end of input the
+connection is detached: the reducer drops everything still running or parked, with no reply;
+every reply already produced is written (within a bounded drain) and serving ends. Standard
+output carries nothing but JSON-RPC: :func:`run_stdio` moves the wire onto private file
+descriptors and points fd 1 (and ``sys.stdout``) at standard error and fd 0 at ``/dev/null``,
+so a tool that prints, or a child process it starts, cannot write into the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import typing
+from collections.abc import Hashable
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from askgate.core import State, SubscriberAttached, SubscriberDetached
+from askgate.core.codec import MAX_BYTES
+from askgate.core.events import MessageReceived
+from askgate.core.options import Transport
+
+from .runtime import Runtime, now_ms
+
+__all__ = [
+    "CHUNK_BYTES",
+    "STDIO_CONN",
+    "FdReceiveStream",
+    "FdSendStream",
+    "LineSplitter",
+    "Outbox",
+    "WireIsolation",
+    "run_stdio",
+    "serve_stdio",
+]
+
+logger = logging.getLogger("askgate.stdio")
+
+STDIO_CONN: Final = "stdio"
+CHUNK_BYTES: Final = 64 * 1024
+OUTPUT_HIGH_WATER: Final = 8 * 1024 * 1024
+"""Bytes waiting for the peer above which the reader stops reading until they are written."""
+DRAIN_SECONDS: Final = 10.0
+"""How long the replies produced before end of input may take to be written."""
+
+
+class LineSplitter:
+    """Splits a byte stream into lines, holding at most ``max_bytes + 2`` bytes of a line.
+
+    :meth:`feed` returns the complete lines in a chunk (without ``\\n``, one trailing ``\\r``
+    stripped, empty lines left out). A line over ``max_bytes`` is returned as its first
+    ``max_bytes + 1`` bytes, once, as soon as that is known; the rest of it is discarded.
+    """
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self._max = max_bytes
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf already searched for a newline
+        self._skipping = False  # inside a line already reported as over the cap
+
+    def _line(self, raw: bytes | bytearray) -> bytes | None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        return bytes(raw[: self._max + 1]) if raw else None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        buf = self._buf
+        buf += chunk
+        start = 0
+        newline = buf.find(b"\n", self._scanned)
+        while newline >= 0:
+            if self._skipping:
+                self._skipping = False
+            else:
+                line = self._line(buf[start:newline])
+                if line is not None:
+                    lines.append(line)
+            start = newline + 1
+            newline = buf.find(b"\n", start)
+        del buf[:start]
+        if self._skipping:
+            buf.clear()
+        elif len(buf) > self._max + 1:  # over the cap even if a \r ends it
+            lines.append(bytes(buf[: self._max + 1]))
+            buf.clear()
+            self._skipping = True
+        self._scanned = len(buf)
+        return lines
+
+    def finish(self) -> list[bytes]:
+        """The last line, when the input ended without a newline."""
+        raw, skipping = bytes(self._buf), self._skipping
+        self._buf.clear()
+        self._scanned = 0
+        self._skipping = False
+        line = None if skipping else self._line(raw)
+        return [] if line is None else [line]
+
+
+class Outbox:
+    """One connection's output: :meth:`write` buffers (it never blocks), :meth:`pump` writes.
+
+    Messages are written in the order they were given, one per line, batched into one write
+    when several are waiting.
+    """
+
+    def __init__(self, high_water: int = OUTPUT_HIGH_WATER) -> None:
+        self._chunks: list[bytes] = []
+        self._pending = 0  # bytes given and not yet written
+        self._high_water = high_water
+        self._closed = False
+        self.broken = False
+        self._wake: anyio.Event | None = None
+        self._room: anyio.Event | None = None
+
+    def write(self, message: bytes) -> None:
+        if self._closed:
+            return
+        self._chunks.append(message)
+        self._chunks.append(b"\n")
+        self._pending += len(message) + 1
+        if self._wake is not None:
+            self._wake.set()
+
+    def close(self) -> None:
+        """No more writes; :meth:`pump` returns once everything given is written."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
+
+    async def wait_for_room(self) -> None:
+        """Returns once the bytes waiting to be written are at most the high-water mark."""
+        while self._pending > self._high_water and not self.broken:
+            self._room = anyio.Event()
+            await self._room.wait()
+
+    async def pump(self, stream: anyio.abc.ByteSendStream) -> None:
+        """Writes everything given, in order, until closed. A peer that closed the stream
+        (broken pipe) ends the pump with :attr:`broken` set; nothing more is written."""
+        try:
+            while True:
+                if self._chunks:
+                    blob = b"".join(self._chunks)
+                    self._chunks.clear()
+                    await stream.send(blob)
+                    self._pending -= len(blob)
+                    if self._room is not None and self._pending <= self._high_water:
+                        self._room.set()
+                    continue
+                if self._closed:
+                    return
+                self._wake = anyio.Event()
+                await self._wake.wait()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            logger.warning("standard output was closed by the peer; nothing more is written")
+            self.broken = True
+            self._closed = True
+            self._chunks.clear()
+            if self._room is not None:
+                self._room.set()
+
+
+async def serve_stdio(
+    runtime: Runtime,
+    stdin: anyio.abc.ByteReceiveStream,
+    stdout: anyio.abc.ByteSendStream,
+    *,
+    conn: Hashable = STDIO_CONN,
+    max_bytes: int = MAX_BYTES,
+    drain_seconds: float = DRAIN_SECONDS,
+) -> None:
+    """Serves one connection over a pair of byte streams until end of input (or until the
+    peer closes the output). ``runtime`` must be running."""
+    outbox = Outbox()
+    splitter = LineSplitter(max_bytes)
+    pumped = anyio.Event()
+    reading = anyio.CancelScope()
+
+    async def pump() -> None:
+        try:
+            await outbox.pump(stdout)
+        finally:
+            pumped.set()
+            reading.cancel()  # the output is gone (or everything was written after the input)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump, name="askgate stdout")
+        runtime.attach(conn, outbox.write)
+        runtime.feed(SubscriberAttached(conn, now_ms()))
+        try:
+            with reading:
+                while True:
+                    await outbox.wait_for_room()
+                    try:
+                        chunk = await stdin.receive(CHUNK_BYTES)
+                    except (
+                        anyio.EndOfStream,
+                        anyio.ClosedResourceError,
+                        anyio.BrokenResourceError,
+                    ):
+                        break
+                    for line in splitter.feed(chunk):
+                        runtime.feed(MessageReceived(conn, line, now_ms()))
+                for line in splitter.finish():
+                    runtime.feed(MessageReceived(conn, line, now_ms()))
+            # End of input: everything still running or parked is dropped with no reply.
+            runtime.feed(SubscriberDetached(conn, now_ms()))
+        finally:
+            runtime.detach(conn)
+            outbox.close()
+        with anyio.move_on_after(drain_seconds) as drain:
+            await pumped.wait()
+        if drain.cancelled_caught:
+            logger.warning(
+                "gave up writing replies after %.0f s: the peer is not reading", drain_seconds
+            )
+        tg.cancel_scope.cancel()
+
+
+class FdReceiveStream(anyio.abc.ByteReceiveStream):
+    """Reads a file descriptor in chunks, one worker-thread hop per chunk (never per line).
+
+    The read is abandoned on cancel, so a server stopping does not wait for the peer to write.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
+        data = await anyio.to_thread.run_sync(
+            os.read, self._fd, max_bytes, abandon_on_cancel=True, limiter=self._limiter
+        )
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def aclose(self) -> None:
+        """The descriptor belongs to whoever opened it; closing the stream leaves it open."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class FdSendStream(anyio.abc.ByteSendStream):
+    """Writes a file descriptor in a worker thread, completely, in the order given."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def send(self, item: bytes) -> None:
+        try:
+            await anyio.to_thread.run_sync(
+                _write_all, self._fd, item, abandon_on_cancel=True, limiter=self._limiter
+            )
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        """The descriptor belongs to whoever opened it; closing the stream leaves it open."""
+
+
+class WireIsolation:
+    """Moves the JSON-RPC wire onto private descriptors for the life of the block.
+
+    fd 0 becomes ``/dev/null`` and fd 1 a copy of fd 2, and ``sys.stdout`` is ``sys.stderr``,
+    so nothing user code (or a child process it starts) reads or writes reaches the wire.
+    :attr:`wire_in` and :attr:`wire_out` are the private descriptors.
+    """
+
+    def __init__(self) -> None:
+        self.wire_in = -1
+        self.wire_out = -1
+        self._saved_in = -1
+        self._saved_out = -1
+        self._saved_stdout = sys.stdout
+
+    def __enter__(self) -> WireIsolation:
+        sys.stdout.flush()
+        self.wire_in = os.dup(0)
+        self.wire_out = os.dup(1)
+        self._saved_in = os.dup(0)
+        self._saved_out = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(devnull, 0)
+        finally:
+            os.close(devnull)
+        os.dup2(2, 1)
+        self._saved_stdout = sys.stdout
+        sys.stdout = sys.stderr
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout = self._saved_stdout
+        os.dup2(self._saved_in, 0)
+        os.dup2(self._saved_out, 1)
+        for fd in (self._saved_in, self._saved_out, self.wire_in, self.wire_out):
+            os.close(fd)
+
+
+class _Serving(typing.Protocol):
+    def initial_state(self, transport: Transport = ...) -> State: ...
+
+    async def serve_stdio(
+        self,
+        stdin: anyio.abc.ByteReceiveStream | None = ...,
+        stdout: anyio.abc.ByteSendStream | None = ...,
+        *,
+        state: State | None = ...,
+    ) -> None: ...
+
+
+def run_stdio(server: _Serving, *, backend: str = "asyncio") -> int:
+    """Serves ``server`` on this process's standard input and output until end of input.
+
+    Returns 0, or 1 when the server's own machinery failed (said on standard error). A server
+    that refuses to start raises :class:`~askgate.core.OptionError` before anything is touched.
+    """
+    state = server.initial_state("stdio")
+    with WireIsolation() as wire:
+
+        async def main() -> None:
+            await server.serve_stdio(
+                FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out), state=state
+            )
+
+        try:
+            anyio.run(main, backend=backend)
+        except KeyboardInterrupt:
+            return 130
+        except BaseException:  # the machinery, not a callback: callbacks never get here
+            logger.critical("askgate stopped: the server failed", exc_info=True)
+            print("askgate: the server failed; see the traceback above", file=sys.stderr)
+            return 1
+    return 0
