@@ -51,14 +51,16 @@ class Asker:
     def __init__(self, answer: Answer | None = None) -> None:
         self.answer = answer
         self.prompts: list[str] = []
+        self.request_ids: list[object] = []
         self.asked = anyio.Event()
         self.release = anyio.Event()
         self.cancelled = anyio.Event()
 
     async def __call__(
-        self, _context: ClientRequestContext, params: types.ElicitRequestParams
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         self.prompts.append(params.message)
+        self.request_ids.append(context.request_id)
         assert isinstance(params, types.ElicitRequestFormParams)
         assert params.requested_schema["required"] == ["approve"]
         self.asked.set()
@@ -108,6 +110,10 @@ async def test_an_approved_call_runs_the_tool(anyio_backend: str) -> None:
         'Allow guarded_echo to echo "hello"?',
         'Allow delete_file to delete "/tmp/x"? (the demo only pretends)',
     ]
+    first, second = asker.request_ids
+    assert isinstance(first, str)
+    assert first.startswith("askgate-elicit-")
+    assert first != second
 
 
 @pytest.mark.parametrize(
