@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean
+.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean run demo
 
 install: $(STAMP)
 
@@ -48,6 +48,15 @@ bench-stdio: $(STAMP)
 	$(BIN)/python bench/stdio_bench.py \
 		--server "$(BIN)/python bench/sdk_echo_server.py" --label sdk \
 		--server "$(BIN)/python -m askgate serve --stdio --demo" --label askgate
+
+# The demo tools over stdio: type JSON-RPC lines, or point an MCP client at the command.
+run: $(STAMP)
+	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README); Ctrl-D ends" >&2
+	@$(BIN)/askgate serve --demo
+
+# The official mcp SDK client drives the demo: echo, guarded_echo approved then declined, forbidden.
+demo: $(STAMP)
+	$(BIN)/python examples/demo_walkthrough.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

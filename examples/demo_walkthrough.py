@@ -1,0 +1,68 @@
+"""A scripted walkthrough: the official ``mcp`` SDK client drives ``askgate serve --demo``.
+
+    python examples/demo_walkthrough.py        (or: make demo)
+
+The client launches the demo server over stdio and calls ``echo`` (allowed), ``guarded_echo``
+twice (the policy asks: approved, then declined) and ``forbidden`` (denied), printing what the
+server asked and answered. The answers to the prompts are scripted; a real client shows them to
+a person.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
+
+
+def describe(result: types.CallToolResult) -> str:
+    if result.structured_content is not None:
+        return f"isError={result.is_error} {result.structured_content}"
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    return f"isError={result.is_error} {' '.join(texts)!r}"
+
+
+async def main() -> None:
+    answers: Iterator[types.ElicitResult] = iter(
+        [
+            types.ElicitResult(action="accept", content={"approve": True}),
+            types.ElicitResult(action="decline"),
+        ]
+    )
+
+    async def ask_the_user(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        answer = next(answers)
+        print(f"  server asks ({context.request_id}): {params.message}")
+        print(f"  the user answers: {answer.action}")
+        return answer
+
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "askgate", "serve", "--demo"]
+    )
+    with anyio.fail_after(60):
+        async with Client(server, mode="legacy", elicitation_callback=ask_the_user) as client:
+            assert client.server_info is not None
+            print(f"connected to {client.server_info.name} ({client.protocol_version})")
+            tools = await client.list_tools()
+            print("tools offered:", ", ".join(tool.name for tool in tools.tools))
+            steps = [
+                ("echo", {"text": "hello"}, "allowed by policy"),
+                ("guarded_echo", {"text": "hello"}, "the policy asks; the user approves"),
+                ("guarded_echo", {"text": "hello"}, "the policy asks; the user declines"),
+                ("forbidden", {}, "denied by policy"),
+            ]
+            for name, arguments, what in steps:
+                print(f"\n{name}({arguments}): {what}")
+                result = await client.call_tool(name, arguments)
+                print(f"  -> {describe(result)}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
