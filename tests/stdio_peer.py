@@ -33,6 +33,7 @@ class RawPeer:
         self._buffer = bytearray()
         self.lines: list[bytes] = []  # every stdout line read so far
         self.stderr = bytearray()
+        self.stderr_closed = anyio.Event()
         self._stdin_open = True
 
     async def send_bytes(self, data: bytes) -> None:
@@ -144,12 +145,17 @@ async def raw_server(command: list[str]) -> AsyncIterator[RawPeer]:
                 peer.stderr += chunk
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
+        finally:
+            peer.stderr_closed.set()
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain_stderr)
             try:
                 yield peer
+                if process.returncode is not None:  # let the test read all of stderr
+                    with anyio.move_on_after(READ_TIMEOUT):
+                        await peer.stderr_closed.wait()
             finally:
                 tg.cancel_scope.cancel()
     finally:

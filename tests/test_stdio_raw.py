@@ -13,11 +13,19 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from askgate.core.codec import MAX_BYTES
 
-from .stdio_peer import ELICIT_CAPS, demo_command, deny_payload, raw_server, result_text
+from .stdio_peer import (
+    ELICIT_CAPS,
+    READ_TIMEOUT,
+    demo_command,
+    deny_payload,
+    raw_server,
+    result_text,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -179,6 +187,8 @@ async def test_stdout_carries_only_json_while_tools_print(anyio_backend: str) ->
         await peer.rest()
         assert await peer.wait_exit() == 0
         assert all(isinstance(json.loads(line), dict) for line in peer.lines)
+        with anyio.fail_after(READ_TIMEOUT):
+            await peer.stderr_closed.wait()
         assert b"demo: would delete /tmp/nothing" in peer.stderr
         assert b"demo: crash is about to raise" in peer.stderr
         assert b"never sent" not in b"\n".join(peer.lines)
@@ -219,6 +229,8 @@ async def test_prints_writes_to_fd_1_and_child_processes_never_reach_the_wire(
         await peer.close_stdin()
         assert await peer.rest() == []
         assert await peer.wait_exit() == 0
+        with anyio.fail_after(READ_TIMEOUT):
+            await peer.stderr_closed.wait()
         for noise in (b"print() from", b"sys.__stdout__ from", b"os.write(1)", b"a child"):
             assert noise in peer.stderr
             assert not any(noise in line for line in peer.lines)
@@ -272,3 +284,37 @@ async def test_http_is_not_available_yet(anyio_backend: str) -> None:
     async with raw_server(command) as peer:
         assert await peer.wait_exit() == 2
     assert b"not available yet" in peer.stderr
+
+
+BROKEN_REDUCER_SERVER = textwrap.dedent(
+    """
+    import sys
+    import askgate.transports.runtime as runtime
+    from askgate import Server
+
+    real_step = runtime.step
+
+    def broken_step(state, event):
+        if b"boom" in getattr(event, "data", b""):
+            raise RuntimeError("a bug in the machinery")
+        return real_step(state, event)
+
+    runtime.step = broken_step
+    raise SystemExit(Server("broken").run_stdio(backend=sys.argv[1]))
+    """
+)
+
+
+async def test_a_failure_of_the_machinery_is_said_on_stderr_and_exits_non_zero(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "broken_server.py"
+    script.write_text(BROKEN_REDUCER_SERVER)
+    async with raw_server([sys.executable, str(script), anyio_backend]) as peer:
+        await peer.request(1, "ping")
+        assert (await peer.recv()) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        await peer.request("boom", "ping")
+        assert await peer.wait_exit() == 1
+        assert await peer.rest() == []
+    assert b"askgate: the server failed" in peer.stderr
+    assert b"a bug in the machinery" in peer.stderr
