@@ -358,7 +358,7 @@ async def test_a_hung_sync_callback_times_out_without_blocking_the_loop() -> Non
         release.set()
 
 
-async def test_timers_and_workers_follow_the_reducer() -> None:
+async def test_R_INV_4_the_runtimes_armed_timers_are_the_reducers_live_timers() -> None:
     server = Server("s", authorizer=lambda *_: Ask("ok?"))
     gate = anyio.Event()
 

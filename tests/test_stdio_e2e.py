@@ -258,7 +258,9 @@ async def test_an_approved_slow_tool_does_not_block_ping(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_sdk_connects_in_legacy_and_auto_mode(anyio_backend: str, mode: str) -> None:
+async def test_R_PROTO_5_the_sdk_connects_in_legacy_and_in_auto_mode_falling_back_to_initialize(
+    anyio_backend: str, mode: str
+) -> None:
     asker = Asker(Answer(action="accept", content={"approve": True}))
     async with connect(anyio_backend, asker=asker, mode=mode) as client:
         assert client.protocol_version == "2025-11-25"  # auto fell back to initialize

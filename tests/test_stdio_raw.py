@@ -43,7 +43,7 @@ def is_elicitation(message: dict[str, Any]) -> bool:
     return message.get("method") == "elicitation/create"
 
 
-async def test_a_reused_in_flight_id_is_refused_and_the_first_call_keeps_its_outcome(
+async def test_R_ADM_1_over_stdio_a_reused_id_is_refused_and_the_first_call_keeps_its_outcome(
     anyio_backend: str,
 ) -> None:
     async with raw_server(demo_command(backend=anyio_backend)) as peer:
@@ -236,7 +236,7 @@ async def test_prints_writes_to_fd_1_and_child_processes_never_reach_the_wire(
             assert not any(noise in line for line in peer.lines)
 
 
-async def test_a_client_that_cannot_be_asked_gets_the_deny_and_no_elicitation(
+async def test_R_AUTH_3_over_stdio_a_client_that_cannot_be_asked_gets_the_deny_and_no_elicitation(
     anyio_backend: str,
 ) -> None:
     async with raw_server(demo_command(backend=anyio_backend)) as peer:
@@ -250,7 +250,7 @@ async def test_a_client_that_cannot_be_asked_gets_the_deny_and_no_elicitation(
         )
 
 
-async def test_a_cancelled_parked_call_is_dropped_unanswered_and_its_prompt_withdrawn(
+async def test_R_CLOSE_4_over_stdio_a_cancelled_parked_call_is_dropped_and_its_prompt_withdrawn(
     anyio_backend: str,
 ) -> None:
     async with raw_server(demo_command(backend=anyio_backend)) as peer:
