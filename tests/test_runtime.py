@@ -1,0 +1,143 @@
+"""The runtime's own machinery: timers armed and cancelled by key, workers killed, on both loops.
+
+A recording runtime keeps every event it is fed instead of looking at what the reducer does
+with it, so the timers can be checked in isolation. Waits are on events, under deadlines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+
+import anyio
+import pytest
+
+from askgate.core import (
+    Effect,
+    Event,
+    Job,
+    TimerFired,
+    WorkerFailed,
+    WorkerFinished,
+    initial_state,
+)
+from askgate.core.effects import CancelTimer, KillWorker, RunTool, StartTimer, StartWorker
+from askgate.transports.runtime import Runtime, now_ms
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 10.0
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+class Recording(Runtime):
+    """Performs effects given to :meth:`perform` and records what it would feed the reducer."""
+
+    def __init__(self) -> None:
+        super().__init__(initial_state(id_key=os.urandom(32)), self._job)
+        self.fed: list[Event] = []
+        self.changed = anyio.Event()
+        self.release = anyio.Event()
+
+    async def _job(self, conn: Hashable, job: Job) -> object:
+        assert isinstance(job, RunTool)
+        await self.release.wait()
+        if conn == "fails":
+            raise ValueError("the callback's own failure")
+        return {"content": []}
+
+    def feed(self, event: Event) -> None:
+        self.fed.append(event)
+        self.changed.set()
+
+    def perform(self, *effects: Effect) -> None:
+        for effect in effects:
+            self._perform(effect)
+
+    def fired(self) -> list[TimerFired]:
+        return [event for event in self.fed if isinstance(event, TimerFired)]
+
+    async def until(self, count: int) -> None:
+        with anyio.fail_after(DEADLINE):
+            while len(self.fed) < count:
+                self.changed = anyio.Event()
+                await self.changed.wait()
+
+
+async def test_timers_fire_in_deadline_order_and_cancelled_ones_never() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        now = now_ms()
+        runtime.perform(
+            StartTimer(("t", 1), now + 60),
+            StartTimer(("t", 2), now + 20),
+            StartTimer(("t", 3), now + 40),
+            CancelTimer(("t", 3)),
+        )
+        assert runtime.live_timers == {("t", 1), ("t", 2)}
+        await runtime.until(2)
+        fired = runtime.fired()
+        assert [e.key for e in fired] == [("t", 2), ("t", 1)]
+        assert fired[0].now >= now + 20
+        assert fired[1].now >= now + 60
+        assert runtime.live_timers == frozenset()
+
+
+async def test_an_earlier_timer_armed_while_sleeping_fires_first() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        now = now_ms()
+        runtime.perform(StartTimer(("late", 0), now + 5_000))
+        await anyio.lowlevel.checkpoint()  # the timer task is asleep until the late deadline
+        runtime.perform(StartTimer(("early", 0), now + 10))
+        await runtime.until(1)
+        assert [e.key for e in runtime.fired()] == [("early", 0)]
+        assert runtime.live_timers == {("late", 0)}
+
+
+async def test_a_rearmed_key_fires_once_at_its_new_deadline() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        now = now_ms()
+        runtime.perform(StartTimer(("k", 0), now + 10), StartTimer(("k", 0), now + 30))
+        runtime.perform(StartTimer(("marker", 0), now + 50))
+        await runtime.until(2)
+        fired = runtime.fired()
+        assert [e.key for e in fired] == [("k", 0), ("marker", 0)]
+        assert fired[0].now >= now + 30
+
+
+async def test_cancelled_timers_do_not_pile_up() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        far = now_ms() + 3_600_000
+        for n in range(10_000):
+            runtime.perform(StartTimer(("w", n), far + n), CancelTimer(("w", n)))
+        runtime.perform(StartTimer(("kept", 0), far))
+        assert runtime.live_timers == {("kept", 0)}
+        assert len(runtime._heap) <= 2 * 1 + 64 + 1  # the bound under test
+
+
+async def test_workers_report_their_value_or_failure_and_a_killed_one_reports_nothing() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        job = RunTool("t", {})
+        runtime.perform(
+            StartWorker(1, "ok", job), StartWorker(2, "fails", job), StartWorker(3, "ok", job)
+        )
+        assert runtime.live_workers == {1, 2, 3}
+        runtime.perform(KillWorker(3))
+        runtime.release.set()
+        await runtime.until(2)
+        with anyio.fail_after(DEADLINE):
+            while runtime.live_workers:
+                await anyio.lowlevel.checkpoint()
+        finished = [e.ref for e in runtime.fed if isinstance(e, WorkerFinished)]
+        failed = [e.ref for e in runtime.fed if isinstance(e, WorkerFailed)]
+        assert (finished, failed) == ([1], [2])
+        assert len(runtime.fed) == 2  # worker 3 was killed: it reported nothing
