@@ -8,8 +8,12 @@ over the cap, invalid UTF-8, batches. Every read has a deadline; nothing waits o
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +322,60 @@ async def test_a_failure_of_the_machinery_is_said_on_stderr_and_exits_non_zero(
         assert await peer.rest() == []
     assert b"askgate: the server failed" in peer.stderr
     assert b"a bug in the machinery" in peer.stderr
+
+
+def _read_line(fd: int, timeout: float) -> bytes:
+    """One line from a pipe, waiting at most ``timeout`` seconds in all."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no line within {timeout} s"
+        chunk = os.read(fd, 1)
+        assert chunk, "end of output"
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_peer_that_closes_stdout_ends_serving_without_a_traceback_loop(backend: str) -> None:
+    # Plain pipes: closing our end of the server's stdout must really close the descriptor.
+    process = subprocess.Popen(
+        demo_command(backend=backend),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        lines = [
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"capabilities": ELICIT_CAPS},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "guarded_echo", "arguments": {"text": "x"}},
+            },
+        ]
+        for line in lines:
+            process.stdin.write(json.dumps(line).encode() + b"\n")
+            process.stdin.flush()
+            assert json.loads(_read_line(process.stdout.fileno(), READ_TIMEOUT))
+        process.stdout.close()  # the server's next write breaks
+        process.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+        process.stdin.flush()
+        assert process.wait(READ_TIMEOUT) == 0
+        assert process.stderr is not None
+        stderr = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+    assert b"standard output was closed by the peer" in stderr
+    assert b"Traceback" not in stderr
