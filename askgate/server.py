@@ -703,7 +703,12 @@ class Server:
     def run_stdio(self, *, backend: str = "asyncio") -> int:
         """Serves this process's standard input and output until end of input; returns the
         exit status (0, or 1 when the server's own machinery failed). Raises OptionError
-        before serving when the server refuses to start."""
+        before serving when the server refuses to start.
+
+        A plain ``def`` callback that hung past ``callback_timeout_ms`` still occupies the
+        thread the runtime abandoned, and the interpreter waits for such threads at exit; the
+        ``askgate`` command ends with ``os._exit`` for that reason, and a script may too.
+        """
         return stdio.run_stdio(self, backend=backend)
 
     # -- jobs -------------------------------------------------------------------------------
