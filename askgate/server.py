@@ -63,7 +63,7 @@ from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, Too
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
-from askgate.transports.runtime import Runtime, call_user, now_ms
+from askgate.transports.runtime import Runtime, call_user, is_async_callable, now_ms
 
 __all__ = ["Allow", "Ask", "Authorizer", "Context", "Deny", "Server"]
 
@@ -497,10 +497,7 @@ class Server:
                 schema, context_param = derive_input_schema(func, what)
             else:
                 schema, context_param = dict(input_schema), _context_param(func)
-            definition: dict[str, Any] = {"name": tool_name}
-            text = description if description is not None else inspect.getdoc(func)
-            if text:
-                definition["description"] = text
+            definition = _described({"name": tool_name}, func, description)
             definition["inputSchema"] = schema
             notes = dict(annotations or {})
             if notes:
@@ -534,12 +531,8 @@ class Server:
         """Registers a static resource: ``func()`` returns text, bytes or contents."""
 
         def register(func: F) -> F:
-            definition: dict[str, Any] = {"uri": uri, "name": name or func.__name__}
-            text = description if description is not None else inspect.getdoc(func)
-            if text:
-                definition["description"] = text
-            if mime_type:
-                definition["mimeType"] = mime_type
+            entry = {"uri": uri, "name": name or func.__name__}
+            definition = _described(entry, func, description, mime_type)
             _ensure_definition(definition, f"resource {uri}")
             context = _context_param(func)
             self._resources[uri] = _Resource(uri, func, mime_type, definition, context)
@@ -558,15 +551,8 @@ class Server:
         """Registers a resource template (``demo://items/{id}``): ``func(id=...)`` reads one."""
 
         def register(func: F) -> F:
-            definition: dict[str, Any] = {
-                "uriTemplate": uri_template,
-                "name": name or func.__name__,
-            }
-            text = description if description is not None else inspect.getdoc(func)
-            if text:
-                definition["description"] = text
-            if mime_type:
-                definition["mimeType"] = mime_type
+            entry = {"uriTemplate": uri_template, "name": name or func.__name__}
+            definition = _described(entry, func, description, mime_type)
             _ensure_definition(definition, f"resource template {uri_template}")
             pattern = _template_pattern(uri_template)
             context = _context_param(func)
@@ -602,10 +588,7 @@ class Server:
                     accepted.add(pname)
                 if is_required:
                     required.append(pname)
-            definition: dict[str, Any] = {"name": prompt_name}
-            text = description if description is not None else inspect.getdoc(func)
-            if text:
-                definition["description"] = text
+            definition = _described({"name": prompt_name}, func, description)
             definition["arguments"] = arguments
             _ensure_definition(definition, f"prompt {prompt_name}")
             self._prompts[prompt_name] = _Prompt(
@@ -761,9 +744,7 @@ class Server:
         authorizer = self._authorizer
         assert authorizer is not None
         context = self._context(conn)
-        if inspect.iscoroutinefunction(authorizer) or inspect.iscoroutinefunction(
-            getattr(authorizer, "__call__", None)  # noqa: B004
-        ):
+        if is_async_callable(authorizer):
             listed = []
             for name in names:
                 try:
@@ -831,6 +812,21 @@ class Server:
                 return Failure(INVALID_PARAMS, f"Unknown argument: {_clip(extra[0], 64)}")
         value = await self._call(prompt.func, **self._kwargs(conn, given, prompt.context_param))
         return _prompt_messages(value, prompt.definition.get("description"))
+
+
+def _described(
+    definition: dict[str, Any],
+    func: Callable[..., Any],
+    description: str | None,
+    mime_type: str | None = None,
+) -> dict[str, Any]:
+    """``definition`` with the description (given, else the docstring) and MIME type, if any."""
+    text = description if description is not None else inspect.getdoc(func)
+    if text:
+        definition["description"] = text
+    if mime_type:
+        definition["mimeType"] = mime_type
+    return definition
 
 
 def _ensure_definition(definition: dict[str, Any], what: str) -> None:

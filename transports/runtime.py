@@ -54,7 +54,7 @@ from askgate.core import (
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 
-__all__ = ["JobPerformer", "Runtime", "Writer", "call_user", "now_ms"]
+__all__ = ["JobPerformer", "Runtime", "Writer", "call_user", "is_async_callable", "now_ms"]
 
 logger = logging.getLogger("askgate.runtime")
 
@@ -72,7 +72,9 @@ def now_ms() -> int:
     return int(anyio.current_time() * 1000)
 
 
-def _is_async_callable(func: Callable[..., object]) -> bool:
+def is_async_callable(func: Callable[..., object]) -> bool:
+    """Whether calling ``func`` returns a coroutine (an ``async def``, or an object whose
+    ``__call__`` is one)."""
     if inspect.iscoroutinefunction(func):
         return True
     call = getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
@@ -89,7 +91,7 @@ async def call_user(
     """Calls a user callback: ``async`` ones are awaited here, on the event loop; plain ones run
     in a worker thread that is abandoned on cancel, so a callback that hangs cannot block the
     loop (the thread runs on, but nothing it returns is looked at)."""
-    if _is_async_callable(func):
+    if is_async_callable(func):
         result = func(*args, **kwargs)
     else:
         result = await anyio.to_thread.run_sync(
