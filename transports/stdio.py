@@ -8,8 +8,11 @@ and empty lines are skipped. A line longer than the byte cap is never buffered w
 discarded as it arrives.
 
 Every line goes to the reducer in read order, without waiting for the replies to earlier ones.
-The reader reads in chunks (one thread hop per chunk, never per line) and pauses only while too
-much output is waiting for the peer to read it, which bounds memory when the peer stops reading.
+The reader reads in chunks, never per line, and pauses only while too much output is waiting
+for the peer to read it, which bounds memory when the peer stops reading. Pipes and sockets are
+read and written in non-blocking mode, waiting for them on the event loop; a descriptor that
+cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. Every
+reply produced while the writer waits for its turn goes out in one write.
 
 The whole process is one connection (``"stdio"``), subscribed at start. At end of input the
 connection is detached: the reducer drops everything still running or parked, with no reply;
@@ -21,8 +24,11 @@ so a tool that prints, or a child process it starts, cannot write into the strea
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
+import stat
 import sys
 import typing
 from collections.abc import Hashable
@@ -30,6 +36,7 @@ from typing import Final
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from askgate.core import State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
@@ -234,26 +241,85 @@ async def serve_stdio(
         tg.cancel_scope.cancel()
 
 
-class FdReceiveStream(anyio.abc.ByteReceiveStream):
-    """Reads a file descriptor in chunks, one worker-thread hop per chunk (never per line).
+def _pollable(fd: int) -> bool:
+    """Whether ``fd`` can wait for readiness on the event loop: a pipe or a socket. Regular
+    files and ``/dev/null`` cannot be polled (epoll refuses them), and a terminal is left in
+    blocking mode because the shell that owns it shares its flags."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
-    The read is abandoned on cancel, so a server stopping does not wait for the peer to write.
+
+class _Fd:
+    """A descriptor in non-blocking mode for the life of the stream, when it can be polled.
+
+    The original flags are put back by :meth:`restore` (the descriptor's open file may be shared
+    with the process that started us).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, poll: bool | None = None) -> None:
         self._fd = fd
+        self._saved_flags: int | None = None
+        self.polled = _pollable(fd) if poll is None else poll
+        if self.polled:
+            try:
+                flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+                if not flags & os.O_NONBLOCK:
+                    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+                    self._saved_flags = flags
+            except OSError:
+                self.polled = False
+
+    def restore(self) -> None:
+        if self._saved_flags is not None:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(self._fd, fcntl.F_SETFL, self._saved_flags)
+            self._saved_flags = None
+
+
+class FdReceiveStream(anyio.abc.ByteReceiveStream):
+    """Reads a file descriptor in chunks.
+
+    A pipe or a socket is read in non-blocking mode, waiting for it on the event loop (no
+    thread); anything else (a regular file, ``/dev/null``, a terminal) is read with one
+    worker-thread hop per chunk, abandoned on cancel. Either way a chunk, never a line.
+    """
+
+    def __init__(self, fd: int, *, poll: bool | None = None) -> None:
+        self._fd = fd
+        self._mode = _Fd(fd, poll=poll)
         self._limiter = anyio.CapacityLimiter(1)
 
+    @property
+    def polled(self) -> bool:
+        """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
+        return self._mode.polled
+
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
-        data = await anyio.to_thread.run_sync(
-            os.read, self._fd, max_bytes, abandon_on_cancel=True, limiter=self._limiter
-        )
+        if self._mode.polled:
+            while True:
+                try:
+                    data = os.read(self._fd, max_bytes)
+                except BlockingIOError:
+                    await anyio.wait_readable(self._fd)
+                    continue
+                # Let the rest of the loop run (workers, the writer) before the next chunk,
+                # so that a peer that never pauses cannot starve them.
+                await anyio.lowlevel.checkpoint()
+                break
+        else:
+            data = await anyio.to_thread.run_sync(
+                os.read, self._fd, max_bytes, abandon_on_cancel=True, limiter=self._limiter
+            )
         if not data:
             raise anyio.EndOfStream
         return data
 
     async def aclose(self) -> None:
-        """The descriptor belongs to whoever opened it; closing the stream leaves it open."""
+        """The descriptor belongs to whoever opened it: it is left open, its flags as found."""
+        self._mode.restore()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -264,22 +330,44 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class FdSendStream(anyio.abc.ByteSendStream):
-    """Writes a file descriptor in a worker thread, completely, in the order given."""
+    """Writes a file descriptor completely, in the order given.
 
-    def __init__(self, fd: int) -> None:
+    A pipe or a socket is written in non-blocking mode, waiting on the event loop while it is
+    full (no thread); anything else is written in a worker thread.
+    """
+
+    def __init__(self, fd: int, *, poll: bool | None = None) -> None:
         self._fd = fd
+        self._mode = _Fd(fd, poll=poll)
         self._limiter = anyio.CapacityLimiter(1)
+
+    @property
+    def polled(self) -> bool:
+        """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
+        return self._mode.polled
 
     async def send(self, item: bytes) -> None:
         try:
-            await anyio.to_thread.run_sync(
-                _write_all, self._fd, item, abandon_on_cancel=True, limiter=self._limiter
-            )
+            if self._mode.polled:
+                fd = self._fd
+                view = memoryview(item)
+                while view:
+                    try:
+                        written = os.write(fd, view)
+                    except BlockingIOError:
+                        await anyio.wait_writable(fd)  # the peer is not reading: wait for room
+                        continue
+                    view = view[written:]
+            else:
+                await anyio.to_thread.run_sync(
+                    _write_all, self._fd, item, abandon_on_cancel=True, limiter=self._limiter
+                )
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise anyio.BrokenResourceError from exc
 
     async def aclose(self) -> None:
-        """The descriptor belongs to whoever opened it; closing the stream leaves it open."""
+        """The descriptor belongs to whoever opened it: it is left open, its flags as found."""
+        self._mode.restore()
 
 
 class WireIsolation:
@@ -343,9 +431,12 @@ def run_stdio(server: _Serving, *, backend: str = "asyncio") -> int:
     with WireIsolation() as wire:
 
         async def main() -> None:
-            await server.serve_stdio(
-                FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out), state=state
-            )
+            stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)
+            try:
+                await server.serve_stdio(stdin, stdout, state=state)
+            finally:
+                await stdin.aclose()
+                await stdout.aclose()
 
         try:
             anyio.run(main, backend=backend)
