@@ -28,7 +28,8 @@ hide text), cut to :data:`QUOTE_LIMIT` characters, and wrapped in double quotes.
 with the file refuses to start with a :class:`PolicyError` that names the file and the line.
 
 The authorizers are ``async def``: a decision is a few comparisons, so it runs on the event
-loop without a thread hop.
+loop without a thread hop. They never suspend, and are marked so: the runtime runs them to
+completion at once instead of starting a task for each call.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from askgate.core import Allow, Ask, Decision, Deny
+from askgate.transports.runtime import completes_without_suspending
 
 __all__ = ["QUOTE_LIMIT", "Policy", "PolicyError", "Rule", "load_policy", "parse_policy", "quote"]
 
@@ -138,10 +140,12 @@ class Policy:
                 return Ask(render_prompt(rule.text, name, arguments))
         return Deny("no policy rule matches")
 
+    @completes_without_suspending
     async def authorize(self, tool: str, arguments: object, _context: object) -> Decision:
         """The tool authorizer: ``(tool name, arguments, context) -> decision``."""
         return self.decide(self.tools, tool, arguments if isinstance(arguments, dict) else {})
 
+    @completes_without_suspending
     async def authorize_read(self, method: str, params: object, _context: object) -> Decision:
         """The read authorizer: ``(method name, params, context) -> decision``."""
         return self.decide(self.reads, method, params if isinstance(params, dict) else {})

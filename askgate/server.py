@@ -63,7 +63,13 @@ from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, Too
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
-from askgate.transports.runtime import Runtime, call_user, is_async_callable, now_ms
+from askgate.transports.runtime import (
+    Runtime,
+    call_user,
+    is_async_callable,
+    now_ms,
+    runs_eagerly,
+)
 
 __all__ = ["Allow", "Ask", "Authorizer", "Context", "Deny", "Server"]
 
@@ -654,6 +660,7 @@ class Server:
         self._transport = first.options.transport
         self._limiter = anyio.CapacityLimiter(max(1, first.options.max_in_flight))
         runtime = Runtime(first, self.perform_job)
+        runtime.eager_when(self.runs_eagerly)
         async with runtime.running():
             for resource in self._resources.values():
                 runtime.feed(CatalogChanged("resource", resource.uri, resource.definition))
@@ -699,6 +706,15 @@ class Server:
         return stdio.run_stdio(self, backend=backend)
 
     # -- jobs -------------------------------------------------------------------------------
+
+    def runs_eagerly(self, job: Job) -> bool:
+        """Whether ``job``'s callback is marked ``completes_without_suspending`` (askgate's own
+        policy authorizers are): its worker then runs it at once, without a task."""
+        if isinstance(job, Authorize | FilterTools):
+            return self._authorizer is not None and runs_eagerly(self._authorizer)
+        if isinstance(job, AuthorizeRead):
+            return self._read_authorizer is not None and runs_eagerly(self._read_authorizer)
+        return False
 
     def _context(self, conn: Hashable) -> Context:
         return Context(conn, self._transport)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from askgate import Allow, Ask, Deny
+from askgate import Allow, Ask, Deny, Server
+from askgate.core.effects import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.demo import demo_policy
 from askgate.policy import QUOTE_LIMIT, PolicyError, load_policy, parse_policy, quote
+from askgate.transports.runtime import runs_eagerly
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +82,24 @@ def test_the_authorizers_run_on_the_loop_without_a_thread_hop() -> None:
     policy = parse_policy(POLICY)
     assert inspect.iscoroutinefunction(policy.authorize)
     assert inspect.iscoroutinefunction(policy.authorize_read)
+
+
+def test_the_authorizers_are_marked_to_run_at_once_and_a_users_never_is() -> None:
+    policy = parse_policy(POLICY)
+    assert runs_eagerly(policy.authorize)
+    assert runs_eagerly(policy.authorize_read)
+    server = Server("s", authorizer=policy.authorize, read_authorizer=policy.authorize_read)
+    assert server.runs_eagerly(Authorize("echo", {}))
+    assert server.runs_eagerly(FilterTools(("echo",)))
+    assert server.runs_eagerly(AuthorizeRead("tools/list", {}))
+    assert not server.runs_eagerly(RunTool("echo", {}))
+
+    async def never_awaits(_tool: str, _arguments: object, _context: object) -> Allow:
+        return Allow()  # it would complete at once, but nothing says so: it gets a task
+
+    users = Server("u", authorizer=never_awaits, read_authorizer=never_awaits)
+    assert not users.runs_eagerly(Authorize("echo", {}))
+    assert not users.runs_eagerly(AuthorizeRead("tools/list", {}))
 
 
 async def test_a_missing_argument_is_shown_as_none() -> None:

@@ -13,15 +13,25 @@ import anyio
 import pytest
 
 from askgate.core import (
+    Allow,
     Effect,
     Event,
     Job,
+    SubscriberAttached,
     TimerFired,
     WorkerFailed,
     WorkerFinished,
     initial_state,
 )
-from askgate.core.effects import CancelTimer, KillWorker, RunTool, StartTimer, StartWorker
+from askgate.core.effects import (
+    Authorize,
+    CancelTimer,
+    Emit,
+    KillWorker,
+    RunTool,
+    StartTimer,
+    StartWorker,
+)
 from askgate.transports.runtime import Runtime, now_ms
 
 pytestmark = pytest.mark.anyio
@@ -141,3 +151,114 @@ async def test_workers_report_their_value_or_failure_and_a_killed_one_reports_no
         failed = [e.ref for e in runtime.fed if isinstance(e, WorkerFailed)]
         assert (finished, failed) == ([1], [2])
         assert len(runtime.fed) == 2  # worker 3 was killed: it reported nothing
+
+
+class Scripted(Runtime):
+    """A runtime whose reducer is a script: step ``n`` performs ``script[n]`` and records its
+    event, so the order in which events reach the reducer can be checked."""
+
+    def __init__(self, *script: tuple[Effect, ...]) -> None:
+        super().__init__(initial_state(id_key=os.urandom(32)), self._job, eager=self._eager_job)
+        self.script = list(script)
+        self.fed: list[Event] = []
+        self.closed = False
+
+    @staticmethod
+    def _eager_job(job: Job) -> bool:
+        return isinstance(job, Authorize)
+
+    async def _job(self, _conn: Hashable, job: Job) -> object:
+        assert isinstance(job, Authorize)
+        if job.tool == "raises":
+            raise ValueError("the policy's secret text")
+        if job.tool == "suspends":
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                self.closed = True
+        return Allow()
+
+    def _step(self, event: Event) -> None:
+        self.fed.append(event)
+        for effect in self.script.pop(0) if self.script else ():
+            self._perform(effect)
+
+
+def _authorize(ref: int, tool: str) -> tuple[Effect, ...]:
+    return (StartWorker(ref, "c", Authorize(tool, {})), StartTimer(("worker", ref), FAR))
+
+
+FAR = 10**15
+
+
+async def test_an_eager_job_reports_after_the_step_that_started_it_and_its_timer_never_wakes() -> (
+    None
+):
+    runtime = Scripted(
+        (*_authorize(1, "ok"), Emit("after the start", {})),
+        (CancelTimer(("worker", 1)),),
+    )
+    emitted: list[str] = []
+    runtime._observer = lambda name, _fields: emitted.append(name)
+    async with runtime.running():
+        with anyio.fail_after(DEADLINE):
+            while runtime._timer_wake is None:  # until the timer task sleeps, nothing armed
+                await anyio.lowlevel.checkpoint()
+        runtime.feed(SubscriberAttached("c", 0))
+        assert [type(e) for e in runtime.fed] == [SubscriberAttached, WorkerFinished]
+        report = runtime.fed[1]
+        assert isinstance(report, WorkerFinished)
+        assert (report.ref, report.value) == (1, Allow())
+        assert emitted == ["after the start"]  # the whole first step was performed first
+        assert runtime.live_timers == frozenset()
+        assert runtime.live_workers == frozenset()
+        assert not runtime._timer_wake.is_set()
+
+
+async def test_an_eager_job_that_raises_is_a_worker_failure_and_its_text_is_only_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = Scripted(_authorize(1, "raises"), (CancelTimer(("worker", 1)),))
+    async with runtime.running():
+        runtime.feed(SubscriberAttached("c", 0))
+    assert [type(e) for e in runtime.fed] == [SubscriberAttached, WorkerFailed]
+    assert "the policy's secret text" not in repr(runtime.fed)
+    assert "callback failed: Authorize (worker 1)" in caplog.text
+
+
+async def test_an_eager_job_that_suspends_is_stopped_and_reported_failed() -> None:
+    runtime = Scripted(_authorize(1, "suspends"), (CancelTimer(("worker", 1)),))
+    async with runtime.running():
+        runtime.feed(SubscriberAttached("c", 0))
+        assert [type(e) for e in runtime.fed] == [SubscriberAttached, WorkerFailed]
+        assert runtime.closed  # the coroutine was closed where it suspended
+        assert runtime.live_workers == frozenset()
+
+
+async def test_an_eager_job_killed_in_the_step_that_started_it_reports_nothing() -> None:
+    runtime = Scripted((*_authorize(1, "ok"), KillWorker(1), CancelTimer(("worker", 1))))
+    async with runtime.running():
+        runtime.feed(SubscriberAttached("c", 0))
+        assert [type(e) for e in runtime.fed] == [SubscriberAttached]
+        assert runtime.live_workers == frozenset()
+        assert runtime.live_timers == frozenset()
+
+
+async def test_a_failure_of_the_machinery_in_a_worker_task_stops_the_runtime() -> None:
+    class Broken(Recording):
+        def feed(self, _event: Event) -> None:
+            raise RuntimeError("a bug in the machinery")
+
+    async def serve() -> None:
+        with anyio.fail_after(DEADLINE):
+            async with runtime.running():
+                runtime.perform(StartWorker(1, "ok", RunTool("t", {})))
+                runtime.release.set()
+                await anyio.sleep_forever()
+
+    runtime = Broken()
+    with pytest.raises(BaseExceptionGroup) as failure:
+        await serve()
+    bug, _ = failure.value.split(RuntimeError)
+    assert bug is not None
+    assert "a bug in the machinery" in repr(bug.exceptions)

@@ -14,7 +14,15 @@ state needs no lock and no queue), and the effects that come back are performed 
   server's CPU per echo ``tools/call`` in bench/stdio_bench.py.)
 - ``StartWorker`` / ``KillWorker``: one task per worker, running the job in its own cancel
   scope and reporting ``WorkerFinished`` or ``WorkerFailed``. A killed worker reports nothing.
+  A job whose callback is askgate's own and marked :func:`completes_without_suspending` (the
+  policy file's authorizers) is run to completion at once instead, on the task that fed the
+  event, and its report is fed right after the effects of the current step: the reducer sees
+  the same ``StartWorker``, timer and report, without a task, a cancel scope and a timer
+  wake-up per call. It is contained like any worker: what it raises is ``WorkerFailed``.
 - ``Emit``: handed to the observer, if any.
+
+Events fed while effects are being performed (a worker that completed at once, an observer
+that feeds) are stepped in order after the current step's effects, never in the middle of them.
 
 Works on asyncio and trio. Time is ``int(anyio.current_time() * 1000)``: the clock of the
 running event loop, which is monotonic on both.
@@ -22,14 +30,18 @@ running event loop, which is monotonic on both.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import functools
 import heapq
 import inspect
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+import math
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, Final, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -54,7 +66,16 @@ from askgate.core import (
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 
-__all__ = ["JobPerformer", "Runtime", "Writer", "call_user", "is_async_callable", "now_ms"]
+__all__ = [
+    "JobPerformer",
+    "Runtime",
+    "Writer",
+    "call_user",
+    "completes_without_suspending",
+    "is_async_callable",
+    "now_ms",
+    "runs_eagerly",
+]
 
 logger = logging.getLogger("askgate.runtime")
 
@@ -65,6 +86,76 @@ JobPerformer = Callable[[Hashable, Job], Awaitable[object]]
 """Runs a job's user callback for a connection and returns the worker's value."""
 
 Observer = Callable[[str, dict[str, Any]], None]
+
+EagerJobs = Callable[[Job], bool]
+"""Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
+
+
+def completes_without_suspending(func: F) -> F:
+    """Marks an ``async def`` of askgate's own that never suspends (it awaits nothing that
+    waits), so that its worker may run it to completion at once. Not for user callbacks: a
+    marked callback that does suspend is stopped and reported as failed."""
+    setattr(func, _EAGER_FLAG, True)
+    return func
+
+
+def runs_eagerly(func: object) -> bool:
+    """Whether ``func`` (a function or a bound method) is marked
+    :func:`completes_without_suspending`."""
+    return getattr(func, _EAGER_FLAG, False) is True
+
+
+async def _reraise(exc: BaseException) -> None:
+    raise exc
+
+
+class _LoopTasks:
+    """Worker tasks started on the asyncio loop itself.
+
+    ``TaskGroup.start_soon`` gives every task a handle, a cancel scope and an event the worker
+    never uses: about three times the cost of the task. A worker needs only its own cancel scope
+    (which works in any task), and what a task group guarantees is kept here: an exception that
+    ends a task (the machinery's: the worker contains the callback's) is raised in the runtime's
+    task group as if the task had run there, and leaving the runtime waits for every task.
+    """
+
+    def __init__(self, tg: anyio.abc.TaskGroup) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._tg = tg
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = self._loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._tg.start_soon(_reraise, exc, name="askgate worker failure")
+
+    async def join(self) -> None:
+        """Returns once every task has ended (their cancel scopes are cancelled first)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+
+def _loop_clock() -> Callable[[], float]:
+    """The running event loop's clock, looked up once (``anyio.current_time`` finds the
+    backend on every call)."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None and trio.lowlevel.in_trio_run():
+        clock: Callable[[], float] = trio.current_time
+        return clock
+    return anyio.current_time
 
 
 def now_ms() -> int:
@@ -116,10 +207,17 @@ class Runtime:
         perform_job: JobPerformer,
         *,
         observer: Observer | None = None,
+        eager: EagerJobs | None = None,
     ) -> None:
         self._state = state
         self._perform_job = perform_job
         self._observer = observer
+        self._eager = eager
+        # Events fed while effects are performed, and the reports of workers that completed at
+        # once: (ref or None, event), stepped after the current step's effects.
+        self._queue: collections.deque[tuple[int | None, Event]] = collections.deque()
+        self._feeding = False
+        self._clock: Callable[[], float] = anyio.current_time
         self._writers: dict[Hashable, Writer] = {}
         # Armed timers: key -> (deadline, arming number). The heap holds (deadline, number, key)
         # for every arming; an entry whose key no longer maps to it was cancelled or re-armed
@@ -128,8 +226,19 @@ class Runtime:
         self._heap: list[tuple[int, int, object]] = []
         self._armings = itertools.count()
         self._timer_wake: anyio.Event | None = None
-        self._workers: dict[int, anyio.CancelScope] = {}
+        self._timer_sleep = math.inf  # the deadline (ms) the timer task sleeps until
+        self._timers_moved = False  # a timer was armed during a feed: check the sleep after it
+        # Live workers: their cancel scope, or None for one that completed at once and whose
+        # report is queued (a kill removes it, and the report is then dropped).
+        self._workers: dict[int, anyio.CancelScope | None] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._loop_tasks: _LoopTasks | None = None  # on asyncio: workers as plain tasks
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+
+    def eager_when(self, eager: EagerJobs | None) -> None:
+        """Sets which jobs run to completion at once (see the module's docstring); ``None``:
+        none do. Call before the first event."""
+        self._eager = eager
 
     @property
     def state(self) -> State:
@@ -149,8 +258,21 @@ class Runtime:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
         """Runs the runtime's tasks; leaving the block cancels every timer and worker."""
+        self._clock = _loop_clock()
+        # The running backend's cancel scope class, called directly: ``anyio.CancelScope()``
+        # looks the backend up on every call.
+        scope_class = type(anyio.CancelScope())
+        self._new_scope = (
+            scope_class if issubclass(scope_class, anyio.CancelScope) else anyio.CancelScope
+        )
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                self._loop_tasks = None
+            else:
+                self._loop_tasks = _LoopTasks(tg)
             tg.start_soon(self._run_timers, name="askgate timers")
             try:
                 yield self
@@ -158,10 +280,16 @@ class Runtime:
                 self._tg = None
                 tg.cancel_scope.cancel()
                 for scope in self._workers.values():
-                    scope.cancel()
+                    if scope is not None:
+                        scope.cancel()
+                self._queue.clear()
                 self._timers.clear()
                 self._heap.clear()
                 self._workers.clear()
+                if self._loop_tasks is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._loop_tasks.join()
+                    self._loop_tasks = None
 
     # -- connections ------------------------------------------------------------------------
 
@@ -175,8 +303,42 @@ class Runtime:
 
     # -- events -----------------------------------------------------------------------------
 
+    def now(self) -> int:
+        """The shell's clock (:func:`now_ms`), without looking the event loop up each time."""
+        return int(self._clock() * 1000)
+
     def feed(self, event: Event) -> None:
-        """Steps the reducer with ``event`` and performs the effects, in order."""
+        """Steps the reducer with ``event`` and performs the effects, in order.
+
+        An event fed while effects are being performed waits until they all are; then the
+        queued events are stepped in the order they came, before this returns.
+        """
+        queue = self._queue
+        if self._feeding:
+            queue.append((None, event))
+            return
+        self._feeding = True
+        try:
+            self._step(event)
+            while queue:
+                ref, queued = queue.popleft()
+                if ref is not None and (ref not in self._workers or self._workers[ref] is not None):
+                    continue  # an eager worker's report, and the worker was killed meanwhile
+                if ref is not None:
+                    del self._workers[ref]
+                self._step(queued)
+        except BaseException:
+            queue.clear()
+            for ref in [ref for ref, scope in self._workers.items() if scope is None]:
+                del self._workers[ref]
+            raise
+        finally:
+            self._feeding = False
+        if self._timers_moved:
+            self._timers_moved = False
+            self._wake_timers_if_earlier()
+
+    def _step(self, event: Event) -> None:
         self._state, effects = step(self._state, event)
         for effect in effects:
             self._perform(effect)
@@ -196,7 +358,7 @@ class Runtime:
         elif isinstance(effect, KillWorker):
             scope = self._workers.pop(effect.ref, None)
             if scope is not None:
-                scope.cancel()
+                scope.cancel()  # None: it completed at once; its queued report is dropped
         elif isinstance(effect, Emit):
             if self._observer is not None:
                 self._observer(effect.name, effect.fields)
@@ -229,7 +391,18 @@ class Runtime:
         if len(self._heap) > 2 * len(self._timers) + 64:  # mostly cancelled entries: sweep
             self._heap = [(d, n, k) for k, (d, n) in self._timers.items()]
             heapq.heapify(self._heap)
-        if self._heap[0][1] == arming and self._timer_wake is not None:
+        if deadline < self._timer_sleep:
+            if self._feeding:
+                # Decided when the feed ends: a worker that completes at once cancels its timer
+                # before then, and the sleep need not move for it.
+                self._timers_moved = True
+            else:
+                self._wake_timers_if_earlier()
+
+    def _wake_timers_if_earlier(self) -> None:
+        """Wakes the timer task when the earliest live deadline is before its sleep's end."""
+        self._pop_stale()
+        if self._heap and self._heap[0][0] < self._timer_sleep and self._timer_wake is not None:
             self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 
     def _pop_stale(self) -> None:
@@ -247,13 +420,16 @@ class Runtime:
             self._pop_stale()
             wake = self._timer_wake = anyio.Event()
             if not self._heap:
+                self._timer_sleep = math.inf
                 await wake.wait()
                 continue
+            self._timer_sleep = self._heap[0][0]
             with anyio.CancelScope(deadline=self._heap[0][0] / 1000):
                 await wake.wait()
+            self._timer_sleep = -math.inf  # awake: nothing needs to wake it
             if wake.is_set():
                 continue  # a new earliest deadline: sleep again until it
-            now = now_ms()
+            now = self.now()
             for _ in range(len(self._heap)):
                 self._pop_stale()
                 if not self._heap or self._heap[0][0] > now:
@@ -265,9 +441,17 @@ class Runtime:
     # -- workers ----------------------------------------------------------------------------
 
     def _start_worker(self, ref: int, conn: Hashable, job: Job) -> None:
-        scope = anyio.CancelScope()
+        if self._eager is not None and self._eager(job):
+            self._run_at_once(ref, conn, job)
+            return
+        scope = self._new_scope()
         self._workers[ref] = scope
-        self._group().start_soon(self._worker, ref, conn, job, scope, name=f"askgate worker {ref}")
+        if self._loop_tasks is not None:
+            self._loop_tasks.spawn(self._worker(ref, conn, job, scope), f"askgate worker {ref}")
+        else:
+            self._group().start_soon(
+                self._worker, ref, conn, job, scope, name=f"askgate worker {ref}"
+            )
 
     async def _worker(self, ref: int, conn: Hashable, job: Job, scope: anyio.CancelScope) -> None:
         failed = False
@@ -282,4 +466,33 @@ class Runtime:
         if scope.cancel_called or self._workers.get(ref) is not scope:
             return  # killed: nothing it returned is looked at
         del self._workers[ref]
-        self.feed(WorkerFailed(ref, now_ms()) if failed else WorkerFinished(ref, value, now_ms()))
+        now = self.now()
+        self.feed(WorkerFailed(ref, now) if failed else WorkerFinished(ref, value, now))
+
+    def _run_at_once(self, ref: int, conn: Hashable, job: Job) -> None:
+        """Runs a job whose callback completes without suspending, to the end, here; its report
+        is queued for after the current step's effects (a kill before then drops it)."""
+        report: Event
+        try:
+            coro = self._perform_job(conn, job)
+            if not inspect.iscoroutine(coro):
+                raise TypeError("an eager job must be an async def")
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                report = WorkerFinished(ref, done.value, self.now())
+            else:
+                coro.close()
+                raise RuntimeError(
+                    "a callback marked completes_without_suspending suspended; it was stopped"
+                )
+        except (Exception, SystemExit):
+            # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
+            logger.exception("callback failed: %s (worker %d)", type(job).__name__, ref)
+            report = WorkerFailed(ref, self.now())
+        self._workers[ref] = None
+        if self._feeding:
+            self._queue.append((ref, report))
+        else:  # performed outside a feed (tests): report now
+            del self._workers[ref]
+            self.feed(report)
