@@ -163,13 +163,23 @@ def now_ms() -> int:
     return int(anyio.current_time() * 1000)
 
 
-def is_async_callable(func: Callable[..., object]) -> bool:
-    """Whether calling ``func`` returns a coroutine (an ``async def``, or an object whose
-    ``__call__`` is one)."""
+def _is_async(func: Callable[..., object]) -> bool:
     if inspect.iscoroutinefunction(func):
         return True
     call = getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
     return call is not None and inspect.iscoroutinefunction(call)
+
+
+_is_async_remembered = functools.lru_cache(maxsize=1024)(_is_async)
+
+
+def is_async_callable(func: Callable[..., object]) -> bool:
+    """Whether calling ``func`` returns a coroutine (an ``async def``, or an object whose
+    ``__call__`` is one). Remembered per callable (it is asked on every call of a callback)."""
+    try:
+        return _is_async_remembered(func)
+    except TypeError:  # not hashable
+        return _is_async(func)
 
 
 async def call_user(
@@ -347,14 +357,14 @@ class Runtime:
         if isinstance(effect, Reply):
             if effect.message is not None:
                 self._send(effect.conn, effect.message)
-        elif isinstance(effect, Push):
-            self._send(effect.conn, effect.message)
         elif isinstance(effect, StartTimer):
             self._start_timer(effect.key, effect.deadline)
         elif isinstance(effect, CancelTimer):
             self._timers.pop(effect.key, None)
         elif isinstance(effect, StartWorker):
             self._start_worker(effect.ref, effect.conn, effect.job)
+        elif isinstance(effect, Push):
+            self._send(effect.conn, effect.message)
         elif isinstance(effect, KillWorker):
             scope = self._workers.pop(effect.ref, None)
             if scope is not None:

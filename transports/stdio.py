@@ -43,7 +43,7 @@ from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
 from askgate.core.options import Transport
 
-from .runtime import Runtime, now_ms
+from .runtime import Runtime
 
 __all__ = [
     "CHUNK_BYTES",
@@ -210,7 +210,7 @@ async def serve_stdio(
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump, name="askgate stdout")
         runtime.attach(conn, outbox.write)
-        runtime.feed(SubscriberAttached(conn, now_ms()))
+        runtime.feed(SubscriberAttached(conn, runtime.now()))
         try:
             with reading:
                 while True:
@@ -223,12 +223,13 @@ async def serve_stdio(
                         anyio.BrokenResourceError,
                     ):
                         break
+                    now = runtime.now()  # the lines of one chunk arrived together
                     for line in splitter.feed(chunk):
-                        runtime.feed(MessageReceived(conn, line, now_ms()))
+                        runtime.feed(MessageReceived(conn, line, now))
                 for line in splitter.finish():
-                    runtime.feed(MessageReceived(conn, line, now_ms()))
+                    runtime.feed(MessageReceived(conn, line, runtime.now()))
             # End of input: everything still running or parked is dropped with no reply.
-            runtime.feed(SubscriberDetached(conn, now_ms()))
+            runtime.feed(SubscriberDetached(conn, runtime.now()))
         finally:
             runtime.detach(conn)
             outbox.close()
