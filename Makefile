@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean run demo
+.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean run run-stdio demo
 
 install: $(STAMP)
 
@@ -49,8 +49,12 @@ bench-stdio: $(STAMP)
 		--server "$(BIN)/python bench/sdk_echo_server.py" --label sdk \
 		--server "$(BIN)/python -m askgate serve --stdio --demo" --label askgate
 
-# The demo tools over stdio: type JSON-RPC lines, or point an MCP client at the command.
+# The demo tools over Streamable HTTP on 127.0.0.1:8765 (the banner gives the client config).
 run: $(STAMP)
+	@$(BIN)/askgate serve --demo --http 127.0.0.1:8765 --banner --log-level info
+
+# The demo tools over stdio: type JSON-RPC lines, or point an MCP client at the command.
+run-stdio: $(STAMP)
 	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README); Ctrl-D ends" >&2
 	@$(BIN)/askgate serve --demo
 

@@ -35,6 +35,22 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--stdio", action="store_true", help="serve on stdin/stdout (default)")
     where.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP")
     serve.add_argument("--demo", action="store_true", help="serve the demo tools")
+    serve.add_argument(
+        "--auth",
+        default="none",
+        choices=["none", "bearer", "apikey"],
+        help="HTTP: who may connect (none: loopback peers only; bearer/apikey need --tokens)",
+    )
+    serve.add_argument("--tokens", metavar="FILE", help="HTTP: 'principal token' lines")
+    serve.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help="HTTP: an Origin"
+    )
+    serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="HOST", help="HTTP: a Host value"
+    )
+    serve.add_argument(
+        "--banner", action="store_true", help="HTTP: print the URL and client configuration"
+    )
     serve.add_argument("--policy", metavar="FILE", help="a policy file (TOML; see README)")
     for flag, dest, text in _OPTION_FLAGS:
         serve.add_argument(flag, dest=dest, type=int, metavar="N", help=text)
@@ -63,9 +79,6 @@ def _serve(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="askgate %(levelname)s %(name)s: %(message)s",
     )
-    if args.http is not None:
-        print("askgate: --http is not available yet; use --stdio", file=sys.stderr)
-        return 2
     options: dict[str, Any] = {
         dest: getattr(args, dest) for _, dest, _ in _OPTION_FLAGS if getattr(args, dest) is not None
     }
@@ -74,7 +87,9 @@ def _serve(args: argparse.Namespace) -> int:
         if args.demo:
             from askgate.demo import build_demo
 
-            server = build_demo(policy, configured=policy is not None, **options)
+            # The demo ships its policy: serving it is the operator's choice (R-HTTP-13).
+            configured = policy is not None or args.http is not None
+            server = build_demo(policy, configured=configured, **options)
         else:
             from askgate.server import Server
 
@@ -85,6 +100,8 @@ def _serve(args: argparse.Namespace) -> int:
                 authorizer_source="configured" if policy else "default",
                 **options,
             )
+        if args.http is not None:
+            return _serve_http(server, args)
         logging.getLogger("askgate").info(
             "serving %s on stdio: JSON-RPC lines on stdin/stdout, logs on stderr",
             "the demo" if args.demo else "no tools",
@@ -96,6 +113,77 @@ def _serve(args: argparse.Namespace) -> int:
     except PolicyError as refused:
         print(f"askgate refuses to start: {refused}", file=sys.stderr)
         return 2
+
+
+def _serve_http(server: Any, args: argparse.Namespace) -> int:
+    """Serves Streamable HTTP with uvicorn on HOST:PORT (refusals exit 2, R-HTTP-13)."""
+    import uvicorn
+
+    from askgate.core import OptionError
+    from askgate.core.http import HttpOptions
+    from askgate.transports.auth import (
+        ApiKeyAuth,
+        BearerAuth,
+        LoopbackOnly,
+        TokenFileError,
+        is_loopback,
+        load_tokens,
+    )
+    from askgate.transports.http import ENDPOINT, HttpApp
+
+    host, sep, port_text = args.http.rpartition(":")
+    if not sep or not port_text.isdigit() or not host:
+        print(f"askgate: --http wants HOST:PORT, got {args.http!r}", file=sys.stderr)
+        return 2
+    port = int(port_text)
+    auth: Any
+    if args.auth == "none":
+        if args.tokens:
+            print("askgate: --tokens needs --auth bearer or --auth apikey", file=sys.stderr)
+            return 2
+        if not is_loopback(host):
+            print(
+                f"askgate refuses to start: --http {args.http} is not a loopback address and "
+                "--auth none admits loopback peers only; use --auth bearer|apikey --tokens FILE",
+                file=sys.stderr,
+            )
+            return 2
+        auth = LoopbackOnly()
+    else:
+        if not args.tokens:
+            print(f"askgate: --auth {args.auth} needs --tokens FILE", file=sys.stderr)
+            return 2
+        try:
+            tokens = load_tokens(args.tokens)
+        except TokenFileError as bad:
+            print(f"askgate refuses to start: {bad}", file=sys.stderr)
+            return 2
+        auth = BearerAuth(tokens) if args.auth == "bearer" else ApiKeyAuth(tokens)
+    options = HttpOptions(
+        port=port,
+        allowed_hosts=tuple(args.allow_host),
+        allowed_origins=tuple(args.allow_origin),
+    )
+    try:
+        app = HttpApp(server, auth=auth, options=options)
+    except OptionError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{ENDPOINT}"
+    if args.banner:
+        print(
+            f"askgate: serving {'the demo' if args.demo else 'MCP'} on {url}\n"
+            "  MCP client configuration:\n"
+            f'  {{"mcpServers": {{"askgate": {{"type": "http", "url": "{url}"}}}}}}\n'
+            "  Ctrl-C ends",
+            file=sys.stderr,
+        )
+    logging.getLogger("askgate").info("serving Streamable HTTP on %s", url)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=args.log_level, lifespan="on", access_log=False
+    )
+    uvicorn.Server(config).run()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

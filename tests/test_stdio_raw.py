@@ -282,12 +282,15 @@ async def test_option_values_out_of_range_refuse_to_start_with_exit_2(anyio_back
     assert b"may not exceed max_parked_elicitations_total" in peer.stderr
 
 
-async def test_http_is_not_available_yet(anyio_backend: str) -> None:
+async def test_R_HTTP_13_http_without_a_configured_authorizer_refuses_to_start(
+    anyio_backend: str,
+) -> None:
     command = [sys.executable, "-m", "askgate", "serve", "--http", "127.0.0.1:0"]
     command += ["--backend", anyio_backend]
     async with raw_server(command) as peer:
         assert await peer.wait_exit() == 2
-    assert b"not available yet" in peer.stderr
+    assert b"no tool authorizer was configured" in peer.stderr
+    assert b"no read authorizer" in peer.stderr
 
 
 BROKEN_REDUCER_SERVER = textwrap.dedent(

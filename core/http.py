@@ -1,0 +1,341 @@
+"""The pure decisions of the Streamable HTTP transport (spec/http.md, R-HTTP-*).
+
+No I/O, no clock, no randomness: the shell (askgate.transports.http) passes in the request's
+headers, the bytes it has received, the time and the random bytes a session id is made from,
+and performs what these functions return. Header names are lower-case ASCII, as ASGI gives
+them; values are the raw bytes decoded as Latin-1.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Hashable, Mapping
+from typing import Any, Final
+
+import attrs
+from immutables import Map
+
+from .codec import Decoded, ErrorResponse, Notification, Request, Response, decode
+from .protocol import SUPPORTED_VERSIONS
+from .state import State
+
+DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
+DEFAULT_IDLE_MS: Final = 30 * 60 * 1000
+DEFAULT_MAX_SESSIONS: Final = 1024
+DEFAULT_VERSION: Final = "2025-03-26"
+"""The protocol version assumed when a request carries no ``MCP-Protocol-Version`` (R-HTTP-6)."""
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+SESSION_HEADER: Final = "mcp-session-id"
+VERSION_HEADER: Final = "mcp-protocol-version"
+MIN_SESSION_ENTROPY: Final = 16
+
+
+@attrs.frozen(slots=True)
+class Rejection:
+    """An HTTP error answer: the status and a short reason (sent as a JSON-RPC error, no id)."""
+
+    status: int
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class HttpOptions:
+    """What the checks allow. ``port`` is the bound port (``None``: any port on a loopback
+    name). ``allowed_hosts`` (``host`` or ``host:port``) and ``allowed_origins``
+    (``scheme://host[:port]``) are added to the loopback defaults; empty means loopback only,
+    never "anything" (R-HTTP-1, R-HTTP-2)."""
+
+    port: int | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body: int = DEFAULT_MAX_BODY
+    idle_ms: int = DEFAULT_IDLE_MS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("max_body", "idle_ms", "max_sessions"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"askgate refuses to start: {name}={value!r} must be >= 1")
+
+
+def _split_host(host: str) -> tuple[str, str | None]:
+    """``("name", "port" | None)`` of a Host value; IPv6 literals keep their brackets."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return host, None
+        rest = host[end + 1 :]
+        return host[: end + 1], rest[1:] if rest.startswith(":") else None
+    name, sep, port = host.rpartition(":")
+    return (name, port) if sep else (host, None)
+
+
+def host_allowed(host: str | None, options: HttpOptions) -> bool:
+    """R-HTTP-1: the Host is a loopback name on the bound port, or in the allowlist."""
+    if not host:
+        return False
+    host = host.strip().lower()
+    if host in (h.lower() for h in options.allowed_hosts):
+        return True
+    name, port = _split_host(host)
+    if name not in LOOPBACK_NAMES:
+        return False
+    if options.port is None:
+        return port is None or port.isdigit()
+    return port == str(options.port) or (port is None and options.port == 80)
+
+
+def origin_allowed(origin: str | None, options: HttpOptions) -> bool:
+    """R-HTTP-2: no Origin, or an http(s) origin on an allowed loopback host, or listed."""
+    if origin is None:
+        return True
+    origin = origin.strip().lower()
+    if origin in (o.lower().rstrip("/") for o in options.allowed_origins):
+        return True
+    for scheme in ("http://", "https://"):
+        if origin.startswith(scheme):
+            rest = origin[len(scheme) :]
+            if "/" in rest or "@" in rest:
+                return False
+            name, _ = _split_host(rest)
+            return name in LOOPBACK_NAMES and host_allowed(
+                rest, attrs.evolve(options, allowed_hosts=())
+            )
+    return False
+
+
+def check_origin_and_host(headers: Mapping[str, str], options: HttpOptions) -> Rejection | None:
+    """R-HTTP-1, R-HTTP-2: every request, before anything else is looked at."""
+    if not origin_allowed(headers.get("origin"), options):
+        return Rejection(403, "Forbidden: Origin not allowed")
+    if not host_allowed(headers.get("host"), options):
+        return Rejection(421, "Misdirected Request: Host not allowed")
+    return None
+
+
+def _media_types(value: str) -> list[str]:
+    return [part.split(";", 1)[0].strip().lower() for part in value.split(",") if part.strip()]
+
+
+def _accepts(types: list[str], wanted: str) -> bool:
+    major = wanted.split("/", 1)[0]
+    return wanted in types or "*/*" in types or f"{major}/*" in types
+
+
+def check_post_headers(headers: Mapping[str, str]) -> Rejection | None:
+    """R-HTTP-3 (Content-Type), R-HTTP-4 (Accept) for a POST."""
+    content_type = _media_types(headers.get("content-type", ""))
+    if content_type != ["application/json"]:
+        return Rejection(415, "Unsupported Media Type: Content-Type must be application/json")
+    accept = _media_types(headers.get("accept", ""))
+    if not (_accepts(accept, "application/json") and _accepts(accept, "text/event-stream")):
+        return Rejection(
+            406, "Not Acceptable: Accept must list application/json and text/event-stream"
+        )
+    return None
+
+
+def check_get_headers(headers: Mapping[str, str]) -> Rejection | None:
+    """R-HTTP-4 for the standalone stream: a GET must accept text/event-stream."""
+    if not _accepts(_media_types(headers.get("accept", "")), "text/event-stream"):
+        return Rejection(406, "Not Acceptable: Accept must list text/event-stream")
+    return None
+
+
+def declared_too_large(headers: Mapping[str, str], options: HttpOptions) -> bool:
+    """R-HTTP-5: a Content-Length over the cap is refused before reading (a smaller one is
+    not believed: :func:`body_too_large` counts what arrives)."""
+    length = headers.get("content-length", "").strip()
+    return length.isdigit() and int(length) > options.max_body
+
+
+def body_too_large(received: int, options: HttpOptions) -> bool:
+    """R-HTTP-5: the bytes actually received so far exceed the cap."""
+    return received > options.max_body
+
+
+def check_version(headers: Mapping[str, str]) -> tuple[str, Rejection | None]:
+    """R-HTTP-6: the ``MCP-Protocol-Version`` in force; absent means 2025-03-26."""
+    version = headers.get(VERSION_HEADER)
+    if version is None:
+        return DEFAULT_VERSION, None
+    version = version.strip()
+    if version not in SUPPORTED_VERSIONS:
+        return version, Rejection(400, "Bad Request: Unsupported MCP-Protocol-Version")
+    return version, None
+
+
+# -- the POST body ------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Body:
+    """What a POST carried: ``kind`` is ``request``, ``initialize``, ``notification``,
+    ``response`` or ``invalid``; ``request_id`` is set for requests."""
+
+    kind: str
+    request_id: object = None
+
+
+def classify(data: bytes) -> Body:
+    """R-HTTP-7: how the shell answers the POST (a stream or JSON for a request, 202 for a
+    notification or a response); the reducer still decides what the message means."""
+    decoded: Decoded = decode(data)
+    if isinstance(decoded, Request):
+        kind = "initialize" if decoded.method == "initialize" else "request"
+        return Body(kind, decoded.id)
+    if isinstance(decoded, Notification):
+        return Body("notification")
+    if isinstance(decoded, Response | ErrorResponse):
+        return Body("response")
+    return Body("invalid")
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Session:
+    """One session: its id, the principal that created it, its reducer connection id, when it
+    was last used, and how many of its HTTP streams are open (a session with one is not idle)."""
+
+    id: str
+    principal: str
+    conn: Hashable
+    last_seen: int
+    open_streams: int = 0
+    get_open: bool = False
+
+
+@attrs.frozen(slots=True)
+class Sessions:
+    """The session table, an immutable value (R-HTTP-8 .. R-HTTP-11)."""
+
+    by_id: Map[str, Session] = attrs.field(factory=Map)
+    next_conn: int = 0
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+
+def mint(
+    table: Sessions, random: bytes, principal: str, now: int, options: HttpOptions
+) -> tuple[Sessions, Session | Rejection]:
+    """R-HTTP-8: a new session for ``principal``; its id is made from ``random`` alone
+    (at least 16 bytes from the shell's ``secrets``), visible ASCII only."""
+    if len(random) < MIN_SESSION_ENTROPY:
+        raise ValueError("a session id needs at least 16 random bytes")
+    if len(table.by_id) >= options.max_sessions:
+        return table, Rejection(503, "Service Unavailable: too many sessions")
+    sid = base64.urlsafe_b64encode(random).rstrip(b"=").decode("ascii")
+    if sid in table.by_id:
+        raise ValueError("session id collision: the random bytes were reused")
+    session = Session(sid, principal, ("http", table.next_conn), now)
+    return Sessions(table.by_id.set(sid, session), table.next_conn + 1), session
+
+
+def lookup(
+    table: Sessions, sid: str | None, principal: str, *, initialize: bool = False
+) -> Session | Rejection | None:
+    """R-HTTP-9: the session a request names. ``None`` only for an ``initialize`` without one
+    (a new session). No id on any other request: 400. An unknown or ended id, or one another
+    principal created: the same 404."""
+    if sid is None:
+        return None if initialize else Rejection(400, "Bad Request: Mcp-Session-Id required")
+    session = table.by_id.get(sid)
+    if session is None or session.principal != principal:
+        return Rejection(404, "Not Found: unknown session")
+    return session
+
+
+def _replace(table: Sessions, session: Session) -> Sessions:
+    return attrs.evolve(table, by_id=table.by_id.set(session.id, session))
+
+
+def touch(table: Sessions, sid: str, now: int, streams: int = 0) -> Sessions:
+    """The session was used at ``now``; ``streams`` opened (+1) or closed (-1) a stream."""
+    session = table.by_id.get(sid)
+    if session is None:
+        return table
+    opened = max(0, session.open_streams + streams)
+    return _replace(table, attrs.evolve(session, last_seen=now, open_streams=opened))
+
+
+def open_get(table: Sessions, sid: str, now: int) -> tuple[Sessions, Rejection | None]:
+    """R-HTTP-10: one standalone GET stream per session; a second concurrent one is 409."""
+    session = table.by_id.get(sid)
+    if session is None:
+        return table, Rejection(404, "Not Found: unknown session")
+    if session.get_open:
+        return table, Rejection(409, "Conflict: this session already has a GET stream")
+    return _replace(table, attrs.evolve(session, get_open=True, last_seen=now)), None
+
+
+def close_get(table: Sessions, sid: str, now: int) -> Sessions:
+    session = table.by_id.get(sid)
+    if session is None or not session.get_open:
+        return table
+    return _replace(table, attrs.evolve(session, get_open=False, last_seen=now))
+
+
+def end(table: Sessions, sid: str) -> tuple[Sessions, Session | None]:
+    """R-HTTP-11: the session ends (DELETE, reaping); the shell detaches its connection."""
+    session = table.by_id.get(sid)
+    if session is None:
+        return table, None
+    return attrs.evolve(table, by_id=table.by_id.delete(sid)), session
+
+
+def reap(table: Sessions, now: int, options: HttpOptions) -> tuple[Sessions, tuple[Session, ...]]:
+    """R-HTTP-11: ends every session with no open stream unused for ``idle_ms``."""
+    idle = tuple(
+        s
+        for s in table.by_id.values()
+        if s.open_streams == 0 and now - s.last_seen >= options.idle_ms
+    )
+    if not idle:
+        return table, ()
+    by_id = table.by_id.mutate()
+    for session in idle:
+        del by_id[session.id]
+    return attrs.evolve(table, by_id=by_id.finish()), idle
+
+
+# -- routing pushes -----------------------------------------------------------------------------
+
+
+def related_request(state: State, conn: Hashable, message: Mapping[str, Any]) -> tuple[bool, Any]:
+    """R-HTTP-12: the request a push belongs to, as ``(True, request_id)``, else
+    ``(False, None)``. An ``elicitation/create`` belongs to the call it asks about; the shell
+    sends it on that call's POST stream while open, else on the GET stream."""
+    if message.get("method") != "elicitation/create":
+        return False, None
+    parked = state.parked.get(message.get("id"))  # type: ignore[arg-type]
+    if parked is None or parked.key[0] != conn:
+        return False, None
+    return True, parked.key[1]
+
+
+# -- the deployment guard -----------------------------------------------------------------------
+
+
+def deployment_refusal(configured_authorizer: bool, read_authorizer: bool) -> str | None:
+    """R-HTTP-13: why a network transport refuses to start, or ``None``."""
+    missing = []
+    if not configured_authorizer:
+        missing.append(
+            "no tool authorizer was configured (pass authorizer=... with "
+            'authorizer_source="configured", or --policy FILE)'
+        )
+    if not read_authorizer:
+        missing.append("no read authorizer (pass read_authorizer=..., or --policy FILE)")
+    if not missing:
+        return None
+    return (
+        "askgate refuses to serve over the network: "
+        + "; ".join(missing)
+        + ". To serve anyway, configure them explicitly: an allow-all policy "
+        '(authorizer=lambda *a: Allow(), authorizer_source="configured", '
+        "read_authorizer=lambda *a: Allow()) is an explicit opt-out."
+    )

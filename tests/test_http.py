@@ -1,0 +1,673 @@
+"""The Streamable HTTP transport (spec/http.md): the pure checks, then the app under uvicorn.
+
+Servers under test listen on 127.0.0.1 on a port the kernel chose, through a socket bound and
+listening before uvicorn starts (so a client can connect at once: nothing polls). Every wait is
+on a message or an event, under a deadline; no sleep synchronises anything.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+
+from askgate import Allow
+from askgate.__main__ import main
+from askgate.core import OptionError
+from askgate.core import http as rules
+from askgate.demo import build_demo
+from askgate.server import Server
+from askgate.transports.auth import ApiKeyAuth, BearerAuth, load_tokens
+from askgate.transports.http import HttpApp
+
+from .stdio_peer import deny_payload
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+DEADLINE = 20.0
+OPTS = rules.HttpOptions(port=8765)
+GOOD = {"host": "127.0.0.1:8765"}
+TOKENS = {"alice": "alice-token-0123456789", "mallory": "mallory-token-0123456789"}
+
+
+# -- the pure checks ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("127.0.0.1:8765", True),
+        ("localhost:8765", True),
+        ("[::1]:8765", True),
+        ("LOCALHOST:8765", True),
+        ("127.0.0.1:8766", False),
+        ("evil.example:8765", False),
+        ("localhost.evil.example:8765", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_R_HTTP_1_host_is_loopback_on_the_bound_port(host: str | None, ok: bool) -> None:
+    headers = {} if host is None else {"host": host}
+    rejection = rules.check_origin_and_host(headers, OPTS)
+    assert (rejection is None) is ok
+    if not ok:
+        assert rejection == rules.Rejection(421, "Misdirected Request: Host not allowed")
+    allowed = rules.HttpOptions(port=8765, allowed_hosts=("mcp.example.com",))
+    assert rules.host_allowed("mcp.example.com", allowed)
+    assert not rules.host_allowed("mcp.example.com", OPTS)
+
+
+@pytest.mark.parametrize(
+    ("origin", "ok"),
+    [
+        (None, True),
+        ("http://127.0.0.1:8765", True),
+        ("http://localhost:8765", True),
+        ("https://evil.example", False),
+        ("null", False),
+        ("http://localhost.evil.example", False),
+        ("http://localhost:9999", False),
+        ("http://user@localhost:8765", False),
+        ("file://", False),
+    ],
+)
+def test_R_HTTP_2_origin_is_absent_loopback_or_listed(origin: str | None, ok: bool) -> None:
+    headers = dict(GOOD) if origin is None else {**GOOD, "origin": origin}
+    rejection = rules.check_origin_and_host(headers, OPTS)
+    assert (rejection is None) is ok
+    if not ok:
+        assert rejection is not None
+        assert rejection.status == 403
+    listed = rules.HttpOptions(port=8765, allowed_origins=("https://app.example",))
+    assert rules.origin_allowed("https://app.example", listed)
+    assert not rules.origin_allowed("https://app.example", OPTS)  # empty list: loopback only
+
+
+POST_OK = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "", "multipart/form-data"]
+)
+def test_R_HTTP_3_a_post_body_is_json(content_type: str) -> None:
+    rejection = rules.check_post_headers({**POST_OK, "content-type": content_type})
+    assert rejection is not None
+    assert rejection.status == 415
+    assert (
+        rules.check_post_headers({**POST_OK, "content-type": "application/json; charset=utf-8"})
+        is None
+    )
+
+
+def test_R_HTTP_4_accept_lists_json_and_event_stream() -> None:
+    assert rules.check_post_headers(POST_OK) is None
+    assert rules.check_post_headers({**POST_OK, "accept": "*/*"}) is None
+    rejection = rules.check_post_headers({**POST_OK, "accept": "application/json"})
+    assert rejection is not None
+    assert rejection.status == 406
+    assert rules.check_get_headers({"accept": "text/event-stream"}) is None
+    get_rejection = rules.check_get_headers({"accept": "application/json"})
+    assert get_rejection is not None
+    assert get_rejection.status == 406
+
+
+def test_R_HTTP_5_the_cap_counts_bytes_received() -> None:
+    small = rules.HttpOptions(max_body=10)
+    assert rules.declared_too_large({"content-length": "11"}, small)
+    assert not rules.declared_too_large({"content-length": "10"}, small)
+    assert not rules.declared_too_large({}, small)
+    assert not rules.body_too_large(10, small)
+    assert rules.body_too_large(11, small)
+    assert rules.HttpOptions().max_body == 4 * 1024 * 1024
+
+
+def test_R_HTTP_6_protocol_version_header() -> None:
+    assert rules.check_version({}) == ("2025-03-26", None)
+    assert rules.check_version({"mcp-protocol-version": "2025-06-18"}) == ("2025-06-18", None)
+    _, rejection = rules.check_version({"mcp-protocol-version": "1999-01-01"})
+    assert rejection is not None
+    assert rejection.status == 400
+
+
+def test_R_HTTP_8_sessions_are_minted_from_random_bytes_only() -> None:
+    table = rules.Sessions()
+    table, first = rules.mint(table, b"\x01" * 32, "alice", 0, OPTS)
+    table, second = rules.mint(table, b"\x02" * 32, "alice", 0, OPTS)
+    assert isinstance(first, rules.Session)
+    assert isinstance(second, rules.Session)
+    assert first.conn != second.conn
+    assert all(0x21 <= ord(ch) <= 0x7E for ch in first.id)
+    assert len(first.id) >= 40
+    with pytest.raises(ValueError, match="16 random bytes"):
+        rules.mint(table, b"short", "alice", 0, OPTS)
+    full = rules.HttpOptions(max_sessions=2)
+    _, refused = rules.mint(table, b"\x03" * 32, "alice", 0, full)
+    assert refused == rules.Rejection(503, "Service Unavailable: too many sessions")
+
+
+def test_R_HTTP_9_a_session_answers_only_its_principal() -> None:
+    table, session = rules.mint(rules.Sessions(), b"\x01" * 32, "alice", 0, OPTS)
+    assert isinstance(session, rules.Session)
+    assert rules.lookup(table, session.id, "alice") == session
+    foreign = rules.lookup(table, session.id, "mallory")
+    unknown = rules.lookup(table, "nope", "alice")
+    assert foreign == unknown == rules.Rejection(404, "Not Found: unknown session")
+    missing = rules.lookup(table, None, "alice")
+    assert isinstance(missing, rules.Rejection)
+    assert missing.status == 400
+    assert rules.lookup(table, None, "alice", initialize=True) is None
+
+
+def test_R_HTTP_10_one_get_stream_per_session() -> None:
+    table, session = rules.mint(rules.Sessions(), b"\x01" * 32, "alice", 0, OPTS)
+    assert isinstance(session, rules.Session)
+    table, refused = rules.open_get(table, session.id, 1)
+    assert refused is None
+    _, again = rules.open_get(table, session.id, 2)
+    assert again is not None
+    assert again.status == 409
+    table = rules.close_get(table, session.id, 3)
+    _, reopened = rules.open_get(table, session.id, 4)
+    assert reopened is None
+
+
+def test_R_HTTP_11_idle_sessions_are_reaped_and_ended_ones_are_gone() -> None:
+    options = rules.HttpOptions(idle_ms=1000)
+    table, a = rules.mint(rules.Sessions(), b"\x01" * 32, "alice", 0, options)
+    table, b = rules.mint(table, b"\x02" * 32, "alice", 0, options)
+    assert isinstance(a, rules.Session)
+    assert isinstance(b, rules.Session)
+    table = rules.touch(table, b.id, 500, +1)  # b has an open stream: never idle
+    table, reaped = rules.reap(table, 999, options)
+    assert reaped == ()
+    table, reaped = rules.reap(table, 1000, options)
+    assert [s.id for s in reaped] == [a.id]
+    assert rules.lookup(table, a.id, "alice") == rules.Rejection(404, "Not Found: unknown session")
+    table, ended = rules.end(table, b.id)
+    assert ended is not None
+    assert len(table) == 0
+
+
+def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
+    assert rules.deployment_refusal(True, True) is None
+    both = rules.deployment_refusal(False, False)
+    assert both is not None
+    assert "tool authorizer" in both
+    assert "read authorizer" in both
+    assert "explicit opt-out" in both
+    read_only = rules.deployment_refusal(True, False)
+    assert read_only is not None
+    assert "tool authorizer" not in read_only
+    with pytest.raises(OptionError, match="read authorizer"):
+        HttpApp(Server("x", authorizer=lambda *_: Allow(), authorizer_source="configured"))
+    with pytest.raises(OptionError, match="tool authorizer"):
+        HttpApp(build_demo())  # the shipped policy, not configured by anyone
+    HttpApp(build_demo(configured=True))
+
+
+def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(tmp_path: Any) -> None:
+    assert main(["serve", "--http", "127.0.0.1:1"]) == 2  # no authorizer configured
+    assert main(["serve", "--demo", "--http", "0.0.0.0:1"]) == 2  # auth none, not loopback
+    assert main(["serve", "--demo", "--http", "0.0.0.0:1", "--auth", "bearer"]) == 2
+    bad = tmp_path / "tokens"
+    bad.write_text("alice short\n")
+    assert (
+        main(["serve", "--demo", "--http", "127.0.0.1:1", "--auth", "bearer", "--tokens", str(bad)])
+        == 2
+    )
+
+
+def test_R_HTTP_9_token_files_and_providers(tmp_path: Any) -> None:
+    path = tmp_path / "tokens"
+    path.write_text("# who\nalice alice-token-0123456789\n\nbob bob-token-0123456789-xx\n")
+    tokens = load_tokens(path)
+    bearer = BearerAuth(tokens)
+    assert bearer({"authorization": "Bearer alice-token-0123456789"}, None) == "alice"
+    assert bearer({"authorization": "Bearer bob-token-0123456789-xx"}, None) == "bob"
+    assert bearer({"authorization": "Bearer nope"}, None) is None
+    assert bearer({"authorization": "Basic alice-token-0123456789"}, None) is None
+    assert bearer({}, None) is None
+    key = ApiKeyAuth(tokens)
+    assert key({"x-api-key": "alice-token-0123456789"}, None) == "alice"
+    assert key({"authorization": "Bearer alice-token-0123456789"}, None) is None
+
+
+# -- the app under uvicorn ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+@asynccontextmanager
+async def serving(app_of: Any = None, **options: Any) -> AsyncIterator[tuple[HttpApp, str]]:
+    """The demo (configured) over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = build_demo(configured=True, **options)
+    app = app_of(server, port) if app_of else HttpApp(server, options=rules.HttpOptions(port=port))
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    web = uvicorn.Server(config)
+    async with app.running(), anyio.create_task_group() as tg:
+        tg.start_soon(web.serve, [sock])
+        try:
+            yield app, f"http://127.0.0.1:{port}/mcp"
+        finally:
+            web.should_exit = True
+            tg.cancel_scope.cancel()
+    sock.close()
+
+
+class Asker:
+    def __init__(self, answer: types.ElicitResult | None = None) -> None:
+        self.answer = answer
+        self.prompts: list[str] = []
+        self.asked = anyio.Event()
+        self.cancelled = anyio.Event()
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        assert context.request_id is not None
+        self.prompts.append(params.message)
+        self.asked.set()
+        if self.answer is not None:
+            return self.answer
+        try:
+            await anyio.Event().wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+def structured(result: types.CallToolResult) -> Any:
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_7_the_sdk_client_approves_declines_and_times_out() -> None:
+    async with serving(elicitation_timeout_ms=300) as (app, url):
+        with anyio.fail_after(DEADLINE):
+            yes = Asker(types.ElicitResult(action="accept", content={"approve": True}))
+            async with Client(url, mode="legacy", elicitation_callback=yes) as client:
+                assert text(await client.call_tool("echo", {"text": "hi"})) == "hi"
+                assert text(await client.call_tool("guarded_echo", {"text": "yo"})) == "yo"
+            assert yes.prompts == ['Allow guarded_echo to echo "yo"?']
+            no = Asker(types.ElicitResult(action="decline"))
+            async with Client(url, mode="legacy", elicitation_callback=no) as client:
+                result = await client.call_tool("guarded_echo", {"text": "yo"})
+                assert structured(result) == deny_payload("guarded_echo", "ask", "declined")
+            silent = Asker()
+            async with Client(url, mode="legacy", elicitation_callback=silent) as client:
+                result = await client.call_tool("guarded_echo", {"text": "yo"})
+                assert structured(result) == deny_payload(
+                    "guarded_echo", "ask", "elicitation timed out"
+                )
+                await silent.cancelled.wait()  # the withdrawal reached the client (R-CLOSE-4)
+        assert app.runtime.state.parked_total == 0
+        assert len(app.sessions) == 0  # every client ended its session with DELETE
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_7_the_sdk_client_cancels_a_parked_call() -> None:
+    async with serving() as (app, url):
+        asker = Asker()
+        with anyio.fail_after(DEADLINE):
+            async with Client(url, mode="legacy", elicitation_callback=asker) as client:
+                outcome: list[Any] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def call() -> None:
+                        outcome.append(await client.call_tool("guarded_echo", {"text": "x"}))
+
+                    tg.start_soon(call)
+                    await asker.asked.wait()
+                    tg.cancel_scope.cancel()
+                await asker.cancelled.wait()
+                assert outcome == []
+                assert app.runtime.state.parked_total == 0
+                asker.answer = types.ElicitResult(action="accept", content={"approve": True})
+                assert text(await client.call_tool("guarded_echo", {"text": "again"})) == "again"
+
+
+# -- raw HTTP -----------------------------------------------------------------------------------
+
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def _init(request_id: int = 0) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+
+
+def _call(request_id: object, tool: str = "guarded_echo", **arguments: Any) -> dict[str, Any]:
+    args = arguments or {"text": "x"}
+    params = {"name": tool, "arguments": args}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+class Raw:
+    """One session over raw HTTP; ``auth`` headers identify its principal."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, auth: dict[str, str] | None = None):
+        self.http = http
+        self.url = url
+        self.auth = auth or {}
+        self.sid = ""
+
+    def headers(self, sid: str | None = None) -> dict[str, str]:
+        headers = {**HEADERS, **self.auth, "mcp-protocol-version": "2025-06-18"}
+        chosen = self.sid if sid is None else sid
+        if chosen:
+            headers["mcp-session-id"] = chosen
+        return headers
+
+    async def start(self) -> Raw:
+        response = await self.http.post(self.url, json=_init(), headers=self.headers())
+        assert response.status_code == 200, response.text
+        self.sid = response.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await self.post(note)).status_code == 202
+        return self
+
+    async def post(self, message: object, sid: str | None = None) -> httpx2.Response:
+        return await self.http.post(self.url, json=message, headers=self.headers(sid))
+
+
+class CallStream:
+    """A tools/call POST answered with an SSE stream, read message by message."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.read = 0
+        self.status = 0
+        self._got = anyio.Event()
+        self.done = anyio.Event()
+
+    async def run(self, raw: Raw, message: dict[str, Any]) -> None:
+        try:
+            async with raw.http.stream(
+                "POST", raw.url, json=message, headers=raw.headers()
+            ) as response:
+                self.status = response.status_code
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    self._add(json.loads(await response.aread()))
+                    return
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        self._add(json.loads(line[6:]))
+        finally:
+            self.done.set()
+            self._got.set()
+
+    def _add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self._got.set()
+
+    async def next_message(self) -> dict[str, Any]:
+        """The next message not yet returned, waiting for it (bounded by the test's deadline)."""
+        while len(self.messages) <= self.read:
+            if self.done.is_set():
+                raise AssertionError("the stream ended")
+            self._got = anyio.Event()
+            await self._got.wait()
+        self.read += 1
+        return self.messages[self.read - 1]
+
+
+def bearer_app(server: Any, port: int) -> HttpApp:
+    return HttpApp(server, auth=BearerAuth(TOKENS), options=rules.HttpOptions(port=port))
+
+
+def as_(principal: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {TOKENS[principal]}"}
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_12_a_session_cannot_see_answer_or_read_another_sessions_call() -> None:
+    async with serving(bearer_app) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            alice = await Raw(http, url, as_("alice")).start()
+            mallory = await Raw(http, url, as_("mallory")).start()
+            stream = CallStream()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream.run, alice, _call(0))
+                ask = await stream.next_message()
+                assert ask["method"] == "elicitation/create"
+                eid = ask["id"]
+                accept = {
+                    "jsonrpc": "2.0",
+                    "id": eid,
+                    "result": {"action": "accept", "content": {"approve": True}},
+                }
+                # Mallory, knowing the id, answers on her own session: ignored (R-CLOSE-5).
+                assert (await mallory.post(accept)).status_code == 202
+                # ... and on Alice's session with her own token: the same 404 as unknown.
+                assert (await mallory.post(accept, sid=alice.sid)).status_code == 404
+                assert (await mallory.post(accept, sid="no-such-session")).status_code == 404
+                assert app.runtime.state.parked_total == 1
+                # Mallory's own call id 0 is hers, and her stream carries nothing of Alice's.
+                theirs = CallStream()
+                tg.start_soon(theirs.run, mallory, _call(0, "echo", text="mine"))
+                reply = await theirs.next_message()
+                assert reply["result"]["content"][0]["text"] == "mine"
+                # Alice answers: her stream gets her result, and only hers.
+                assert (await alice.post(accept)).status_code == 202
+                result = await stream.next_message()
+                assert result["id"] == 0
+                assert result["result"]["content"][0]["text"] == "x"
+                await stream.done.wait()
+            assert all(m.get("id") != eid for m in theirs.messages)
+            assert app.runtime.state.parked_total == 0
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_11_delete_drops_a_parked_call_and_ends_the_session() -> None:
+    async with serving() as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start()
+            stream = CallStream()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream.run, raw, _call(1))
+                assert (await stream.next_message())["method"] == "elicitation/create"
+                assert app.runtime.state.parked_total == 1
+                response = await http.delete(url, headers=raw.headers())
+                assert response.status_code == 204
+                await stream.done.wait()  # its stream ended, with no result
+            assert [m.get("method") for m in stream.messages] == ["elicitation/create"]
+            state = app.runtime.state
+            assert state.parked_total == 0
+            assert len(state.calls) == 0
+            assert len(app.sessions) == 0
+            assert (
+                await raw.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            ).status_code == 404
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_11_an_idle_session_is_reaped() -> None:
+    async with serving() as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start()
+            assert app.reap(0) == 0
+            assert app.reap(10**15) == 1
+            assert (
+                await raw.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            ).status_code == 404
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_10_a_second_get_stream_is_409() -> None:
+    async with serving() as (_app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start()
+            headers = {**raw.headers(), "accept": "text/event-stream"}
+            async with http.stream("GET", url, headers=headers) as first:
+                assert first.status_code == 200
+                second = await http.get(url, headers=headers)
+                assert second.status_code == 409
+            assert (
+                await http.get(url, headers={**headers, "mcp-session-id": "x"})
+            ).status_code == 404
+            no_session = {k: v for k, v in headers.items() if k != "mcp-session-id"}
+            assert (await http.get(url, headers=no_session)).status_code == 400
+
+
+@pytest.mark.anyio
+async def test_R_PARK_1_the_per_session_cap_holds_over_http() -> None:
+    async with (
+        serving(max_parked_elicitations=1) as (_app, url),
+        httpx2.AsyncClient(timeout=DEADLINE) as http,
+    ):
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start()
+            first, second = CallStream(), CallStream()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first.run, raw, _call(1))
+                assert (await first.next_message())["method"] == "elicitation/create"
+                tg.start_soon(second.run, raw, _call(2))
+                denied = await second.next_message()
+                assert denied["result"]["structuredContent"] == deny_payload(
+                    "guarded_echo", "ask", "too many elicitations pending"
+                )
+                await http.delete(url, headers=raw.headers())
+
+
+@pytest.mark.anyio
+async def test_R_PARK_3_on_a_full_server_the_biggest_holder_yields_its_oldest() -> None:
+    options = {"max_parked_elicitations": 2, "max_parked_elicitations_total": 2}
+    async with serving(**options) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            a = await Raw(http, url).start()
+            b = await Raw(http, url).start()
+            a1, a2, b1 = CallStream(), CallStream(), CallStream()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(a1.run, a, _call(1))
+                assert (await a1.next_message())["method"] == "elicitation/create"
+                tg.start_soon(a2.run, a, _call(2))
+                assert (await a2.next_message())["method"] == "elicitation/create"
+                tg.start_soon(b1.run, b, _call(1))
+                assert (await b1.next_message())["method"] == "elicitation/create"
+                withdrawn = await a1.next_message()
+                assert withdrawn["method"] == "notifications/cancelled"
+                evicted = await a1.next_message()
+                assert evicted["id"] == 1
+                assert evicted["result"]["structuredContent"] == deny_payload(
+                    "guarded_echo", "ask", "too many elicitations pending on this server"
+                )
+                assert app.runtime.state.parked_total == 2
+                for raw in (a, b):
+                    await http.delete(url, headers=raw.headers())
+            assert app.runtime.state.parked_total == 0
+            assert a2.messages[-1]["method"] == "elicitation/create"  # dropped: no result
+
+
+async def _raw_request(port: int, head: bytes, body: bytes) -> bytes:
+    """Sends bytes as they are (a body longer than its Content-Length) and reads the answer."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as conn:
+        await conn.send(head + body)
+        data = b""
+        with anyio.move_on_after(DEADLINE):
+            while b"\r\n\r\n" not in data:
+                data += await conn.receive()
+        return data
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_5_a_body_larger_than_its_length_says_is_413_and_leaves_nothing() -> None:
+    port_of: list[int] = []
+
+    def small_app(server: Any, port: int) -> HttpApp:
+        port_of.append(port)
+        return HttpApp(server, options=rules.HttpOptions(port=port, max_body=1024))
+
+    async with serving(small_app) as (app, _url):
+        port = port_of[0]
+        with anyio.fail_after(DEADLINE):
+            body = json.dumps(_init()).encode() + b" " * 4096
+            for length in (b"10", None):
+                head = (
+                    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port
+                    + b"Content-Type: application/json\r\n"
+                    + b"Accept: application/json, text/event-stream\r\n"
+                )
+                if length is None:  # chunked, no length at all
+                    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+                    answer = await _raw_request(
+                        port, head + b"Transfer-Encoding: chunked\r\n\r\n", chunked
+                    )
+                    assert answer.startswith(b"HTTP/1.1 413"), answer[:80]
+                else:
+                    # A lying Content-Length: uvicorn (h11) reads 10 bytes; the request is not
+                    # an initialize, so no session is made either way.
+                    answer = await _raw_request(port, head + b"Content-Length: 10\r\n\r\n", body)
+                    assert answer.split(b" ")[1] in (b"400", b"413"), answer[:80]
+            assert len(app.sessions) == 0
+            assert app.runtime.state.parked_total == 0
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_3_bad_requests_get_their_status_and_leave_nothing_behind() -> None:
+    async with serving(bearer_app) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            alice = await Raw(http, url, as_("alice")).start()
+            good = alice.headers("")
+            init = json.dumps(_init()).encode()
+            cases: list[tuple[dict[str, str], bytes, int]] = [
+                ({**good, "origin": "https://evil.example"}, init, 403),
+                ({**good, "origin": "null"}, init, 403),
+                ({**good, "origin": "http://localhost.evil.example"}, init, 403),
+                ({**good, "host": "evil.example"}, init, 421),
+                ({**good, "content-type": "text/plain"}, init, 415),
+                ({**good, "accept": "application/json"}, init, 406),
+                ({**good, "mcp-protocol-version": "1999-01-01"}, init, 400),
+                ({**good, "authorization": "Bearer wrong"}, init, 401),
+                ({k: v for k, v in good.items() if k != "authorization"}, init, 401),
+                (good, b"x" * (5 * 1024 * 1024), 413),
+                (good, json.dumps(_call(1)).encode(), 400),  # no session, not initialize
+                (
+                    {
+                        **as_("mallory"),
+                        **{k: v for k, v in alice.headers().items() if k != "authorization"},
+                    },
+                    json.dumps(_call(1)).encode(),
+                    404,
+                ),
+            ]
+            for headers, body, status in cases:
+                response = await http.post(url, content=body, headers=headers)
+                assert response.status_code == status, (headers, response.text)
+                assert "mcp-session-id" not in response.headers
+            assert len(app.sessions) == 1  # Alice's only
+            assert app.runtime.state.parked_total == 0
+            assert len(app.runtime.state.calls) == 0

@@ -1,0 +1,116 @@
+"""Who is asking: authentication providers for the HTTP transport.
+
+A provider takes the request's headers (lower-case names) and the peer's address and returns
+the principal (a non-empty string) or ``None`` (401). Sessions belong to the principal that
+created them (R-HTTP-9). Secrets are compared with :func:`hmac.compare_digest` over every
+entry, and never logged or put in an error message.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+__all__ = [
+    "ApiKeyAuth",
+    "AuthProvider",
+    "BearerAuth",
+    "LoopbackOnly",
+    "TokenFileError",
+    "is_loopback",
+    "load_tokens",
+]
+
+AuthProvider = Callable[[Mapping[str, str], "str | None"], "str | None"]
+"""``(headers, client_host) -> principal | None``."""
+
+
+def is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class LoopbackOnly:
+    """No credentials: every peer on a loopback address is the principal ``local``; any other
+    peer is refused."""
+
+    challenge = ""
+
+    def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
+        return "local" if is_loopback(client) else None
+
+
+class TokenFileError(ValueError):
+    """A tokens file that cannot be used (the message never quotes a token)."""
+
+
+def load_tokens(path: str | Path) -> dict[str, str]:
+    """``principal token`` lines (blank lines and ``#`` comments skipped) as principal -> token."""
+    tokens: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as bad:
+        raise TokenFileError(f"cannot read the tokens file {path}: {type(bad).__name__}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise TokenFileError(f"{path} line {number}: expected 'principal token'")
+        principal, token = parts
+        if len(token) < 16:
+            raise TokenFileError(f"{path} line {number}: a token must be at least 16 characters")
+        if principal in tokens:
+            raise TokenFileError(f"{path} line {number}: principal {principal!r} given twice")
+        tokens[principal] = token
+    if not tokens:
+        raise TokenFileError(f"{path} holds no tokens")
+    return tokens
+
+
+def _match(tokens: Mapping[str, str], given: str) -> str | None:
+    found = None
+    raw = given.encode("utf-8", "surrogateescape")
+    for principal, token in tokens.items():  # every entry compared: no early exit
+        if hmac.compare_digest(raw, token.encode("utf-8")):
+            found = principal
+    return found
+
+
+class BearerAuth:
+    """``Authorization: Bearer <token>``; the principal is the token's owner."""
+
+    challenge = 'Bearer realm="askgate"'
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        if not tokens:
+            raise ValueError("BearerAuth needs at least one token")
+        self._tokens = dict(tokens)
+
+    def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return _match(self._tokens, token.strip())
+
+
+class ApiKeyAuth:
+    """``X-API-Key: <key>``; the principal is the key's owner."""
+
+    challenge = ""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        if not tokens:
+            raise ValueError("ApiKeyAuth needs at least one key")
+        self._tokens = dict(tokens)
+
+    def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
+        key = headers.get("x-api-key", "").strip()
+        return _match(self._tokens, key) if key else None
