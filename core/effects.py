@@ -105,10 +105,16 @@ class Reply:
 
 @attrs.frozen(slots=True)
 class Push:
-    """Send ``message`` on ``conn``'s push channel."""
+    """Send ``message`` on ``conn``'s push channel.
+
+    ``related`` is the id of the request the push is about (an ``elicitation/create``, its
+    withdrawal, a push-mode outcome), or ``None``: a transport with a stream per request (HTTP)
+    sends it on that request's stream. It is routing, not content: effects compare without it.
+    """
 
     conn: ConnId
     message: dict[str, Any]
+    related: object = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(slots=True)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Hashable, Mapping
-from typing import Any, Final
+from typing import Final
 
 import attrs
 from immutables import Map
 
 from .codec import Decoded, ErrorResponse, Notification, Request, Response, decode
 from .protocol import SUPPORTED_VERSIONS
-from .state import State
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 DEFAULT_IDLE_MS: Final = 30 * 60 * 1000
@@ -300,21 +299,6 @@ def reap(table: Sessions, now: int, options: HttpOptions) -> tuple[Sessions, tup
     for session in idle:
         del by_id[session.id]
     return attrs.evolve(table, by_id=by_id.finish()), idle
-
-
-# -- routing pushes -----------------------------------------------------------------------------
-
-
-def related_request(state: State, conn: Hashable, message: Mapping[str, Any]) -> tuple[bool, Any]:
-    """R-HTTP-12: the request a push belongs to, as ``(True, request_id)``, else
-    ``(False, None)``. An ``elicitation/create`` belongs to the call it asks about; the shell
-    sends it on that call's POST stream while open, else on the GET stream."""
-    if message.get("method") != "elicitation/create":
-        return False, None
-    parked = state.parked.get(message.get("id"))  # type: ignore[arg-type]
-    if parked is None or parked.key[0] != conn:
-        return False, None
-    return True, parked.key[1]
 
 
 # -- the deployment guard -----------------------------------------------------------------------

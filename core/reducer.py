@@ -449,7 +449,7 @@ def _end(d: _Draft, call: Call) -> None:
 def _close(d: _Draft, call: Call, message: JsonObject, out: Out) -> None:
     """Delivers a call's outcome to its owner, once, and ends it (R-DLV-1 .. R-DLV-3)."""
     if call.replied:
-        out.append(Push(call.conn, message))
+        out.append(Push(call.conn, message, call.request_id))
     else:
         out.append(Reply(call.conn, call.request_id, message))
     _end(d, call)
@@ -466,7 +466,8 @@ def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
         _unpark(d, call)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
         if notify:
-            out.append(Push(call.conn, m.elicitation_cancelled(eid, "request cancelled")))
+            withdrawn = m.elicitation_cancelled(eid, "request cancelled")
+            out.append(Push(call.conn, withdrawn, call.request_id))
     else:
         out.append(KillWorker(call.worker))
         out.append(CancelTimer((WORKER_TIMER, call.worker)))
@@ -774,7 +775,8 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         victim = d.calls[d.parked[victim_eid].key]
         _unpark(d, victim)
         out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        out.append(Push(victim.conn, m.elicitation_cancelled(victim_eid, m.TOO_MANY_ON_SERVER)))
+        withdrawn = m.elicitation_cancelled(victim_eid, m.TOO_MANY_ON_SERVER)
+        out.append(Push(victim.conn, withdrawn, victim.request_id))
         _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
         c = _get_conn(d, call.conn)
     _park(d, call, c, prompt, now, out)
@@ -795,7 +797,7 @@ def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> No
     request = m.elicitation_request(eid, call.name, prompt)
     if c.version and c.version < "2025-11-25":
         del request["params"]["mode"]  # "mode" arrived with 2025-11-25
-    out.append(Push(call.conn, request))
+    out.append(Push(call.conn, request, call.request_id))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
 
@@ -826,7 +828,7 @@ def _answer(
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     eid = call.elicitation_id
     _unpark(d, call)
-    out.append(Push(call.conn, m.elicitation_cancelled(eid, m.TIMED_OUT)))
+    out.append(Push(call.conn, m.elicitation_cancelled(eid, m.TIMED_OUT), call.request_id))
     _deny(d, call, "ask", m.TIMED_OUT, out)  # R-CLOSE-2
 
 

@@ -835,6 +835,18 @@ def test_R_DROP_4_drop_gives_no_outcome_and_push_mode_is_not_answered_twice() ->
 # Delivery
 
 
+def test_R_DLV_1_pushes_about_a_call_name_its_request() -> None:
+    h = Harness(has_authorizer=True)
+    h.connect("a")
+    h.park("a", 7, mode="push")
+    assert [p.related for p in pushes(h.effects)] == [7]  # the elicitation/create
+    effects = h.feed(CancelRequested("a", 7, 0))
+    assert [p.related for p in pushes(effects)] == [7]  # its withdrawal
+    eid = h.park("a", 8, mode="push")
+    effects = h.answer("a", eid, {"action": "decline"})
+    assert [p.related for p in pushes(effects)] == [8]  # the push-mode outcome
+
+
 def test_R_DLV_1_outcomes_only_to_the_owner() -> None:
     h = Harness(has_authorizer=True)
     h.connect("a")

@@ -304,9 +304,9 @@ class HttpApp:
             message = effect.message
             data = encode(message)
             target: _Stream | None = None
-            related, request_id = rules.related_request(self.runtime.state, live.conn, message)
-            if related:
-                target = live.stream_for(request_id)
+            if effect.related is not None and message.get("method") == "elicitation/create":
+                # R-HTTP-12: on the stream of the call it asks about, while that stream is open
+                target = live.stream_for(effect.related)
                 if target is not None and not target.done:
                     target.eids.append(message["id"])
                     live.by_eid[message["id"]] = target
