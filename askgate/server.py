@@ -39,7 +39,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import anyio
 import anyio.abc
 import attrs
-import jsonschema
+import jsonschema_rs
 
 from askgate import __version__
 from askgate.core import (
@@ -222,15 +222,16 @@ def _context_param(func: Callable[..., Any]) -> str | None:
     return None
 
 
-def _checked_schema(schema: object, what: str) -> jsonschema.protocols.Validator:
+def _checked_schema(schema: object, what: str) -> Any:
+    """A validator for ``schema`` (draft 2020-12 unless it names another), the same library the
+    reducer validates input schemas with."""
     if not isinstance(schema, dict):
         raise TypeError(f"{what} must be a JSON Schema object (a dict)")
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as bad:
-        raise TypeError(f"{what} is not a valid JSON Schema: {bad.message}") from None
-    return cls(schema)
+        return jsonschema_rs.validator_for(schema)
+    except (jsonschema_rs.ValidationError, ValueError) as bad:
+        problem = str(bad).split("\n", 1)[0]
+        raise TypeError(f"{what} is not a valid JSON Schema: {problem}") from None
 
 
 # -- what the user registered --------------------------------------------------------------------
@@ -334,7 +335,7 @@ def shape_tool_result(value: object, output_validator: Any = None) -> dict[str, 
         structured = result.get("structuredContent")
         if not isinstance(structured, dict):
             return _output_error("the tool has an output schema but returned no structured content")
-        problem = jsonschema.exceptions.best_match(output_validator.iter_errors(structured))
+        problem = next(iter(output_validator.iter_errors(structured)), None)
         if problem is not None:
             return _output_error(problem.message[:500])
     return result

@@ -1,7 +1,7 @@
 """Tools as the reducer keeps them: the registry entry and its input-schema validator.
 
-The validator is built once, when the tool is registered, with the ``jsonschema`` library
-(draft 2020-12 unless the schema names another), and used on every ``tools/call`` before the
+The validator is built once, when the tool is registered, with ``jsonschema-rs`` (draft
+2020-12 unless the schema names another), and used on every ``tools/call`` before the
 authorizer sees the arguments (R-PROTO-6).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import jsonschema
+import jsonschema_rs
 
 from .options import OptionError
 
@@ -36,23 +36,22 @@ def argument_problem(tool: ToolInfo, arguments: object) -> str | None:
         return "arguments must be an object"
     if validator.is_valid(arguments):
         return None
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
-    where = "/".join(str(part) for part in error.absolute_path) if error else ""
-    text = error.message if error else "does not match the input schema"
-    return f"{where}: {text}"[:500] if where else text[:500]
+    error = next(iter(validator.iter_errors(arguments)), None)
+    if error is None:  # pragma: no cover - is_valid said no, so there is an error
+        return "does not match the input schema"
+    where = "/".join(str(part) for part in error.instance_path)
+    return (f"{where}: {error.message}" if where else error.message)[:500]
 
 
 def tool_info(name: str, sensitive: bool, derived: bool, definition: object) -> ToolInfo:
     """A tool as the reducer keeps it, with its input schema's validator built once."""
     validator = None
     if isinstance(definition, dict) and isinstance(definition.get("inputSchema"), dict):
-        schema = definition["inputSchema"]
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as bad:
+            validator = jsonschema_rs.validator_for(definition["inputSchema"])
+        except (jsonschema_rs.ValidationError, ValueError) as bad:
+            problem = str(bad).split("\n", 1)[0]
             raise OptionError(
-                "inputSchema", name, f"is not a valid JSON Schema: {bad.message}"
+                "inputSchema", name, f"is not a valid JSON Schema: {problem}"
             ) from None
-        validator = cls(schema)
     return ToolInfo(name, bool(sensitive), bool(derived), definition, validator)

@@ -191,10 +191,10 @@ def test_R_PROTO_6_arguments_are_validated_before_the_authorizer() -> None:
     result = only_reply(effects)["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"] == (
-        "Invalid arguments for tool echo: text: 5 is not of type 'string'"
+        'Invalid arguments for tool echo: text: 5 is not of type "string"'
     )
     effects = send(h, "s", request(2, "tools/call", {"name": "echo"}))  # arguments absent = {}
-    assert "'text' is a required property" in only_reply(effects)["result"]["content"][0]["text"]
+    assert '"text" is a required property' in only_reply(effects)["result"]["content"][0]["text"]
     effects = send(h, "s", request(3, "tools/call", {"name": "echo", "arguments": {"text": "t"}}))
     assert isinstance(effects[0], StartWorker)
 
