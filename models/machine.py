@@ -1,0 +1,968 @@
+"""A Hypothesis state machine that checks a reducer against the reference model, step by step.
+
+:class:`ReducerMachine` feeds every event to the reducer under test and to
+:class:`~askgate.models.reference.ReferenceModel`, and after every step checks:
+
+* **effects**: equal, in order, modulo the ids each side mints. Elicitation ids and worker refs
+  are bound one to one in order of first appearance, and may first appear only where they are
+  minted (``StartWorker``, an elicitation ``StartTimer`` or ``elicitation/create``); a reducer
+  elicitation id must have R-ID-1's format, and an id the reducer reuses cannot be bound to a
+  second model id, so reuse fails;
+* **state**: the :class:`~askgate.models.reference.Observation` of both (tools, subscribers,
+  parked calls per connection in order, elicitations, workers, in-flight counts, capability
+  entries in order, open calls, totals and ``top``, known connections) are equal, and the caps
+  and bookkeeping rules hold on it (R-INV-1, R-INV-2, R-INV-5, R-INV-6); then
+  ``check_invariants(state)`` (R-INV-1 .. R-INV-6);
+* **timers** (R-INV-4): the shell's armed timers, replayed from ``StartTimer``, ``CancelTimer``
+  and ``TimerFired``, equal ``live_timers(state)``; a timer is never armed twice nor cancelled
+  when not armed; the running workers are exactly those with a worker timer (R-WORK-1);
+* **delivery** (R-DLV-1, R-DLV-3, R-DROP-4, R-CLOSE-4): every request gets exactly one
+  ``Reply``, to the connection and id it came with (a step that receives a request answers no
+  other); a push-mode call's outcome is pushed once, to its owner; a call that ends gets an
+  outcome unless it was dropped, and a drop delivers none; ``elicitation/create`` and
+  ``notifications/cancelled`` go only to the elicitation's owner; a ``Push`` about a call names
+  its request id in ``related``; nothing is pushed on a detach;
+* **the eviction oracle** (R-AUTH-3, R-PARK-1, R-PARK-3, R-PARK-4), on every ASK the reducer
+  receives, from the observed state before the step and independently of the model: a call
+  evicted to make room was the oldest parked call of a connection holding the most, one that
+  reached that count no later than any other holder, the asker held fewer and parked in its
+  place; a deny that did not evict was right to refuse (and a park that did not evict had room).
+
+The universe is small so that histories collide: connections ``a``, ``b``, ``c``; request ids
+``0``, ``1``, ``2``, ``"x"`` (and invalid ones); a plain tool, a sensitive one and an unknown
+name; callers ``p`` and ``q``. Worker events pick mostly live refs (from the ``StartWorker``
+effects seen) and sometimes stale or unknown ones; answers pick mostly live elicitation ids
+(from ``elicitation/create`` pushes) from their owner, and sometimes stale, foreign or garbage
+ones, with every kind of answer. Options are drawn per run (see :meth:`options_strategy`).
+
+Reusing it
+----------
+The implementation under test is reached only through five hooks, which default to
+:mod:`askgate.core`. To check another implementation, subclass and override them (or call
+:func:`machine_for`), then run the class with Hypothesis::
+
+    class MyMachine(ReducerMachine):
+        def initial_state_fn(self, options, tools): return my.initial(options, tools)
+        def step_fn(self, state, event): return my.step(state, event)
+        def check_invariants_fn(self, state): my.check(state)
+        def live_timers_fn(self, state): return my.timers(state)
+        def observe_fn(self, state): return Observation(...)
+
+    TestMine = MyMachine.TestCase        # or run_state_machine_as_test(MyMachine)
+
+``tools`` is a tuple of ``(name, sensitive)``. A subclass can also narrow the runs it draws:
+:meth:`options_strategy`, the ``*_VALUES`` tuples of worker results, ``ANSWERS``,
+``CAPABILITIES``, and ``PRECONNECT`` (every connection subscribes and initializes with form
+elicitation before the first rule; by default drawn per run). ``seen`` counts the oracle's
+verdicts and what the steps exercised (evictions, busy answers, timeouts, withdrawn prompts,
+forgotten connections...), so a test can check that a run was not idle; give a subclass its own
+``seen`` to count apart. :meth:`ReducerMachine.begin` and :meth:`ReducerMachine.apply` replay a
+history by hand, outside Hypothesis, with every check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar
+
+import attrs
+from hypothesis import event as label
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from askgate import core
+from askgate.core.effects import (
+    Allow,
+    Ask,
+    Authorize,
+    AuthorizeRead,
+    CancelTimer,
+    Deny,
+    Effect,
+    Emit,
+    Failure,
+    Job,
+    KillWorker,
+    Push,
+    Reply,
+    RunRead,
+    RunTool,
+    StartTimer,
+    StartWorker,
+    UnknownToolReply,
+)
+from askgate.core.events import (
+    CallerExited,
+    CancelRequested,
+    ClientInitialized,
+    ElicitationAnswered,
+    Event,
+    ReadRequested,
+    SubscriberAttached,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolRegistered,
+    ToolUnregistered,
+    WorkerFailed,
+    WorkerFinished,
+)
+from askgate.core.options import Options
+
+from .reference import (
+    TOO_MANY_ON_SERVER,
+    TOO_MANY_PENDING,
+    CallKey,
+    Observation,
+    ReferenceModel,
+)
+
+TimerKey = tuple[str, Any]
+Tools = tuple[tuple[str, bool], ...]
+ELICITATION_ID = re.compile(r"^askgate-elicit-[A-Za-z0-9_-]{22}$")  # R-ID-1
+ID_KEY = b"askgate-model-machine-key-0123456789"
+
+CONNS: tuple[str, ...] = ("a", "b", "c")
+REQUEST_IDS: tuple[object, ...] = (0, 1, 2, "x")
+BAD_REQUEST_IDS: tuple[object, ...] = (None, True, 1.5)
+CALLERS: tuple[str, ...] = ("p", "q")
+PLAIN, SENSITIVE, UNKNOWN = "echo", "rm", "ghost"
+READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get")
+UNKNOWN_REF = 10**6  # a ref no worker ever had
+ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
+PARAMS: dict[str, Any] = {"uri": "file:///tmp/x"}
+AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
+
+
+def same(a: object, b: object) -> bool:
+    """Equality that also tells ``1`` from ``True`` and ``1.0``, at any depth."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def deny_of(message: dict[str, Any] | None) -> tuple[object, object] | None:
+    """``(decision, detail)`` of a ``tools/call`` deny, or ``None`` for any other message."""
+    if message is None:
+        return None
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return None
+    payload = result.get("structuredContent")
+    if not isinstance(payload, dict) or payload.get("error") != "authorization_required":
+        return None
+    return payload.get("decision"), payload.get("detail")
+
+
+def is_response(message: dict[str, Any]) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+@st.composite
+def small_options(
+    draw: st.DrawFn,
+    authorizer: st.SearchStrategy[bool] | None = None,
+    max_parked: int = 4,
+    max_total: int = 6,
+    max_in_flight: int = 4,
+    max_caps: int = 3,
+) -> Options:
+    """Small caps, so that they fill within a few steps."""
+    per_conn = draw(st.integers(1, max_parked))
+    total = draw(st.integers(per_conn, max(per_conn, max_total)))
+    in_flight = draw(st.integers(1, max_in_flight))
+    share = draw(st.none() | st.integers(1, in_flight))
+    return Options(
+        elicitation_timeout_ms=draw(st.sampled_from([1_000, 1, 60_000])),
+        max_parked_elicitations=per_conn,
+        max_parked_elicitations_total=total,
+        max_client_capabilities=draw(st.integers(1, max_caps)),
+        max_in_flight=in_flight,
+        max_in_flight_per_connection=share,
+        callback_timeout_ms=draw(st.sampled_from([5_000, 1, 300_000])),
+        has_authorizer=draw(
+            st.sampled_from([True, True, False]) if authorizer is None else authorizer
+        ),
+        has_read_authorizer=draw(st.booleans()),
+        has_unknown_tool_reply=draw(st.booleans()),
+    )
+
+
+class ReducerMachine(RuleBasedStateMachine):
+    """The reducer and the reference model, driven by the same events (see the module doc)."""
+
+    # What the runs draw; a subclass may narrow them.
+    CAPABILITIES: ClassVar[tuple[object, ...]] = (
+        {"elicitation": {}},
+        {"elicitation": {}},
+        {"elicitation": {"form": {}}},
+        {"elicitation": {"url": {}}},
+        {},
+        {"elicitation": {"form": {}, "url": {}}},
+        {"elicitation": True},
+        None,
+        {"elicitation": {"form": True}},
+    )
+    AUTHORIZE_VALUES: ClassVar[tuple[object, ...]] = (
+        Ask("May I?"),
+        Ask("May I?"),
+        Allow(),
+        Ask("Really?"),
+        Deny("no"),
+        Ask(None),  # type: ignore[arg-type]  # off-contract: R-AUTH-4
+        Deny(7),  # type: ignore[arg-type]
+        "allow",
+        None,
+    )
+    RUN_VALUES: ClassVar[tuple[object, ...]] = (
+        {"content": []},
+        "not an object",
+        Failure(-32002, "Resource not found", {"uri": "file:///tmp/x"}),
+        None,
+        Failure("-1", "a code that is not an int"),  # type: ignore[arg-type]
+    )
+    UNKNOWN_REPLY_VALUES: ClassVar[tuple[object, ...]] = ("no such tool here", None, 7)
+    AUTHORIZE_READ_VALUES: ClassVar[tuple[object, ...]] = (
+        Allow(),
+        Ask("May I read?"),
+        Deny("no"),
+        Deny(7),  # type: ignore[arg-type]
+        "allow",
+    )
+    ANSWERS: ClassVar[tuple[tuple[object, object], ...]] = (  # (result, error)
+        ({"action": "accept", "content": {"approve": True}}, None),
+        ({"action": "decline"}, None),
+        ({"action": "cancel"}, None),
+        ({"action": "accept", "content": {"approve": "true"}}, None),
+        ({"action": "accept", "content": {"approve": 1}}, None),
+        ({"action": "accept", "content": {"approve": False}}, None),
+        ({"action": "accept"}, None),
+        ({"content": {"approve": True}}, None),
+        ({"action": "ACCEPT", "content": {"approve": True}}, None),
+        (None, None),
+        ("accept", None),
+        (None, {"code": -32603, "message": "boom"}),
+        ({"action": "accept", "content": {"approve": True}}, {"code": -1, "message": "late"}),
+    )
+    PRECONNECT: ClassVar[bool | None] = None  # None: drawn per run
+    seen: ClassVar[Counter[str]] = Counter()
+
+    # -- the implementation under test ---------------------------------------------------------
+
+    def initial_state_fn(self, options: Options, tools: Tools) -> Any:
+        infos = tuple(core.ToolInfo(name, sensitive, False) for name, sensitive in tools)
+        return core.initial_state(options, id_key=ID_KEY, tools=infos)
+
+    def step_fn(self, state: Any, event: Event) -> tuple[Any, list[Effect]]:
+        return core.step(state, event)
+
+    def check_invariants_fn(self, state: Any) -> None:
+        core.check_invariants(state)
+
+    def live_timers_fn(self, state: Any) -> set[TimerKey]:
+        return core.live_timers(state)
+
+    def observe_fn(self, state: Any) -> Observation:
+        s: core.State = state
+        return Observation(
+            tools={name: t.sensitive for name, t in s.tools.items()},
+            subscribed=frozenset(conn for conn, c in s.conns.items() if c.subscribed),
+            known=frozenset(s.conns.keys()),
+            parked={conn: list(c.parked) for conn, c in s.conns.items() if len(c.parked)},
+            elicitations={eid: p.key for eid, p in s.parked.items()},
+            workers=dict(s.workers.items()),
+            in_flight={conn: n for conn, n in s.in_flight.items() if n},
+            caps_unsubscribed=list(s.cap_unsubscribed),
+            caps_live=list(s.cap_live),
+            can_elicit={conn: c.can_elicit for conn, c in s.conns.items() if c.has_caps},
+            open={key: (call.stage.value, call.replied) for key, call in s.calls.items()},
+            parked_total=s.parked_total,
+            in_flight_total=s.in_flight_total,
+            top=s.top,
+        )
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options()
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.options = Options()
+        self.state: Any = None
+        self.model = ReferenceModel(self.options)
+        self.obs: Observation | None = None
+        self.now = 0
+        self.steps = 0
+        # id bijections, reducer <-> model: "eid" for elicitation ids, "ref" for worker refs
+        self.to_model: dict[str, dict[object, object]] = {"eid": {}, "ref": {}}
+        self.to_real: dict[str, dict[object, object]] = {"eid": {}, "ref": {}}
+        self.armed: dict[TimerKey, int] = {}  # the shell's armed timers and their deadlines
+        self.disarmed: list[TimerKey] = []
+        self.running: dict[int, Job] = {}  # the shell's running workers
+        self.started: list[int] = []
+        self.eids: list[str] = []
+        self.awaiting_reply: set[CallKey] = set()
+        self.awaiting_push: set[CallKey] = set()
+        self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
+
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        options = data.draw(self.options_strategy(), label="options")
+        preconnect = self.PRECONNECT
+        if preconnect is None:
+            preconnect = data.draw(st.booleans(), label="preconnect")
+        self.begin(options, preconnect=preconnect)
+
+    def begin(self, options: Options, *, preconnect: bool = False) -> None:
+        """Starts both sides with ``options``; also for replaying a history by hand::
+
+        m = ReducerMachine()
+        m.begin(Options(has_authorizer=True))
+        m.apply(SubscriberAttached("a"))  # raises AssertionError on any disagreement
+        """
+        self.options = options
+        tools: Tools = (
+            ((PLAIN, False), (SENSITIVE, True)) if options.has_authorizer else ((PLAIN, False),)
+        )
+        self.state = self.initial_state_fn(options, tools)
+        self.model = ReferenceModel(options, tools)
+        self.check_invariants_fn(self.state)
+        self.obs = self._observe_and_compare(None)
+        if preconnect:
+            for conn in CONNS:
+                self.apply(SubscriberAttached(conn))
+                self.apply(ClientInitialized(conn, {"elicitation": {}}))
+
+    # -- the rules -------------------------------------------------------------------------------
+    # Hypothesis orders rules by their number of arguments and draws the first ones more often.
+    # The rules that move calls along (connect, request, report, fire, answer) take only `data`;
+    # those that end calls early take more (`after_ms`: time passes first), and the noise
+    # (stale reports, stray answers, bad ids) shares one rule, so that they disturb histories
+    # without crowding them out.
+
+    def _unsubscribed(self) -> list[str]:
+        assert self.obs is not None
+        return [c for c in CONNS if c not in self.obs.subscribed]
+
+    def _subscribed(self) -> list[str]:
+        assert self.obs is not None
+        return [c for c in CONNS if c in self.obs.subscribed]
+
+    @rule(data=st.data())
+    def client_initialized(self, data: st.DataObject, conn: str | None = None) -> None:
+        if conn is None:
+            conn = data.draw(st.sampled_from(CONNS), label="conn")
+        capabilities = data.draw(st.sampled_from(self.CAPABILITIES), label="capabilities")
+        self.apply(ClientInitialized(conn, capabilities, self.now))
+
+    @precondition(lambda self: bool(self._unsubscribed()))
+    @rule(data=st.data())
+    def subscriber_attached(self, data: st.DataObject) -> None:
+        conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
+        self.apply(SubscriberAttached(conn, self.now))
+
+    @precondition(lambda self: bool(self._unsubscribed()))
+    @rule(data=st.data())
+    def connected(self, data: st.DataObject) -> None:
+        """A client's usual start: a push channel, then ``initialize``."""
+        conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
+        self.apply(SubscriberAttached(conn, self.now))
+        self.client_initialized(data, conn)
+
+    @precondition(lambda self: bool(self._subscribed()))
+    @rule(data=st.data(), after_ms=AFTER_MS)
+    def subscriber_rebound(self, data: st.DataObject, after_ms: int) -> None:
+        """R-SUB-2: another subscriber takes over a live connection."""
+        conn = data.draw(st.sampled_from(self._subscribed()), label="conn")
+        self.now += after_ms
+        self.apply(SubscriberAttached(conn, self.now))
+
+    @rule(conn=st.sampled_from(CONNS), after_ms=AFTER_MS)
+    def subscriber_detached(self, conn: str, after_ms: int) -> None:
+        self.now += after_ms
+        self.apply(SubscriberDetached(conn, self.now))
+
+    @rule(name=st.sampled_from((PLAIN, SENSITIVE)), register=st.booleans(), derived=st.booleans())
+    def tool_registry_changes(self, name: str, register: bool, derived: bool) -> None:
+        if register:
+            sensitive = name == SENSITIVE
+            self.apply(ToolRegistered(name, sensitive, derived, self.now))
+        else:
+            self.apply(ToolUnregistered(name, self.now))
+
+    # Requests draw their fields inside the rule: Hypothesis orders rules by their number of
+    # arguments, and prefers the first ones.
+
+    @rule(data=st.data())
+    def tool_call_received(self, data: st.DataObject) -> None:
+        conn = self._caller_conn(data)
+        request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+        tool = data.draw(st.sampled_from((PLAIN, SENSITIVE, PLAIN, UNKNOWN)), label="tool")
+        mode: Any = data.draw(st.sampled_from(("reply", "push")), label="mode")
+        caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+        self.apply(ToolCallReceived(conn, request_id, tool, ARGUMENTS, self.now, mode, caller))
+
+    @rule(data=st.data())
+    def tool_calls_asked(self, data: st.DataObject) -> None:
+        """A burst of calls whose authorizer asks at once: the way to parks (R-PARK-*)."""
+        for _ in range(data.draw(st.integers(1, 3), label="burst")):
+            conn = self._caller_conn(data)
+            request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+            mode: Any = data.draw(st.sampled_from(("reply", "push")), label="mode")
+            caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+            call = ToolCallReceived(conn, request_id, PLAIN, ARGUMENTS, self.now, mode, caller)
+            for e in self.apply(call):
+                if isinstance(e, StartWorker) and isinstance(e.job, Authorize):
+                    self.apply(WorkerFinished(e.ref, Ask("May I?"), self.now))
+
+    @rule(data=st.data())
+    def read_requested(self, data: st.DataObject) -> None:
+        conn = data.draw(st.sampled_from(CONNS), label="conn")
+        request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+        method = data.draw(st.sampled_from(READ_METHODS), label="method")
+        caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+        self.apply(ReadRequested(conn, request_id, method, PARAMS, self.now, caller))
+
+    def _caller_conn(self, data: st.DataObject) -> str:
+        """Mostly a connection that can be asked, else any."""
+        assert self.obs is not None
+        obs = self.obs
+        askable = [c for c in CONNS if c in obs.subscribed and obs.can_elicit.get(c, False)]
+        return data.draw(st.sampled_from([*askable, *askable, *CONNS]), label="conn")
+
+    def _value_for(self, ref: int, data: st.DataObject) -> object:
+        job = self.running.get(ref)
+        values: tuple[object, ...] = self.AUTHORIZE_VALUES + self.RUN_VALUES
+        if isinstance(job, Authorize):
+            values = self.AUTHORIZE_VALUES
+        elif isinstance(job, RunTool | RunRead):
+            values = self.RUN_VALUES
+        elif isinstance(job, UnknownToolReply):
+            values = self.UNKNOWN_REPLY_VALUES
+        elif isinstance(job, AuthorizeRead):
+            values = self.AUTHORIZE_READ_VALUES
+        return data.draw(st.sampled_from(values), label="value")
+
+    def _live_ref(self, data: st.DataObject) -> int:
+        return data.draw(st.sampled_from(sorted(self.running)), label="live ref")
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data())
+    def worker_finished(self, data: st.DataObject) -> None:
+        ref = self._live_ref(data)
+        self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data())
+    def worker_failed(self, data: st.DataObject) -> None:
+        self.apply(WorkerFailed(self._live_ref(data), self.now))
+
+    @precondition(lambda self: bool(self.armed))
+    @rule(data=st.data())
+    def timer_fired(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(list(self.armed)), label="armed timer")
+        self.now = max(self.now, self.armed[key])
+        self.apply(TimerFired(key, self.now))
+
+    @precondition(lambda self: self.obs is not None and bool(self.obs.elicitations))
+    @rule(data=st.data())
+    def elicitation_answered(self, data: st.DataObject) -> None:
+        """The owner answers a live prompt (or, sometimes, another connection does)."""
+        assert self.obs is not None
+        eid = data.draw(st.sampled_from(sorted(self.obs.elicitations)), label="live id")
+        owner = self.obs.elicitations[eid][0]
+        conn = data.draw(st.sampled_from([owner, owner, owner, *CONNS]), label="answered on")
+        result, error = data.draw(st.sampled_from(self.ANSWERS), label="answer")
+        self.apply(ElicitationAnswered(conn, eid, result, self.now, error))
+
+    @rule(
+        conn=st.sampled_from(CONNS),
+        request_id=st.sampled_from((*REQUEST_IDS, True, 1.0, None)),
+        after_ms=AFTER_MS,
+    )
+    def cancel_requested(self, conn: str, request_id: object, after_ms: int) -> None:
+        self.now += after_ms
+        self.apply(CancelRequested(conn, request_id, self.now))
+
+    @rule(caller=st.sampled_from((*CALLERS, None)), after_ms=AFTER_MS)
+    def caller_exited(self, caller: str | None, after_ms: int) -> None:
+        self.now += after_ms
+        self.apply(CallerExited(caller, self.now))
+
+    @rule(
+        kind=st.sampled_from(("stale worker", "stale timer", "stray answer", "bad request id")),
+        conn=st.sampled_from(CONNS),
+        data=st.data(),
+    )
+    def noise(self, kind: str, conn: str, data: st.DataObject) -> None:
+        """What a real shell and real peers also send: late, stray and malformed events."""
+        assert self.obs is not None
+        if kind == "stale worker":  # a killed or finished worker reports anyway (R-WORK-4)
+            stale = [r for r in self.started if r not in self.running]
+            ref = data.draw(st.sampled_from([*stale, UNKNOWN_REF]), label="stale ref")
+            if data.draw(st.booleans(), label="failed"):
+                self.apply(WorkerFailed(ref, self.now))
+            else:
+                self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
+        elif kind == "stale timer":  # cancelled just as it went off, or never armed
+            never: list[TimerKey] = [("worker", UNKNOWN_REF), ("elicitation", "askgate-x")]
+            key = data.draw(st.sampled_from([*self.disarmed, *never]), label="stale timer")
+            self.apply(TimerFired(key, self.now))
+        elif kind == "stray answer":  # late, unknown or malformed (R-CLOSE-5)
+            stale_ids = [e for e in self.eids if e not in self.obs.elicitations]
+            garbage: list[object] = ["askgate-elicit-AAAAAAAAAAAAAAAAAAAAAA", 0, None, ["x"]]
+            eid = data.draw(st.sampled_from([*stale_ids, *garbage]), label="stray id")
+            result, error = data.draw(st.sampled_from(self.ANSWERS), label="answer")
+            self.apply(ElicitationAnswered(conn, eid, result, self.now, error))
+        elif kind == "bad request id":  # R-ADM-0
+            rid = data.draw(st.sampled_from(BAD_REQUEST_IDS), label="bad id")
+            if data.draw(st.booleans(), label="read"):
+                self.apply(ReadRequested(conn, rid, READ_METHODS[0], PARAMS, self.now))
+            else:
+                self.apply(ToolCallReceived(conn, rid, PLAIN, ARGUMENTS, self.now))
+
+    # -- one step on both sides ------------------------------------------------------------------
+
+    def _model_id(self, kind: str, real: object) -> object:
+        try:
+            return self.to_model[kind].get(real, real)
+        except TypeError:  # unhashable garbage: nobody's id
+            return real
+
+    def _model_event(self, ev: Event) -> Event:
+        """The event with the reducer's ids replaced by the model's."""
+        if isinstance(ev, WorkerFinished | WorkerFailed):
+            ref: Any = self._model_id("ref", ev.ref)
+            return attrs.evolve(ev, ref=ref)
+        if isinstance(ev, ElicitationAnswered):
+            return attrs.evolve(ev, elicitation_id=self._model_id("eid", ev.elicitation_id))
+        if isinstance(ev, TimerFired):
+            kind, ident = ev.key
+            return attrs.evolve(ev, key=(kind, self._model_id(_id_kind(kind), ident)))
+        return ev
+
+    def apply(self, ev: Event) -> list[Effect]:
+        """Steps both sides with ``ev`` and runs every check; returns the reducer's effects."""
+        assert self.obs is not None
+        before = self.obs
+        self.steps += 1
+        if isinstance(ev, TimerFired) and ev.key in self.armed:
+            del self.armed[ev.key]  # the shell disarms a timer when it fires
+            self.disarmed.append(ev.key)
+        if isinstance(ev, WorkerFinished | WorkerFailed):
+            self.running.pop(ev.ref, None)  # the worker reported: its task is over
+        model_ev = self._model_event(ev)
+        self.state, effects = self.step_fn(self.state, ev)
+        expected = self.model.apply(model_ev)
+        self._compare_effects(ev, effects, expected)
+        self.check_invariants_fn(self.state)
+        after = self._observe_and_compare(ev)
+        self._replay_shell(effects, after)
+        self._check_delivery(ev, effects, before, after)
+        self._eviction_oracle(ev, effects, before, after)
+        self._note_count_changes(before, after)
+        self._tally(ev, effects, before, after)
+        self.obs = after
+        return effects
+
+    def _tally(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        """Counts what the step exercised, in ``seen``, so a test can tell a run was not idle."""
+        seen = type(self).seen
+        for e in effects:
+            if isinstance(e, Emit) and e.name == "client_capabilities_evicted":
+                seen["capabilities evicted"] += 1
+            elif isinstance(e, Push) and e.message.get("method") == "notifications/cancelled":
+                seen["prompt withdrawn"] += 1
+            elif isinstance(e, Push) and is_response(e.message):
+                seen["outcome pushed"] += 1
+            if isinstance(e, Reply | Push) and "server_busy" in repr(e.message):
+                seen["busy"] += 1
+            if isinstance(e, StartWorker) and isinstance(ev, ElicitationAnswered):
+                seen["approved"] += 1
+            if isinstance(e, CancelTimer) and e.key[0] == "elicitation":
+                if isinstance(ev, CancelRequested | CallerExited):
+                    seen["parked call dropped"] += 1
+                elif isinstance(ev, SubscriberAttached | SubscriberDetached):
+                    seen["parked call dropped with its connection"] += 1
+        if isinstance(ev, TimerFired) and ev.key[1] in (before.workers | before.elicitations):
+            seen[f"{ev.key[0]} timed out"] += 1
+        if isinstance(ev, WorkerFinished | WorkerFailed | TimerFired) and not effects:
+            seen["stale event ignored"] += 1
+        if before.known - after.known:
+            seen["connection forgotten"] += 1
+
+    # -- effects, modulo ids ---------------------------------------------------------------------
+
+    def _bind(self, kind: str, real: object, model: object, *, minted: bool) -> None:
+        to_model, to_real = self.to_model[kind], self.to_real[kind]
+        if real in to_model:
+            assert to_model[real] == model, (
+                f"reducer {kind} {real!r} stands for model {to_model[real]!r}, "
+                f"but here pairs with {model!r}"
+            )
+            return
+        assert model not in to_real, (
+            f"model {kind} {model!r} is the reducer's {to_real[model]!r}, but here the reducer "
+            f"says {real!r}"
+        )
+        assert minted, f"reducer {kind} {real!r} first appears where it is not minted"
+        if kind == "eid":
+            assert isinstance(real, str), f"R-ID-1: elicitation id {real!r} is not a string"
+            assert ELICITATION_ID.match(real), f"R-ID-1: malformed elicitation id {real!r}"
+            self.eids.append(real)
+        else:
+            assert isinstance(real, int), f"worker ref {real!r} is not an int"
+            self.started.append(real)
+        to_model[real] = model
+        to_real[model] = real
+
+    def _compare_effects(self, ev: Event, real: list[Effect], model: list[Effect]) -> None:
+        def show(effects: list[Effect]) -> str:
+            return "".join(f"\n    {e!r}" for e in effects)
+
+        where = f"after {ev!r}\n  reducer:{show(real)}\n  model:{show(model)}"
+        assert len(real) == len(model), (
+            f"{len(real)} effects, the model expects {len(model)} {where}"
+        )
+        for i, (r, m) in enumerate(zip(real, model, strict=True)):
+            try:
+                ok = self._same_effect(r, m)
+            except AssertionError as exc:
+                raise AssertionError(f"effect {i}: {exc} {where}") from exc
+            assert ok, f"effect {i} differs {where}"
+
+    def _same_effect(self, r: Effect, m: Effect) -> bool:
+        if type(r) is not type(m):
+            return False
+        if isinstance(r, StartWorker) and isinstance(m, StartWorker):
+            self._bind("ref", r.ref, m.ref, minted=True)
+            return same(r.conn, m.conn) and same(
+                (type(r.job), attrs.astuple(r.job, recurse=False)),
+                (type(m.job), attrs.astuple(m.job, recurse=False)),
+            )
+        if isinstance(r, KillWorker) and isinstance(m, KillWorker):
+            self._bind("ref", r.ref, m.ref, minted=False)
+            return True
+        if isinstance(r, StartTimer | CancelTimer) and isinstance(m, StartTimer | CancelTimer):
+            if r.key[0] != m.key[0] or len(r.key) != 2:
+                return False
+            kind = _id_kind(r.key[0])
+            minted = isinstance(r, StartTimer) and kind == "eid"
+            self._bind(kind, r.key[1], m.key[1], minted=minted)
+            if isinstance(r, StartTimer) and isinstance(m, StartTimer):
+                return same(r.deadline, m.deadline)
+            return True
+        if isinstance(r, Reply) and isinstance(m, Reply):
+            return same((r.conn, r.request_id, r.message), (m.conn, m.request_id, m.message))
+        if isinstance(r, Push) and isinstance(m, Push):
+            message = dict(r.message)
+            method = message.get("method")
+            if method != m.message.get("method") or not same(r.conn, m.conn):
+                return False
+            if not same(r.related, m.related):  # R-DLV-1; not part of Push's equality
+                return False
+            if method == "elicitation/create":
+                self._bind("eid", message.get("id"), m.message["id"], minted=True)
+                message["id"] = m.message["id"]
+            elif method == "notifications/cancelled" and isinstance(message.get("params"), dict):
+                params = dict(message["params"])
+                self._bind(
+                    "eid", params.get("requestId"), m.message["params"]["requestId"], minted=False
+                )
+                params["requestId"] = m.message["params"]["requestId"]
+                message["params"] = params
+            return same(message, m.message)
+        if isinstance(r, Emit) and isinstance(m, Emit):
+            return same((r.name, r.fields), (m.name, m.fields))
+        raise AssertionError(f"unknown effect {r!r}")
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _translated(self, obs: Observation) -> Observation:
+        """``obs`` with the reducer's ids replaced by the model's."""
+
+        def eid(e: str) -> str:
+            assert e in self.to_model["eid"], f"the state holds elicitation {e!r}, never pushed"
+            return str(self.to_model["eid"][e])
+
+        def ref(r: int) -> int:
+            assert r in self.to_model["ref"], f"the state holds worker {r!r}, never started"
+            model_ref = self.to_model["ref"][r]
+            assert isinstance(model_ref, int)
+            return model_ref
+
+        return dataclasses.replace(
+            obs,
+            parked={conn: [eid(e) for e in eids] for conn, eids in obs.parked.items()},
+            elicitations={eid(e): key for e, key in obs.elicitations.items()},
+            workers={ref(r): key for r, key in obs.workers.items()},
+        )
+
+    def _observe_and_compare(self, ev: Event | None) -> Observation:
+        obs = self.observe_fn(self.state)
+        real = self._translated(obs)
+        expected = self.model.observe()
+        for f in dataclasses.fields(Observation):
+            a, b = getattr(real, f.name), getattr(expected, f.name)
+            assert a == b, f"{f.name} after {ev!r}:\n  reducer {a!r}\n  model   {b!r}"
+        self._check_observed_rules(obs)
+        return obs
+
+    def _check_observed_rules(self, obs: Observation) -> None:
+        """The rules that can be read off an observation, whatever the implementation."""
+        opts = self.options
+        share = self.model.per_connection_share
+        counts = {conn: len(eids) for conn, eids in obs.parked.items()}
+        for conn, n in counts.items():
+            assert n <= opts.max_parked_elicitations, f"R-INV-1: {conn!r} parks {n}"
+            assert conn in obs.subscribed, f"R-INV-5: {conn!r} parks without a subscriber"
+        for conn, n in obs.in_flight.items():
+            assert n <= share, f"R-INV-1: {conn!r} runs {n} workers over its share {share}"
+        assert obs.parked_total == sum(counts.values()) == len(obs.elicitations), "R-INV-2"
+        assert obs.parked_total <= opts.max_parked_elicitations_total, "R-INV-1: total parked"
+        assert obs.in_flight_total == sum(obs.in_flight.values()) == len(obs.workers), "R-INV-2"
+        assert obs.in_flight_total <= opts.max_in_flight, "R-INV-1: total workers"
+        assert obs.top == max(counts.values(), default=0), "R-INV-3: top"
+        entries = obs.caps_unsubscribed + obs.caps_live
+        assert len(entries) <= opts.max_client_capabilities, "R-INV-1: capability entries"
+        assert len(set(entries)) == len(entries), "R-INV-3: a connection with two entries"
+        assert set(obs.caps_live) <= obs.subscribed, "R-INV-3: a live entry without subscriber"
+        assert not set(obs.caps_unsubscribed) & obs.subscribed, "R-INV-3: entry in wrong group"
+        holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open}
+        assert obs.known == holders, f"R-INV-6: kept {set(obs.known)}, holding {holders}"
+
+    # -- the shell's view: timers and workers ----------------------------------------------------
+
+    def _replay_shell(self, effects: list[Effect], after: Observation) -> None:
+        for e in effects:
+            if isinstance(e, StartTimer):
+                assert e.key not in self.armed, f"R-INV-4: {e.key!r} armed twice"
+                self.armed[e.key] = e.deadline
+            elif isinstance(e, CancelTimer):
+                assert e.key in self.armed, f"R-INV-4: cancels {e.key!r}, which is not armed"
+                del self.armed[e.key]
+                self.disarmed.append(e.key)
+            elif isinstance(e, StartWorker):
+                assert e.ref not in self.running, f"worker {e.ref} started twice"
+                self.running[e.ref] = e.job
+            elif isinstance(e, KillWorker):
+                assert e.ref in self.running, f"kills worker {e.ref}, which is not running"
+                del self.running[e.ref]
+        live = self.live_timers_fn(self.state)
+        assert set(self.armed) == live, f"R-INV-4: armed {set(self.armed)} != live {live}"
+        worker_timers = {ident for kind, ident in self.armed if kind == "worker"}
+        assert set(self.running) == worker_timers == set(after.workers), (
+            f"R-WORK-1: running {set(self.running)}, timers {worker_timers}, "
+            f"state {set(after.workers)}"
+        )
+
+    # -- delivery --------------------------------------------------------------------------------
+
+    def _check_delivery(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        outcomes: set[CallKey] = set()
+        replies = [e for e in effects if isinstance(e, Reply)]
+        if isinstance(ev, ToolCallReceived | ReadRequested):
+            key = (ev.conn, ev.request_id)
+            mine = [r for r in replies if r.conn == ev.conn and same(r.request_id, ev.request_id)]
+            assert len(mine) == len(replies) <= 1, "R-DLV-1: a request was answered twice"
+            if mine:
+                assert mine[0].message is not None, "a request answered with nothing on arrival"
+                if key in before.open:  # R-ADM-1: the open call is untouched
+                    assert after.open.get(key) == before.open[key], "R-ADM-1"
+            else:
+                assert key not in before.open, "R-ADM-1: a reused id was not refused"
+                assert key in after.open, "R-DLV-1: a request neither answered nor opened"
+                self.awaiting_reply.add(key)
+        else:
+            for r in replies:
+                key = (r.conn, r.request_id)
+                assert key in self.awaiting_reply, f"R-DLV-1: {r!r} answers no open request"
+                self.awaiting_reply.discard(key)
+                if r.message is not None:
+                    outcomes.add(key)
+                elif key in after.open:  # R-DLV-3: parked in push mode
+                    assert after.open[key] == ("parked", True), f"R-DLV-3: {after.open[key]}"
+                    self.awaiting_push.add(key)
+        for p in (e for e in effects if isinstance(e, Push)):
+            msg = p.message
+            if msg.get("method") == "elicitation/create":
+                owner = after.elicitations.get(msg.get("id"))  # type: ignore[arg-type]
+                assert owner is not None, "R-PARK-2: a prompt for no parked call"
+                assert owner[0] == p.conn, "R-PARK-2: a prompt to a non-owner"
+                assert same(owner[1], p.related), f"R-DLV-1: prompt for {owner}, {p.related=}"
+            elif msg.get("method") == "notifications/cancelled":
+                eid = msg.get("params", {}).get("requestId")
+                owner = before.elicitations.get(eid)
+                assert owner is not None, "R-CLOSE-4: withdraws no parked call"
+                assert owner[0] == p.conn, "R-CLOSE-4: withdrawn from a non-owner"
+                assert same(owner[1], p.related), f"R-DLV-1: withdraws {owner}, {p.related=}"
+                assert eid not in after.elicitations, "R-CLOSE-4: withdrawn but still parked"
+            else:
+                assert is_response(msg), f"an unexpected push {msg!r}"
+                assert same(msg.get("id"), p.related), f"R-DLV-1: {p.related=} for {msg!r}"
+                key = (p.conn, msg.get("id"))
+                assert key in self.awaiting_push, f"R-DLV-3: {p!r} answers no pushed call"
+                self.awaiting_push.discard(key)
+                outcomes.add(key)
+        dropping = isinstance(
+            ev, CancelRequested | CallerExited | SubscriberDetached | SubscriberAttached
+        )
+        if isinstance(ev, SubscriberDetached | SubscriberAttached):
+            assert not any(isinstance(e, Push) for e in effects), "R-DROP-3: pushed to a leaver"
+        for key in before.open.keys() - after.open.keys():
+            if dropping:
+                assert key not in outcomes, f"R-DROP-4: dropped {key!r} got an outcome"
+            else:
+                assert key in outcomes, f"R-DLV-1: {key!r} ended without an outcome"
+            self.awaiting_push.discard(key)
+        for key in outcomes:
+            assert key not in after.open, f"R-CLOSE-3: {key!r} got an outcome but stays open"
+        unanswered = {key for key, (_, replied) in after.open.items() if not replied}
+        assert self.awaiting_reply == unanswered, "R-DLV-1: requests awaiting a reply"
+        pushed = {key for key, (_, replied) in after.open.items() if replied}
+        assert self.awaiting_push == pushed, "R-DLV-3: calls awaiting a pushed outcome"
+
+    # -- the eviction oracle ---------------------------------------------------------------------
+
+    def _eviction_oracle(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        asker = before.workers.get(ev.ref) if isinstance(ev, WorkerFinished) else None
+        if asker is None or before.open[asker][0] != "authorizing":
+            return
+        assert isinstance(ev, WorkerFinished)
+        value = ev.value
+        if not (isinstance(value, Ask) and isinstance(value.prompt, str)):
+            return
+        opts = self.options
+        conn = asker[0]
+        counts = {c: len(eids) for c, eids in before.parked.items()}
+        mine = counts.get(conn, 0)
+        top = max(counts.values(), default=0)
+        delivered: dict[CallKey, dict[str, Any] | None] = {}
+        for e in effects:
+            if isinstance(e, Reply) and e.message is not None:
+                delivered[(e.conn, e.request_id)] = e.message
+            elif isinstance(e, Push) and is_response(e.message):
+                delivered[(e.conn, e.message.get("id"))] = e.message
+        evicted = [
+            key
+            for key, message in delivered.items()
+            if key != asker and deny_of(message) == ("ask", TOO_MANY_ON_SERVER)
+        ]
+        parked = after.open.get(asker, ("", False))[0] == "parked"
+        asker_deny = deny_of(delivered.get(asker))
+
+        def verdict(name: str) -> None:
+            type(self).seen[name] += 1
+            label(f"ASK: {name}")
+
+        if not (conn in before.subscribed and before.can_elicit.get(conn, False)):
+            assert asker_deny == ("ask", value.prompt), f"R-AUTH-3: {asker_deny}"
+            assert not evicted, "R-AUTH-3: an unaskable owner evicted"
+            assert not parked, "R-AUTH-3: an unaskable owner parked"
+            verdict("deny-on-ask")
+        elif mine >= opts.max_parked_elicitations:
+            assert asker_deny == ("ask", TOO_MANY_PENDING), f"R-PARK-1: {asker_deny}"
+            assert not evicted, "R-PARK-1: over the cap, yet evicted"
+            assert not parked, "R-PARK-1: over the cap, yet parked"
+            verdict("refused: connection full")
+        elif before.parked_total < opts.max_parked_elicitations_total:
+            assert not evicted, "R-PARK-3: room on the server, yet evicted"
+            assert parked, "R-PARK-2: room on the server, yet not parked"
+            verdict("parked")
+        elif mine < top:
+            assert len(evicted) == 1, f"R-PARK-3: {len(evicted)} evicted for one ASK"
+            victim = evicted[0]
+            holder = victim[0]
+            assert holder != conn, "R-PARK-4: the asker was its own victim"
+            assert counts.get(holder) == top, f"R-PARK-4: evicted from {holder!r}, not a top holder"
+            oldest = before.elicitations[before.parked[holder][0]]
+            assert victim == oldest, f"R-PARK-4: evicted {victim!r}, the oldest is {oldest!r}"
+            holders = [c for c, n in counts.items() if n == top]
+            first = min(self.count_changed_at[c] for c in holders)
+            assert self.count_changed_at[holder] == first, (
+                f"R-PARK-4: {holder!r} reached {top} after another holder did"
+            )
+            assert victim not in after.open, "R-CLOSE-3: the victim is still open"
+            assert parked, "R-PARK-3: evicted, but the asker did not park"
+            verdict("evicted")
+        else:
+            assert asker_deny == ("ask", TOO_MANY_ON_SERVER), f"R-PARK-3: {asker_deny}"
+            assert not evicted, "R-PARK-3: refused, yet evicted"
+            assert not parked, "R-PARK-3: refused, yet parked"
+            verdict("refused: server full")
+
+    def _note_count_changes(self, before: Observation, after: Observation) -> None:
+        """The oracle's clock for R-PARK-4: the step at which each parked count last changed.
+
+        Counts that change in one step change in an order only the step knows (a caller's calls
+        are dropped in admission order), so the oracle accepts any of them as the first.
+        """
+        for conn in set(before.parked) | set(after.parked):
+            if len(before.parked.get(conn, [])) != len(after.parked.get(conn, [])):
+                self.count_changed_at[conn] = self.steps
+
+
+def _id_kind(timer_kind: object) -> str:
+    return "eid" if timer_kind == "elicitation" else "ref"
+
+
+def machine_for(
+    *,
+    step_fn: Callable[[Any, Event], tuple[Any, list[Effect]]] | None = None,
+    initial_state_fn: Callable[[Options, Tools], Any] | None = None,
+    observe_fn: Callable[[Any], Observation] | None = None,
+    check_invariants_fn: Callable[[Any], None] | None = None,
+    live_timers_fn: Callable[[Any], set[TimerKey]] | None = None,
+    base: type[ReducerMachine] = ReducerMachine,
+) -> type[ReducerMachine]:
+    """A subclass of ``base`` whose hooks are the functions given (the others stay ``base``'s).
+
+    It has its own ``seen`` counter.
+    """
+
+    class Machine(base):  # type: ignore[valid-type, misc]
+        seen: ClassVar[Counter[str]] = Counter()
+
+        def initial_state_fn(self, options: Options, tools: Tools) -> Any:
+            if initial_state_fn is None:
+                return super().initial_state_fn(options, tools)
+            return initial_state_fn(options, tools)
+
+        def step_fn(self, state: Any, event: Event) -> tuple[Any, list[Effect]]:
+            if step_fn is None:
+                return super().step_fn(state, event)  # type: ignore[no-any-return]
+            return step_fn(state, event)
+
+        def check_invariants_fn(self, state: Any) -> None:
+            if check_invariants_fn is None:
+                super().check_invariants_fn(state)
+            else:
+                check_invariants_fn(state)
+
+        def live_timers_fn(self, state: Any) -> set[TimerKey]:
+            if live_timers_fn is None:
+                return super().live_timers_fn(state)  # type: ignore[no-any-return]
+            return live_timers_fn(state)
+
+        def observe_fn(self, state: Any) -> Observation:
+            if observe_fn is None:
+                return super().observe_fn(state)  # type: ignore[no-any-return]
+            return observe_fn(state)
+
+    return Machine

@@ -1,0 +1,807 @@
+"""A reference model of spec/rules.md, written to be obviously right rather than fast.
+
+:class:`ReferenceModel` keeps plain records in plain lists and dicts and answers every question
+by a linear scan: the open calls are one list in admission order, a connection's parked calls
+are the calls of that list that are parked (sorted by when they parked), the capability entries
+are one list. Nothing is shared with :mod:`askgate.core` but the event, effect and decision
+classes and :class:`~askgate.core.Options`; the wire messages are written out here from the
+spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
+
+The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failure`` value);
+the protocol layer of spec/protocol.md (``MessageReceived``, ``ResourceUpdated``,
+``LogEmitted``, ``CatalogChanged``, tool definitions, built-in list methods) is not modelled.
+
+``apply(event)`` returns the effects the spec requires, in the order the reducer emits them (the
+spec fixes the order only where it matters: an eviction before the park it makes room for). A
+``Push`` about a call names its request id in ``related`` (R-DLV-1); ``Push`` compares without
+``related``, so a checker compares it apart.
+
+Identifiers
+-----------
+The model mints its own elicitation ids (``model-elicit-0``, ``model-elicit-1``, ...) and worker
+refs (``1``, ``2``, ...). They are *not* the reducer's: a checker compares effects modulo a
+bijection between the reducer's ids and the model's, established in order of first appearance
+(see :mod:`askgate.models.machine`), and translates ids back when it feeds events to the model.
+That keeps the model independent of how R-ID-1 derives an id; the machine checks the id's
+format and that no id is ever reused (a reused id cannot be bound to a second model id).
+
+Readings of the spec
+--------------------
+* R-PARK-4's "changed least recently" is a tick per change of a count, so counts changed in one
+  step are ordered by the order of the operations in it (a caller's calls are dropped in
+  admission order, an eviction comes before the park it makes room for).
+* R-READ-2's "off-contract read authorizer" is read as R-AUTH-4 defines off-contract: ``Ask``
+  or ``Deny`` whose text is not a string answers ``authorizer failed``. The reducer answers an
+  ``Ask`` with no string prompt ``interactive approval unsupported`` (a strict xfail in
+  tests/test_model.py pins the difference until the spec settles it).
+* When an approval finds its tool unregistered *and* the bounds full, R-TOOL-2 answers first
+  (``-32601``), as the reducer does; the spec names both and orders neither.
+
+Text the spec does not fix
+--------------------------
+The JSON-RPC error ``message`` of ``-32600``, ``-32601`` and ``-32603`` and the ``reason`` of a
+``notifications/cancelled`` are not normative; they are written here as the reducer writes them
+today, so a difference there is a wording change, not a broken rule. The ``size`` field of the
+``client_capabilities_evicted`` telemetry is taken as the number of entries after the eviction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from askgate.core.effects import (
+    Allow,
+    Ask,
+    Authorize,
+    AuthorizeRead,
+    CancelTimer,
+    Deny,
+    Effect,
+    Emit,
+    Failure,
+    Job,
+    KillWorker,
+    Push,
+    Reply,
+    RunRead,
+    RunTool,
+    StartTimer,
+    StartWorker,
+    UnknownToolReply,
+)
+from askgate.core.events import (
+    CallerExited,
+    CancelRequested,
+    ClientInitialized,
+    ElicitationAnswered,
+    Event,
+    ReadRequested,
+    SubscriberAttached,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolRegistered,
+    ToolUnregistered,
+    WorkerFailed,
+    WorkerFinished,
+)
+from askgate.core.options import Options
+
+JsonObject = dict[str, Any]
+CallKey = tuple[Hashable, Hashable]
+
+# Stages of an open call; every one but PARKED holds one worker.
+AUTHORIZING = "authorizing"
+RUNNING = "running"
+PARKED = "parked"
+UNKNOWN_REPLY = "unknown_reply"
+READ_AUTHORIZING = "read_authorizing"
+READ_RUNNING = "read_running"
+
+# The deny details of spec/rules.md (R-ADM-3, R-AUTH-4, R-PARK-1, R-PARK-3, R-CLOSE-2, R-READ-2).
+SENSITIVE_UNGUARDED = "sensitive tool unguarded"
+AUTHORIZER_FAILED = "authorizer failed"
+TOO_MANY_PENDING = "too many elicitations pending"
+TOO_MANY_ON_SERVER = "too many elicitations pending on this server"
+DECLINED = "declined"
+CANCELLED = "cancelled"
+NOT_APPROVED = "not approved"
+ELICITATION_FAILED = "elicitation failed"
+TIMED_OUT = "elicitation timed out"
+READ_ASK = "interactive approval unsupported"
+
+# Not normative (see the module docstring).
+REQUEST_CANCELLED_REASON = "request cancelled"
+INVALID_ID_MESSAGE = "Invalid request id: must be a string or an integer"
+DUPLICATE_ID_MESSAGE = "Request id already in flight on this connection"
+CALLBACK_FAILED_MESSAGE = "MCP callback failed"
+
+MODEL_ELICITATION_PREFIX = "model-elicit-"
+
+
+# ---------------------------------------------------------------------------------------------
+# The wire messages, written out from spec/rules.md and wire-shapes.md
+
+
+def _result(request_id: object, value: object) -> JsonObject:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def _error(request_id: object, code: int, message: str, data: object = None) -> JsonObject:
+    err: JsonObject = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+def _is_error_tool_result(payload: JsonObject) -> JsonObject:
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return {
+        "isError": True,
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": payload,
+    }
+
+
+def deny_message(request_id: object, tool: str, decision: str, detail: str) -> JsonObject:
+    """The deny of a ``tools/call`` (R-CLOSE-2): an ``isError`` tool result."""
+    payload = {
+        "error": "authorization_required",
+        "tool": tool,
+        "decision": decision,
+        "detail": detail,
+    }
+    return _result(request_id, _is_error_tool_result(payload))
+
+
+def read_denied_message(request_id: object, method: str, detail: str) -> JsonObject:
+    """The deny of a read (R-READ-2): JSON-RPC error -32090."""
+    data = {"error": "authorization_required", "method": method, "detail": detail}
+    return _error(request_id, -32090, f"authorization_required: {method}", data)
+
+
+def tool_failure_message(request_id: object, kind: str, scope: str | None = None) -> JsonObject:
+    """``server_busy`` (with its scope), ``callback_timeout``, ``callback_failed`` on a tool."""
+    payload: JsonObject = {"error": kind}
+    if scope is not None:
+        payload["scope"] = scope
+    return _result(request_id, _is_error_tool_result(payload))
+
+
+def method_failure_message(request_id: object, method: str, kind: str) -> JsonObject:
+    """The same three failures on any other method: -32603 with ``data.error``."""
+    data = {"error": kind, "method": method}
+    return _error(request_id, -32603, CALLBACK_FAILED_MESSAGE, data)
+
+
+def unknown_tool_message(request_id: object, tool: str) -> JsonObject:
+    return _error(request_id, -32601, f"Tool not found: {tool}")
+
+
+def unknown_tool_text_message(request_id: object, text: str) -> JsonObject:
+    return _result(request_id, {"isError": True, "content": [{"type": "text", "text": text}]})
+
+
+def elicitation_create_message(elicitation_id: str, tool: str, prompt: str) -> JsonObject:
+    """The prompt of a park (R-PARK-2): form mode, one required boolean ``approve``."""
+    approve = {
+        "type": "boolean",
+        "title": "Approve",
+        "description": f"Approve running the {tool} tool",
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": elicitation_id,
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": prompt,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approve": approve},
+                "required": ["approve"],
+            },
+        },
+    }
+
+
+def elicitation_cancelled_message(elicitation_id: str, reason: str) -> JsonObject:
+    """Withdraws a prompt that no longer matters (R-CLOSE-4)."""
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": elicitation_id, "reason": reason},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Small predicates, each one sentence of the spec
+
+
+def is_request_id(value: object) -> bool:
+    """R-ADM-0: a string, or an integer that is not a bool."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, str | int)
+
+
+def advertises_form_elicitation(capabilities: object) -> bool:
+    """R-CAP-4: ``capabilities.elicitation`` is an object that is empty or has a ``form`` object."""
+    if not isinstance(capabilities, dict):
+        return False
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict):
+        return False
+    if len(elicitation) == 0:
+        return True
+    return isinstance(elicitation.get("form"), dict)
+
+
+def approves(result: object) -> bool:
+    """R-CLOSE-1: ``action`` exactly ``"accept"`` and ``content.approve`` the boolean ``true``."""
+    if not isinstance(result, dict):
+        return False
+    if result.get("action") != "accept":
+        return False
+    content = result.get("content")
+    if not isinstance(content, dict):
+        return False
+    return content.get("approve") is True
+
+
+def refusal_detail(result: object) -> str:
+    """R-CLOSE-2: the detail of an answer that does not approve."""
+    action = result.get("action") if isinstance(result, dict) else None
+    if action == "decline":
+        return DECLINED
+    if action == "cancel":
+        return CANCELLED
+    return NOT_APPROVED
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass
+class ModelCall:
+    """An open request. ``name`` is the tool, or the method of a read."""
+
+    conn: Hashable
+    request_id: Hashable
+    is_tool: bool
+    name: str
+    arguments: object
+    mode: str
+    caller: Hashable | None
+    stage: str = ""
+    worker: int | None = None  # while in a stage that holds a worker
+    elicitation_id: str | None = None  # while PARKED
+    parked_at: int = -1  # the model's tick when it parked: a connection's queue order
+    replied: bool = False  # push mode: answered with nothing when it parked (R-DLV-3)
+
+    @property
+    def key(self) -> CallKey:
+        return (self.conn, self.request_id)
+
+
+@dataclass
+class CapEntry:
+    """A capabilities entry (R-CAP-*); ``joined`` orders it within its group."""
+
+    conn: Hashable
+    can_elicit: bool
+    live: bool
+    joined: int
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a checker compares between the reducer and the model after every step.
+
+    Ids are the observed implementation's own (a checker translates them before comparing).
+    """
+
+    tools: dict[str, bool]  # name -> sensitive
+    subscribed: frozenset[Hashable]
+    known: frozenset[Hashable]  # connections the state keeps (R-INV-6)
+    parked: dict[Hashable, list[str]]  # conn -> its parked elicitation ids, oldest first
+    elicitations: dict[str, CallKey]  # elicitation id -> the call parked under it
+    workers: dict[int, CallKey]  # worker ref -> the call it serves
+    in_flight: dict[Hashable, int]  # conn -> its workers (connections holding any)
+    caps_unsubscribed: list[Hashable]  # entries without a live subscriber, oldest first
+    caps_live: list[Hashable]  # entries with one, oldest first
+    can_elicit: dict[Hashable, bool]  # conn -> whether its entry advertised form elicitation
+    open: dict[CallKey, tuple[str, bool]]  # open call -> (stage, answered with nothing)
+    parked_total: int
+    in_flight_total: int
+    top: int
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+class ReferenceModel:
+    """The spec as a naive state machine: ``apply(event)`` returns the effects it requires."""
+
+    def __init__(self, options: Options, tools: Iterable[tuple[str, bool]] = ()) -> None:
+        self.options = options
+        self.tools: dict[str, bool] = dict(tools)  # name -> sensitive (R-TOOL-1)
+        self.subscribed: set[Hashable] = set()
+        self.entries: list[CapEntry] = []
+        self.calls: list[ModelCall] = []  # admission order
+        # conn -> the tick at which its parked count last changed (R-PARK-4's tie-break).
+        self.count_changed_at: dict[Hashable, int] = {}
+        self.ticks = 0
+        self.next_ref = 1
+        self.next_elicitation = 0
+
+    # -- what a checker reads ----------------------------------------------------------------
+
+    @property
+    def per_connection_share(self) -> int:
+        """R-OPT-1: ``max_in_flight_per_connection``, or half of ``max_in_flight``, at least 1."""
+        share = self.options.max_in_flight_per_connection
+        if share is None:
+            return max(1, self.options.max_in_flight // 2)
+        return share
+
+    def parked_calls(self, conn: Hashable) -> list[ModelCall]:
+        """The connection's parked calls, oldest first."""
+        mine = [c for c in self.calls if c.conn == conn and c.stage == PARKED]
+        return sorted(mine, key=lambda c: c.parked_at)
+
+    def parked_count(self, conn: Hashable) -> int:
+        return len(self.parked_calls(conn))
+
+    def parked_total(self) -> int:
+        return len([c for c in self.calls if c.stage == PARKED])
+
+    def top(self) -> int:
+        """The most parked calls any connection holds."""
+        return max((self.parked_count(c.conn) for c in self.calls), default=0)
+
+    def workers_of(self, conn: Hashable) -> int:
+        return len([c for c in self.calls if c.conn == conn and c.worker is not None])
+
+    def workers_total(self) -> int:
+        return len([c for c in self.calls if c.worker is not None])
+
+    def entry(self, conn: Hashable) -> CapEntry | None:
+        for e in self.entries:
+            if e.conn == conn:
+                return e
+        return None
+
+    def can_be_asked(self, conn: Hashable) -> bool:
+        """R-CAP-4: a live subscriber and an entry that advertised form elicitation."""
+        e = self.entry(conn)
+        return conn in self.subscribed and e is not None and e.can_elicit
+
+    def known_connections(self) -> set[Hashable]:
+        """R-INV-6: a connection is kept while it has a subscriber, an entry or a request."""
+        known = set(self.subscribed)
+        known.update(e.conn for e in self.entries)
+        known.update(c.conn for c in self.calls)
+        return known
+
+    def live_timers(self) -> set[tuple[str, object]]:
+        """R-INV-4: one timer per parked call and per worker."""
+        timers: set[tuple[str, object]] = set()
+        for c in self.calls:
+            if c.stage == PARKED:
+                timers.add(("elicitation", c.elicitation_id))
+            else:
+                timers.add(("worker", c.worker))
+        return timers
+
+    def observe(self) -> Observation:
+        conns = self.known_connections()
+        in_flight = {conn: self.workers_of(conn) for conn in conns}
+        parked = {conn: [str(c.elicitation_id) for c in self.parked_calls(conn)] for conn in conns}
+        by_age = sorted(self.entries, key=lambda e: e.joined)
+        return Observation(
+            tools=dict(self.tools),
+            subscribed=frozenset(self.subscribed),
+            known=frozenset(conns),
+            parked={conn: eids for conn, eids in parked.items() if eids},
+            elicitations={str(c.elicitation_id): c.key for c in self.calls if c.stage == PARKED},
+            workers={c.worker: c.key for c in self.calls if c.worker is not None},
+            in_flight={conn: n for conn, n in in_flight.items() if n},
+            caps_unsubscribed=[e.conn for e in by_age if not e.live],
+            caps_live=[e.conn for e in by_age if e.live],
+            can_elicit={e.conn: e.can_elicit for e in self.entries},
+            open={c.key: (c.stage, c.replied) for c in self.calls},
+            parked_total=self.parked_total(),
+            in_flight_total=self.workers_total(),
+            top=self.top(),
+        )
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> list[Effect]:
+        """Applies ``event``; returns the effects, in order."""
+        out: list[Effect] = []
+        if isinstance(event, ClientInitialized):
+            self._client_initialized(event.conn, event.capabilities, out)
+        elif isinstance(event, SubscriberAttached):
+            self._subscriber_attached(event.conn, out)
+        elif isinstance(event, SubscriberDetached):
+            self._connection_gone(event.conn, out)
+        elif isinstance(event, ToolRegistered):
+            self.tools[event.name] = bool(event.sensitive)
+        elif isinstance(event, ToolUnregistered):
+            self.tools.pop(event.name, None)
+        elif isinstance(event, ToolCallReceived):
+            self._tool_call(event, out)
+        elif isinstance(event, ReadRequested):
+            self._read(event, out)
+        elif isinstance(event, WorkerFinished):
+            self._worker_ended(event.ref, "finished", event.value, event.now, out)
+        elif isinstance(event, WorkerFailed):
+            self._worker_ended(event.ref, "failed", None, event.now, out)
+        elif isinstance(event, ElicitationAnswered):
+            self._answered(event, out)
+        elif isinstance(event, CancelRequested):
+            self._cancel(event.conn, event.request_id, out)
+        elif isinstance(event, CallerExited):
+            self._caller_exited(event.caller, out)
+        elif isinstance(event, TimerFired):
+            self._timer_fired(event.key, event.now, out)
+        else:
+            raise TypeError(f"not an event: {event!r}")
+        return out
+
+    def _tick(self) -> int:
+        self.ticks += 1
+        return self.ticks
+
+    # -- capabilities and subscribers (R-CAP-*, R-SUB-*) -----------------------------------------
+
+    def _client_initialized(self, conn: Hashable, capabilities: object, out: list[Effect]) -> None:
+        if self.entry(conn) is not None:
+            return  # R-CAP-1
+        live = conn in self.subscribed
+        can = advertises_form_elicitation(capabilities)
+        self.entries.append(CapEntry(conn, can, live, self._tick()))
+        limit = self.options.max_client_capabilities
+        if len(self.entries) > limit:  # R-CAP-3
+            unsubscribed = [e for e in self.entries if not e.live]
+            candidates = unsubscribed if unsubscribed else self.entries
+            victim = min(candidates, key=lambda e: e.joined)
+            self.entries.remove(victim)
+            fields = {
+                "count": 1,
+                "size": len(self.entries),
+                "live_subscriber": victim.live,
+                "max_client_capabilities": limit,
+            }
+            out.append(Emit("client_capabilities_evicted", fields))
+
+    def _subscriber_attached(self, conn: Hashable, out: list[Effect]) -> None:
+        if conn in self.subscribed:
+            self._connection_gone(conn, out)  # R-SUB-2
+        self.subscribed.add(conn)  # R-SUB-1
+        e = self.entry(conn)
+        if e is not None and not e.live:
+            e.live = True
+            e.joined = self._tick()
+
+    def _connection_gone(self, conn: Hashable, out: list[Effect]) -> None:
+        """R-DROP-3: drop every call it owns in admission order, remove its entry, forget it."""
+        for call in [c for c in self.calls if c.conn == conn]:
+            self._drop(call, notify=False, out=out)
+        self.entries = [e for e in self.entries if e.conn != conn]
+        self.subscribed.discard(conn)
+
+    # -- admission (R-ADM-*, R-READ-1) ---------------------------------------------------------
+
+    def _find(self, conn: Hashable, request_id: object) -> ModelCall | None:
+        if not is_request_id(request_id):
+            return None
+        for c in self.calls:
+            if c.conn == conn and c.request_id == request_id:
+                return c
+        return None
+
+    def _admit(self, conn: Hashable, request_id: object, out: list[Effect]) -> bool:
+        if not is_request_id(request_id):  # R-ADM-0
+            out.append(Reply(conn, request_id, _error(None, -32600, INVALID_ID_MESSAGE)))
+            return False
+        if self._find(conn, request_id) is not None:  # R-ADM-1
+            out.append(Reply(conn, request_id, _error(request_id, -32600, DUPLICATE_ID_MESSAGE)))
+            return False
+        return True
+
+    def _busy_scope(self, conn: Hashable) -> str | None:
+        """R-ADM-5: which bound refuses a new worker for ``conn``, server first."""
+        if self.workers_total() >= self.options.max_in_flight:
+            return "server"
+        if self.workers_of(conn) >= self.per_connection_share:
+            return "connection"
+        return None
+
+    def _busy_message(self, call: ModelCall, scope: str) -> JsonObject:
+        if call.is_tool:
+            return tool_failure_message(call.request_id, "server_busy", scope)
+        return method_failure_message(call.request_id, call.name, "server_busy")
+
+    def _open(self, call: ModelCall, stage: str, job: Job, now: int, out: list[Effect]) -> None:
+        """Admits ``call`` into a stage that holds a worker, or answers busy (R-ADM-5)."""
+        scope = self._busy_scope(call.conn)
+        if scope is not None:
+            out.append(Reply(call.conn, call.request_id, self._busy_message(call, scope)))
+            return
+        self.calls.append(call)
+        self._start_worker(call, stage, job, now, out)
+
+    def _start_worker(
+        self, call: ModelCall, stage: str, job: Job, now: int, out: list[Effect]
+    ) -> None:
+        ref = self.next_ref
+        self.next_ref += 1
+        call.stage = stage
+        call.worker = ref
+        out.append(StartWorker(ref, call.conn, job))
+        out.append(StartTimer(("worker", ref), now + self.options.callback_timeout_ms))  # R-WORK-1
+
+    def _tool_call(self, ev: ToolCallReceived, out: list[Effect]) -> None:
+        if not self._admit(ev.conn, ev.request_id, out):
+            return
+        rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
+        call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
+        if ev.tool not in self.tools:  # R-ADM-2
+            if self.options.has_unknown_tool_reply:
+                self._open(call, UNKNOWN_REPLY, UnknownToolReply(ev.tool), ev.now, out)
+            else:
+                out.append(Reply(ev.conn, rid, unknown_tool_message(rid, ev.tool)))
+        elif self.options.has_authorizer:  # R-AUTH-1
+            self._open(call, AUTHORIZING, Authorize(ev.tool, ev.arguments), ev.now, out)
+        elif self.tools[ev.tool]:  # R-ADM-3
+            message = deny_message(rid, ev.tool, "deny", SENSITIVE_UNGUARDED)
+            out.append(Reply(ev.conn, rid, message))
+        else:  # R-ADM-4
+            self._open(call, RUNNING, RunTool(ev.tool, ev.arguments), ev.now, out)
+
+    def _read(self, ev: ReadRequested, out: list[Effect]) -> None:
+        if not self._admit(ev.conn, ev.request_id, out):
+            return
+        rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
+        call = ModelCall(ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller)
+        if self.options.has_read_authorizer:  # R-READ-1
+            self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, ev.params), ev.now, out)
+        else:
+            self._open(call, READ_RUNNING, RunRead(ev.method, ev.params), ev.now, out)
+
+    # -- ending calls (R-DLV-*, R-DROP-*) ------------------------------------------------------
+
+    def _close(self, call: ModelCall, message: JsonObject, out: list[Effect]) -> None:
+        """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call."""
+        if call.replied:
+            out.append(Push(call.conn, message, call.request_id))
+        else:
+            out.append(Reply(call.conn, call.request_id, message))
+        self.calls.remove(call)
+
+    def _deny(self, call: ModelCall, decision: str, detail: str, out: list[Effect]) -> None:
+        self._close(call, deny_message(call.request_id, call.name, decision, detail), out)
+
+    def _drop(self, call: ModelCall, *, notify: bool, out: list[Effect]) -> None:
+        """R-DROP-4: no outcome; whatever the call holds is released; an unanswered request is
+        answered with nothing."""
+        if call.stage == PARKED:
+            eid = str(call.elicitation_id)
+            self._unpark(call)
+            out.append(CancelTimer(("elicitation", eid)))
+            if notify:  # R-CLOSE-4
+                message = elicitation_cancelled_message(eid, REQUEST_CANCELLED_REASON)
+                out.append(Push(call.conn, message, call.request_id))
+        else:
+            ref = call.worker
+            assert ref is not None
+            out.append(KillWorker(ref))
+            out.append(CancelTimer(("worker", ref)))
+            call.worker = None
+        if not call.replied:
+            out.append(Reply(call.conn, call.request_id, None))
+        self.calls.remove(call)
+
+    def _cancel(self, conn: Hashable, request_id: object, out: list[Effect]) -> None:
+        call = self._find(conn, request_id)
+        if call is not None:
+            self._drop(call, notify=True, out=out)  # R-DROP-1
+
+    def _caller_exited(self, caller: Hashable, out: list[Effect]) -> None:
+        for call in [c for c in self.calls if c.caller is not None and c.caller == caller]:
+            self._drop(call, notify=True, out=out)  # R-DROP-2
+
+    # -- workers (R-WORK-*, R-AUTH-*, R-READ-*) -------------------------------------------------
+
+    def _call_of_worker(self, ref: object) -> ModelCall | None:
+        for c in self.calls:
+            if c.worker is not None and c.worker == ref:
+                return c
+        return None
+
+    def _worker_ended(
+        self, ref: object, how: str, value: object, now: int, out: list[Effect]
+    ) -> None:
+        """``how`` is ``finished``, ``failed`` or ``timed_out``."""
+        call = self._call_of_worker(ref)
+        if call is None or call.worker is None:
+            return  # R-WORK-4
+        worker, call.worker = call.worker, None
+        if how == "timed_out":
+            out.append(KillWorker(worker))  # R-WORK-2
+        else:
+            out.append(CancelTimer(("worker", worker)))  # R-WORK-3
+        rid = call.request_id
+        if call.stage == AUTHORIZING:
+            if how != "finished":
+                self._deny(call, "deny", AUTHORIZER_FAILED, out)  # R-AUTH-4
+            elif isinstance(value, Allow):
+                self._run_tool(call, now, out)  # R-AUTH-1
+            elif isinstance(value, Deny) and isinstance(value.reason, str):
+                self._deny(call, "deny", value.reason, out)  # R-AUTH-2
+            elif isinstance(value, Ask) and isinstance(value.prompt, str):
+                self._ask(call, value.prompt, now, out)  # R-AUTH-3
+            else:
+                self._deny(call, "deny", AUTHORIZER_FAILED, out)  # R-AUTH-4
+        elif call.stage == RUNNING:
+            if how == "finished" and isinstance(value, dict):
+                self._close(call, _result(rid, value), out)
+            elif how == "timed_out":
+                self._close(call, tool_failure_message(rid, "callback_timeout"), out)
+            else:
+                self._close(call, tool_failure_message(rid, "callback_failed"), out)
+        elif call.stage == UNKNOWN_REPLY:  # R-ADM-2
+            if how == "finished" and isinstance(value, str):
+                self._close(call, unknown_tool_text_message(rid, value), out)
+            else:
+                self._close(call, unknown_tool_message(rid, call.name), out)
+        elif call.stage == READ_AUTHORIZING:  # R-READ-1, R-READ-2
+            if how != "finished":
+                self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
+            elif isinstance(value, Allow):
+                self._next_stage(call, READ_RUNNING, RunRead(call.name, call.arguments), now, out)
+            elif isinstance(value, Deny) and isinstance(value.reason, str):
+                self._close(call, read_denied_message(rid, call.name, value.reason), out)
+            elif isinstance(value, Ask) and isinstance(value.prompt, str):
+                self._close(call, read_denied_message(rid, call.name, READ_ASK), out)
+            else:
+                self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
+        elif call.stage == READ_RUNNING:
+            if how == "finished" and isinstance(value, dict):
+                self._close(call, _result(rid, value), out)
+            elif how == "finished" and isinstance(value, Failure) and isinstance(value.code, int):
+                message = _error(rid, value.code, str(value.message), value.data)
+                self._close(call, message, out)  # R-PROTO-14
+            elif how == "timed_out":
+                self._close(call, method_failure_message(rid, call.name, "callback_timeout"), out)
+            else:
+                self._close(call, method_failure_message(rid, call.name, "callback_failed"), out)
+        else:
+            raise AssertionError(f"a worker for a call in stage {call.stage!r}")
+
+    def _next_stage(
+        self, call: ModelCall, stage: str, job: Job, now: int, out: list[Effect]
+    ) -> None:
+        """A new worker for an open call: the bounds are checked again (R-ADM-5)."""
+        scope = self._busy_scope(call.conn)
+        if scope is not None:
+            self._close(call, self._busy_message(call, scope), out)
+            return
+        self._start_worker(call, stage, job, now, out)
+
+    def _run_tool(self, call: ModelCall, now: int, out: list[Effect]) -> None:
+        """An allowed or approved call starts its tool if it is still registered (R-TOOL-2)."""
+        if call.name not in self.tools:
+            self._close(call, unknown_tool_message(call.request_id, call.name), out)
+            return
+        self._next_stage(call, RUNNING, RunTool(call.name, call.arguments), now, out)
+
+    # -- parking (R-AUTH-3, R-PARK-*) -----------------------------------------------------------
+
+    def _set_count_changed(self, conn: Hashable) -> None:
+        self.count_changed_at[conn] = self._tick()
+
+    def _unpark(self, call: ModelCall) -> None:
+        """The call leaves its owner's parked calls (its count changes, R-CLOSE-3)."""
+        call.stage = "unparked"
+        call.elicitation_id = None
+        self._set_count_changed(call.conn)
+
+    def _ask(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
+        conn = call.conn
+        if not self.can_be_asked(conn):
+            self._deny(call, "ask", prompt, out)  # R-AUTH-3: deny-on-ASK
+            return
+        mine = self.parked_count(conn)
+        if mine >= self.options.max_parked_elicitations:
+            self._deny(call, "ask", TOO_MANY_PENDING, out)  # R-PARK-1
+            return
+        if self.parked_total() >= self.options.max_parked_elicitations_total:  # R-PARK-3
+            top = self.top()
+            if mine >= top:
+                self._deny(call, "ask", TOO_MANY_ON_SERVER, out)
+                return
+            # R-PARK-4: of the connections holding `top`, the one whose count changed first.
+            holders = {c.conn for c in self.calls if self.parked_count(c.conn) == top}
+            victim_conn = min(holders, key=lambda c: self.count_changed_at[c])
+            victim = self.parked_calls(victim_conn)[0]
+            eid = str(victim.elicitation_id)
+            self._unpark(victim)
+            out.append(CancelTimer(("elicitation", eid)))
+            withdrawn = elicitation_cancelled_message(eid, TOO_MANY_ON_SERVER)
+            out.append(Push(victim.conn, withdrawn, victim.request_id))
+            self._deny(victim, "ask", TOO_MANY_ON_SERVER, out)
+        self._park(call, prompt, now, out)
+
+    def _park(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
+        """R-PARK-2, R-DLV-3."""
+        eid = f"{MODEL_ELICITATION_PREFIX}{self.next_elicitation}"
+        self.next_elicitation += 1
+        call.stage = PARKED
+        call.elicitation_id = eid
+        call.parked_at = self._tick()
+        self._set_count_changed(call.conn)
+        deadline = now + self.options.elicitation_timeout_ms
+        out.append(StartTimer(("elicitation", eid), deadline))
+        prompt_message = elicitation_create_message(eid, call.name, prompt)
+        out.append(Push(call.conn, prompt_message, call.request_id))
+        if call.mode == "push" and not call.replied:
+            call.replied = True
+            out.append(Reply(call.conn, call.request_id, None))
+
+    def _parked_call(self, eid: object) -> ModelCall | None:
+        if not isinstance(eid, str):
+            return None
+        for c in self.calls:
+            if c.stage == PARKED and c.elicitation_id == eid:
+                return c
+        return None
+
+    def _answered(self, ev: ElicitationAnswered, out: list[Effect]) -> None:
+        call = self._parked_call(ev.elicitation_id)
+        if call is None or call.conn != ev.conn:
+            return  # R-CLOSE-5: unknown, late and foreign answers look alike
+        eid = str(call.elicitation_id)
+        self._unpark(call)
+        out.append(CancelTimer(("elicitation", eid)))  # R-CLOSE-3
+        if ev.error is not None:
+            self._deny(call, "ask", ELICITATION_FAILED, out)
+        elif approves(ev.result):
+            self._run_tool(call, ev.now, out)  # R-CLOSE-1
+        else:
+            self._deny(call, "ask", refusal_detail(ev.result), out)  # R-CLOSE-2
+
+    def _timer_fired(self, key: object, now: int, out: list[Effect]) -> None:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return
+        kind, ident = key
+        if kind == "worker" and isinstance(ident, int) and not isinstance(ident, bool):
+            self._worker_ended(ident, "timed_out", None, now, out)
+        elif kind == "elicitation":
+            call = self._parked_call(ident)
+            if call is None:
+                return
+            eid = str(call.elicitation_id)
+            self._unpark(call)
+            withdrawn = elicitation_cancelled_message(eid, TIMED_OUT)
+            out.append(Push(call.conn, withdrawn, call.request_id))  # R-CLOSE-4
+            self._deny(call, "ask", TIMED_OUT, out)  # R-CLOSE-2
+
+
+__all__ = [
+    "ModelCall",
+    "Observation",
+    "ReferenceModel",
+    "approves",
+    "deny_message",
+    "elicitation_cancelled_message",
+    "elicitation_create_message",
+]
