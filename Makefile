@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify clean run run-stdio demo
+.PHONY: install test check lint typecheck spec bench bench-stdio crosshair verify mutate clean run run-stdio demo
 
 install: $(STAMP)
 
@@ -38,6 +38,11 @@ verify: $(STAMP)
 # CrossHair checks the pre:/post: contracts of the reducer's decision functions.
 crosshair: $(STAMP)
 	$(BIN)/crosshair check --analysis_kind=PEP316 --per_condition_timeout=20 askgate.core.decide
+
+# Mutation testing: hand-written bugs in core/, each run against the tests in a temporary copy
+# (the working tree is never edited); writes bench/results/mutation.json (takes minutes).
+mutate: $(STAMP)
+	$(BIN)/python bench/mutate.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py

@@ -1,0 +1,1166 @@
+"""Mutation testing of the reducer: evidence that the checks can fail.
+
+    python bench/mutate.py [--jobs N] [--budget SECONDS] [--only NAME ...] [--full]
+                           [--files TEST_FILE ...] [--source worktree|head] [--keep] [--list]
+
+Each mutant below is one hand-written, plausible bug: an exact edit (old text -> new text) of
+one file under ``core/``; the old text must occur exactly once. For each mutant the repository
+is copied to a temporary directory (the files ``git ls-files`` names, as they are in the working
+tree, or as committed with ``--source head``), the edit is applied to the copy, and the test
+files relevant to the edited file run against the copy, one ``pytest -x`` after another, fastest
+killers first. The real working tree is never written to, except for the results file.
+
+The copy's root is put first on ``PYTHONPATH`` (``askgate/core`` is a symlink to ``../core``),
+so the copy's tests import the copy's code, in the test process and in any subprocess it starts
+(CrossHair). A sanity run checks that, and that the unmutated copy passes every file, before any
+mutant runs; and each mutant checks that the module it imports holds the mutated text.
+
+A mutant is *killed* when a test file fails, *timeout* when it runs past its budget (counted as
+killed: the suite did not pass), *survived* when every file passes. Results go to
+``bench/results/mutation.json``; the exit status is 1 when a mutant survived that is not marked
+equivalent (see "Equivalent mutants" in spec/rules.md), or a mutant could not be applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "mutation.json"
+
+# Test files in the order they run for a mutant: the fastest, most pointed killers first.
+# A file that does not exist in the copy (test_model.py before it lands) is skipped.
+REDUCER_SUITE = (
+    "tests/test_rules.py",
+    "tests/test_protocol.py",
+    "tests/test_totality.py",
+    "tests/test_explore.py",
+    "tests/test_model.py",
+    "tests/test_mutation_kills.py",
+)
+SUITES: dict[str, tuple[str, ...]] = {
+    # CrossHair checks only the contracts of decide.py: it runs for decide.py mutants, last.
+    "core/decide.py": (*REDUCER_SUITE, "tests/test_crosshair.py"),
+    "core/codec.py": (
+        "tests/test_codec.py",
+        "tests/test_protocol.py",
+        "tests/test_mutation_kills.py",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One bug: replace ``old`` (which must occur exactly once) by ``new`` in ``path``."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    rules: tuple[str, ...]
+    what: str
+    # Why the mutant cannot change behaviour, when it was judged equivalent (spec/rules.md).
+    equivalent: str = ""
+    # The same edit in another spelling of the code (the committed one, when the working tree
+    # has moved on): used when ``old`` does not occur. Exactly one spelling must occur, once.
+    or_old: str = ""
+    or_new: str = ""
+
+    # The test files to run, when not those of SUITES (``--files``).
+    files: tuple[str, ...] = ()
+
+    def suite(self) -> tuple[str, ...]:
+        return self.files or SUITES.get(self.path, REDUCER_SUITE)
+
+
+REDUCER = "core/reducer.py"
+DECIDE = "core/decide.py"
+INVARIANTS = "core/invariants.py"
+OPTIONS = "core/options.py"
+CODEC = "core/codec.py"
+
+_EVICTION = """\
+    if verdict == "evict":  # R-PARK-3, R-PARK-4
+        victim_conn = d.buckets[d.top].first()
+        victim_eid = _get_conn(d, victim_conn).parked.first()
+        assert victim_eid is not None
+        victim = d.calls[d.parked[victim_eid].key]
+        _unpark(d, victim)
+        out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
+        withdrawn = m.elicitation_cancelled(victim_eid, m.TOO_MANY_ON_SERVER)
+        out.append(Push(victim.conn, withdrawn, victim.request_id))
+        _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
+        c = _get_conn(d, call.conn)
+    _park(d, call, c, prompt, now, out)
+"""
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- caps: one too many -----------------------------------------------------------------
+    Mutant(
+        "park-conn-cap-plus-one",
+        DECIDE,
+        "    if asker_count >= per_connection_cap:\n",
+        "    if asker_count > per_connection_cap:\n",
+        ("R-PARK-1", "R-INV-1"),
+        "a connection may park one call more than max_parked_elicitations",
+    ),
+    Mutant(
+        "park-total-cap-plus-one",
+        DECIDE,
+        "    if total < total_cap:\n",
+        "    if total <= total_cap:\n",
+        ("R-PARK-3", "R-INV-1"),
+        "one call more than max_parked_elicitations_total may park",
+    ),
+    Mutant(
+        "in-flight-total-plus-one",
+        DECIDE,
+        "    if total >= max_total:\n",
+        "    if total > max_total:\n",
+        ("R-ADM-5", "R-INV-1"),
+        "one worker more than max_in_flight may start",
+    ),
+    Mutant(
+        "in-flight-share-plus-one",
+        DECIDE,
+        "    if conn_count >= share:\n",
+        "    if conn_count > share:\n",
+        ("R-ADM-5", "R-INV-1"),
+        "a connection may start one worker more than its share",
+    ),
+    Mutant(
+        "capabilities-cap-plus-one",
+        REDUCER,
+        "    if len(d.cap_unsubscribed) + len(d.cap_live) > limit:  # R-CAP-3\n",
+        "    if len(d.cap_unsubscribed) + len(d.cap_live) > limit + 1:  # R-CAP-3\n",
+        ("R-CAP-3", "R-INV-1"),
+        "one capabilities entry more than max_client_capabilities is kept",
+    ),
+    # --- caps: one too few ------------------------------------------------------------------
+    Mutant(
+        "park-conn-cap-minus-one",
+        DECIDE,
+        "    if asker_count >= per_connection_cap:\n",
+        "    if asker_count >= per_connection_cap - 1:\n",
+        ("R-PARK-1",),
+        "a connection is refused its last parking place",
+    ),
+    Mutant(
+        "park-total-cap-minus-one",
+        DECIDE,
+        "    if total < total_cap:\n",
+        "    if total < total_cap - 1:\n",
+        ("R-PARK-3",),
+        "the server counts as full one call early",
+    ),
+    Mutant(
+        "in-flight-total-minus-one",
+        DECIDE,
+        "    if total >= max_total:\n",
+        "    if total >= max_total - 1:\n",
+        ("R-ADM-5",),
+        "busy one worker before max_in_flight",
+    ),
+    Mutant(
+        "in-flight-share-minus-one",
+        DECIDE,
+        "    if conn_count >= share:\n",
+        "    if conn_count >= share - 1:\n",
+        ("R-ADM-5",),
+        "busy one worker before the connection's share",
+    ),
+    Mutant(
+        "capabilities-cap-minus-one",
+        REDUCER,
+        "    if len(d.cap_unsubscribed) + len(d.cap_live) > limit:  # R-CAP-3\n",
+        "    if len(d.cap_unsubscribed) + len(d.cap_live) >= limit:  # R-CAP-3\n",
+        ("R-CAP-3",),
+        "an entry is evicted when the map is merely full",
+    ),
+    Mutant(
+        "share-default-rounds-up",
+        OPTIONS,
+        "    return max(1, max_in_flight // 2)\n",
+        "    return max(1, (max_in_flight + 1) // 2)\n",
+        ("R-OPT-1",),
+        "the default per-connection share is half of max_in_flight rounded up",
+    ),
+    # --- the eviction victim ----------------------------------------------------------------
+    Mutant(
+        "evict-newest-parked-call",
+        REDUCER,
+        "        victim_eid = _get_conn(d, victim_conn).parked.first()\n",
+        "        victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
+        ("R-PARK-4",),
+        "the victim is the top holder's newest parked call, not its oldest",
+    ),
+    Mutant(
+        "evict-newest-top-holder",
+        REDUCER,
+        "        victim_conn = d.buckets[d.top].first()\n",
+        "        victim_conn = list(d.buckets[d.top])[-1]\n",
+        ("R-PARK-4",),
+        "among the top holders, the one that reached the top last yields",
+    ),
+    Mutant(
+        "evict-from-smallest-holder",
+        REDUCER,
+        "        victim_conn = d.buckets[d.top].first()\n",
+        "        victim_conn = d.buckets[min(d.buckets)].first()\n",
+        ("R-PARK-4", "R-PARK-3"),
+        "the victim is taken from the connection holding the fewest parked calls",
+    ),
+    Mutant(
+        "evict-when-asker-equals-top",
+        DECIDE,
+        "    if asker_count < top:\n",
+        "    if asker_count <= top:\n",
+        ("R-PARK-3", "R-PARK-4"),
+        "an asker holding as many as the top evicts instead of being denied",
+    ),
+    Mutant(
+        "evict-after-park",
+        REDUCER,
+        _EVICTION,
+        _EVICTION.replace("        c = _get_conn(d, call.conn)\n", "")
+        .replace("    _park(d, call, c, prompt, now, out)\n", "")
+        .replace(
+            '    if verdict == "evict":',
+            '    _park(d, call, c, prompt, now, out)\n    if verdict == "evict":',
+        ),
+        ("R-PARK-4",),
+        "the new call parks before the eviction that makes room for it (effects out of order)",
+    ),
+    # --- timers, workers and drops ----------------------------------------------------------
+    Mutant(
+        "answer-keeps-timer",
+        REDUCER,
+        "\n    out.append(CancelTimer((ELICITATION_TIMER, eid)))\n    if ",
+        "\n    if ",
+        ("R-CLOSE-3", "R-INV-4"),
+        "an answered elicitation's timer is not cancelled",
+    ),
+    Mutant(
+        "drop-keeps-elicitation-timer",
+        REDUCER,
+        "        _unpark(d, call)\n"
+        "        out.append(CancelTimer((ELICITATION_TIMER, eid)))\n"
+        "        if notify:\n",
+        "        _unpark(d, call)\n        if notify:\n",
+        ("R-DROP-4", "R-CLOSE-3", "R-INV-4"),
+        "a dropped parked call's timer is not cancelled",
+    ),
+    Mutant(
+        "drop-keeps-worker-timer",
+        REDUCER,
+        "        out.append(CancelTimer((WORKER_TIMER, call.worker)))\n",
+        "",
+        ("R-DROP-4", "R-INV-4"),
+        "a dropped running call's worker timer is not cancelled",
+    ),
+    Mutant(
+        "drop-no-kill-worker",
+        REDUCER,
+        "        out.append(KillWorker(call.worker))\n",
+        "",
+        ("R-DROP-4",),
+        "a dropped call's worker is not killed",
+    ),
+    Mutant(
+        "drop-keeps-worker-slot",
+        REDUCER,
+        "        out.append(CancelTimer((WORKER_TIMER, call.worker)))\n"
+        "        _release_worker(d, call)\n",
+        "        out.append(CancelTimer((WORKER_TIMER, call.worker)))\n",
+        ("R-DROP-4", "R-INV-2"),
+        "a dropped call's worker slot is never freed",
+    ),
+    Mutant(
+        "worker-timeout-no-kill",
+        REDUCER,
+        '    if kind == "TimerFired":\n'
+        "        out.append(KillWorker(ref))  # R-WORK-2\n"
+        "    else:\n"
+        "        out.append(CancelTimer((WORKER_TIMER, ref)))\n",
+        '    if kind != "TimerFired":\n        out.append(CancelTimer((WORKER_TIMER, ref)))\n',
+        ("R-WORK-2",),
+        "a worker past its deadline is answered for but left running",
+    ),
+    Mutant(
+        "stale-worker-event-acted-on",
+        REDUCER,
+        "    if key is None:\n        return  # R-WORK-4: a worker already ended or killed\n",
+        "    if key is None:\n        out.append(KillWorker(ref))\n        return\n",
+        ("R-WORK-4",),
+        "a stale worker event is not ignored: it kills the ref again",
+    ),
+    Mutant(
+        "elicitation-deadline-not-from-now",
+        REDUCER,
+        "    deadline = now + d.options.elicitation_timeout_ms\n",
+        "    deadline = d.options.elicitation_timeout_ms\n",
+        ("R-PARK-2",),
+        "the elicitation deadline ignores the event's clock",
+    ),
+    Mutant(
+        "worker-deadline-not-from-now",
+        REDUCER,
+        "StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms)",
+        "StartTimer((WORKER_TIMER, ref), d.options.callback_timeout_ms)",
+        ("R-WORK-1",),
+        "the worker deadline ignores the event's clock",
+    ),
+    Mutant(
+        "timeout-no-withdraw",
+        REDUCER,
+        "    out.append(Push(call.conn, m.elicitation_cancelled(eid, m.TIMED_OUT), "
+        "call.request_id))\n",
+        "",
+        ("R-CLOSE-4",),
+        "a timed-out prompt is not withdrawn",
+    ),
+    Mutant(
+        "timeout-withdrawal-unrouted",
+        REDUCER,
+        "m.elicitation_cancelled(eid, m.TIMED_OUT), call.request_id))",
+        "m.elicitation_cancelled(eid, m.TIMED_OUT)))",
+        ("R-DLV-1", "R-CLOSE-4"),
+        "a timed-out prompt's withdrawal does not name its request (HTTP cannot route it)",
+    ),
+    Mutant(
+        "eviction-no-withdraw",
+        REDUCER,
+        "        out.append(Push(victim.conn, withdrawn, victim.request_id))\n",
+        "",
+        ("R-CLOSE-4",),
+        "an evicted prompt is not withdrawn",
+    ),
+    Mutant(
+        "eviction-keeps-timer",
+        REDUCER,
+        "        out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))\n",
+        "",
+        ("R-CLOSE-3", "R-INV-4"),
+        "an evicted call's timer is not cancelled",
+    ),
+    Mutant(
+        "caller-exit-no-withdraw",
+        REDUCER,
+        "        _drop(d, d.calls[key], out, notify=True)  # R-DROP-2\n",
+        "        _drop(d, d.calls[key], out, notify=False)  # R-DROP-2\n",
+        ("R-CLOSE-4", "R-DROP-2"),
+        "a prompt whose caller exited is not withdrawn",
+    ),
+    Mutant(
+        "detach-withdraws",
+        REDUCER,
+        "        _drop(d, d.calls[key], out, notify=False)\n",
+        "        _drop(d, d.calls[key], out, notify=True)\n",
+        ("R-DROP-3",),
+        "a connection that went away is pushed withdrawals",
+    ),
+    Mutant(
+        "drops-in-reverse-admission-order",
+        REDUCER,
+        "    return sorted(keys, key=lambda key: d.calls[key].seq)\n",
+        "    return sorted(keys, key=lambda key: d.calls[key].seq, reverse=True)\n",
+        ("R-DROP-2", "R-DROP-3"),
+        "a drop of many calls answers the newest first",
+    ),
+    Mutant(
+        "cancel-any-connections-request",
+        REDUCER,
+        "    call = d.calls.get((conn, request_id))\n",
+        "    call = next((c for k, c in d.calls.items() if k[1] == request_id), None)\n",
+        ("R-DROP-1", "R-DLV-1"),
+        "a cancel drops a request of that id on any connection",
+    ),
+    # --- answers and approval ---------------------------------------------------------------
+    Mutant(
+        "answer-from-another-connection",
+        REDUCER,
+        "    if p is None or p.key[0] != ",
+        "    if p is None or False and p.key[0] != ",
+        ("R-CLOSE-5",),
+        "an answer is accepted from a connection that does not own the call",
+    ),
+    Mutant(
+        "approve-truthy",
+        DECIDE,
+        'content.get("approve") is True',
+        'bool(content.get("approve"))',
+        ("R-CLOSE-1",),
+        'approve: "true" (any truthy value) approves',
+    ),
+    Mutant(
+        "approve-equals-true",
+        DECIDE,
+        'content.get("approve") is True',
+        'content.get("approve") == True',
+        ("R-CLOSE-1",),
+        "approve: 1 approves (1 == True in Python)",
+    ),
+    Mutant(
+        "accept-without-content-approves",
+        DECIDE,
+        '    return isinstance(content, dict) and content.get("approve") is True\n',
+        "    return content is None or (\n"
+        '        isinstance(content, dict) and content.get("approve") is True\n'
+        "    )\n",
+        ("R-CLOSE-1",),
+        "an accept with no content approves",
+    ),
+    Mutant(
+        "accept-case-insensitive",
+        DECIDE,
+        'result.get("action") != "accept"',
+        'str(result.get("action")).lower() != "accept"',
+        ("R-CLOSE-1",),
+        'action "ACCEPT" approves',
+    ),
+    Mutant(
+        "deny-detail-swapped",
+        DECIDE,
+        '    if action == "decline":\n        return m.DECLINED\n'
+        '    if action == "cancel":\n        return m.CANCELLED\n',
+        '    if action == "decline":\n        return m.CANCELLED\n'
+        '    if action == "cancel":\n        return m.DECLINED\n',
+        ("R-CLOSE-2",),
+        "decline is answered 'cancelled' and cancel 'declined'",
+    ),
+    Mutant(
+        "approval-wins-over-error",
+        REDUCER,
+        "    if error is not None:\n"
+        '        _deny(d, call, "ask", m.ELICITATION_FAILED, out)\n'
+        "    elif is_approval(result):\n"
+        "        _run_tool(d, call, now, out)  # R-CLOSE-1\n",
+        "    if is_approval(result):\n"
+        "        _run_tool(d, call, now, out)  # R-CLOSE-1\n"
+        "    elif error is not None:\n"
+        '        _deny(d, call, "ask", m.ELICITATION_FAILED, out)\n',
+        ("R-CLOSE-2",),
+        "an error answer that also carries an approving result runs the tool",
+    ),
+    Mutant(
+        "approval-skips-tool-lookup",
+        REDUCER,
+        "    if call.name not in d.tools:\n",
+        "    if call.name not in d.tools and not call.elicitation_id:\n",
+        ("R-TOOL-2",),
+        "an approved call runs a tool unregistered while it was parked",
+    ),
+    Mutant(
+        "approval-skips-busy-check",
+        REDUCER,
+        "    if scope:\n        _close(d, call, _busy(",
+        "    if scope and call.stage is not Stage.PARKED:\n        _close(d, call, _busy(",
+        ("R-ADM-5", "R-INV-1"),
+        "an approved call starts its tool without checking the in-flight bounds",
+    ),
+    # --- delivery ---------------------------------------------------------------------------
+    Mutant(
+        "eviction-withdrawal-to-asker",
+        REDUCER,
+        "        out.append(Push(victim.conn, withdrawn, ",
+        "        out.append(Push(call.conn, withdrawn, ",
+        ("R-DLV-1", "R-CLOSE-4"),
+        "the victim's withdrawal is pushed to the asker's connection",
+    ),
+    Mutant(
+        "eviction-withdrawal-names-asker-request",
+        REDUCER,
+        "out.append(Push(victim.conn, withdrawn, victim.request_id))",
+        "out.append(Push(victim.conn, withdrawn, call.request_id))",
+        ("R-DLV-1",),
+        "the victim's withdrawal names the asker's request id (HTTP routes it to a wrong stream)",
+    ),
+    Mutant(
+        "push-mode-not-answered-with-nothing",
+        REDUCER,
+        "    if replied and not call.replied:  # R-DLV-3: push mode answers the request with "
+        "nothing\n        out.append(Reply(call.conn, call.request_id, None))\n",
+        "    if replied and not call.replied:  # R-DLV-3: push mode answers the request with "
+        "nothing\n        pass\n",
+        ("R-DLV-3", "R-DLV-1"),
+        "a push-mode call that parks is not answered with nothing",
+    ),
+    Mutant(
+        "push-mode-outcome-replied",
+        REDUCER,
+        "    if call.replied:\n"
+        "        out.append(Push(call.conn, message, call.request_id))\n"
+        "    else:\n"
+        "        out.append(Reply(call.conn, call.request_id, message))\n",
+        "    out.append(Reply(call.conn, call.request_id, message))\n",
+        ("R-DLV-3", "R-DLV-1"),
+        "a push-mode outcome is sent as a second Reply instead of a Push",
+    ),
+    # --- admission --------------------------------------------------------------------------
+    Mutant(
+        "duplicate-id-check-removed",
+        REDUCER,
+        "    if request_id in _get_conn(d, conn).requests:\n"
+        "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
+        "  # type: ignore[arg-type]\n"
+        "        return False\n",
+        "",
+        ("R-ADM-1",),
+        "a reused in-flight id is admitted",
+    ),
+    Mutant(
+        "duplicate-id-across-connections",
+        REDUCER,
+        "    if request_id in _get_conn(d, conn).requests:\n",
+        "    if any(request_id in c.requests for c in d.conns.values()):\n",
+        ("R-ADM-1",),
+        "ids of different connections collide",
+    ),
+    Mutant(
+        "request-id-bool-accepted",
+        DECIDE,
+        "    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, "
+        "bool))\n",
+        "    return isinstance(value, (str, int))\n",
+        ("R-ADM-0",),
+        "true/false are accepted as request ids",
+    ),
+    Mutant(
+        "unknown-tool-parked",
+        REDUCER,
+        "    if tool is None:  # R-ADM-2\n",
+        "    if tool is None and not opts.has_authorizer:  # R-ADM-2\n",
+        ("R-ADM-2",),
+        "with an authorizer, an unknown tool is authorized (and can park)",
+    ),
+    Mutant(
+        "sensitive-derived-tool-unguarded",
+        REDUCER,
+        "    elif tool.sensitive:  # R-ADM-3\n",
+        "    elif tool.sensitive and not tool.derived:  # R-ADM-3\n",
+        ("R-ADM-3",),
+        "a sensitive derived tool runs without an authorizer",
+    ),
+    Mutant(
+        "sensitive-tool-unguarded",
+        REDUCER,
+        "    elif tool.sensitive:  # R-ADM-3\n",
+        "    elif False:  # R-ADM-3\n",
+        ("R-ADM-3",),
+        "a sensitive tool runs without an authorizer",
+    ),
+    Mutant(
+        "read-skips-read-authorizer",
+        REDUCER,
+        "    if d.options.has_read_authorizer:  # R-READ-1\n",
+        "    if False:  # R-READ-1\n",
+        ("R-READ-1",),
+        "reads run without the read authorizer",
+    ),
+    Mutant(
+        "read-ask-echoes-prompt",
+        REDUCER,
+        "m.read_denied(rid, call.name, m.READ_ASK)",
+        "m.read_denied(rid, call.name, str(value.prompt))",
+        ("R-READ-2",),
+        "a read's ASK sends the operator's prompt to the client",
+    ),
+    Mutant(
+        "ask-ignores-subscriber",
+        REDUCER,
+        "    if not (c.subscribed and c.can_elicit):  # R-AUTH-3\n",
+        "    if not c.can_elicit:  # R-AUTH-3\n",
+        ("R-AUTH-3", "R-INV-5"),
+        "a connection without a subscriber is asked",
+    ),
+    Mutant(
+        "deny-on-ask-says-deny",
+        REDUCER,
+        '        _deny(d, call, "ask", prompt, out)\n',
+        '        _deny(d, call, "deny", prompt, out)\n',
+        ("R-AUTH-3",),
+        "deny-on-ASK carries decision 'deny' instead of 'ask'",
+    ),
+    # --- capabilities and subscribers -------------------------------------------------------
+    Mutant(
+        "capability-eviction-live-first",
+        REDUCER,
+        "        live = not d.cap_unsubscribed\n",
+        "        live = bool(d.cap_live)\n",
+        ("R-CAP-3",),
+        "the capability eviction picks a live entry before an unsubscribed one",
+    ),
+    Mutant(
+        "second-initialize-replaces",
+        REDUCER,
+        "        return  # R-CAP-1: a later initialize never replaces the entry\n",
+        "        c = _remove_caps(d, c)  # R-CAP-1: a later initialize never replaces the entry\n",
+        ("R-CAP-1",),
+        "a second initialize replaces the capabilities entry",
+    ),
+    Mutant(
+        "can-elicit-url-only",
+        DECIDE,
+        '    return not elicitation or isinstance(elicitation.get("form"), dict)\n',
+        '    return not elicitation or "form" in elicitation or "url" in elicitation\n',
+        ("R-CAP-4",),
+        "a client advertising only url elicitation is asked with a form",
+    ),
+    Mutant(
+        "rebind-inherits",
+        REDUCER,
+        "    if c.subscribed:  # R-SUB-2: a rebind inherits nothing\n"
+        "        _drop_connection(d, ev.conn, ev.now, out)\n"
+        "        c = _get_conn(d, ev.conn)\n",
+        "",
+        ("R-SUB-2",),
+        "a second subscriber on a live connection inherits its parked calls and capabilities",
+    ),
+    # --- identifiers and indexes ------------------------------------------------------------
+    Mutant(
+        "elicitation-id-reused",
+        REDUCER,
+        "    d.next_elicitation += 1\n",
+        "",
+        ("R-ID-1",),
+        "the elicitation counter is not incremented: every park mints the same id",
+    ),
+    Mutant(
+        "top-never-lowered",
+        REDUCER,
+        "    while top and top not in buckets:\n        top -= 1\n",
+        "",
+        ("R-INV-3", "R-PARK-4"),
+        "top is not lowered when the top holders' counts drop",
+    ),
+    # --- the invariant checker itself -------------------------------------------------------
+    Mutant(
+        "check-misses-per-connection-parked-cap",
+        INVARIANTS,
+        "        if n > opts.max_parked_elicitations:\n",
+        "        if False:\n",
+        ("R-INV-1",),
+        "check_invariants does not check the per-connection parked cap",
+    ),
+    Mutant(
+        "check-misses-per-connection-share",
+        INVARIANTS,
+        "        if n > opts.in_flight_share:\n",
+        "        if False:\n",
+        ("R-INV-1",),
+        "check_invariants does not check the per-connection worker share",
+    ),
+    Mutant(
+        "check-misses-unsubscribed-parked-owner",
+        INVARIANTS,
+        "        if n and not c.subscribed:\n",
+        "        if False:\n",
+        ("R-INV-5",),
+        "check_invariants does not check that a parked call's owner is subscribed",
+    ),
+    # --- the wire codec ---------------------------------------------------------------------
+    Mutant(
+        "codec-byte-cap-minus-one",
+        CODEC,
+        "        if len(data) > max_bytes:\n",
+        "        if len(data) >= max_bytes:\n",
+        ("R-WIRE-2",),
+        "a message of exactly the byte cap is refused",
+    ),
+    Mutant(
+        "codec-depth-minus-one",
+        CODEC,
+        '    return bool(signs) and max(accumulate(array("b", signs))) > limit\n',
+        '    return bool(signs) and max(accumulate(array("b", signs))) >= limit\n',
+        ("R-WIRE-6",),
+        "nesting of exactly 64 is refused",
+    ),
+    Mutant(
+        "codec-bool-id",
+        CODEC,
+        "    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, "
+        "bool))\n",
+        "    return isinstance(value, (str, int))\n",
+        ("R-WIRE-8",),
+        "true is accepted as an id on the wire",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Copies of the repository
+
+
+def _git(*args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=True).stdout
+
+
+def make_base(dest: Path, source: str) -> None:
+    """Copies the repository's files (as in the working tree, or as committed) into ``dest``."""
+    dest.mkdir(parents=True)
+    if source == "head":
+        with tarfile.open(fileobj=io.BytesIO(_git("archive", "HEAD"))) as archive:
+            archive.extractall(dest, filter="tar")
+        return
+    names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split(b"\0")
+    for raw in names:
+        if not raw:
+            continue
+        rel = os.fsdecode(raw)
+        src, dst = ROOT / rel, dest / rel
+        if not src.is_symlink() and not src.is_file():
+            continue  # deleted in the working tree, or a submodule
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)
+
+
+def copy_tree(base: Path, dest: Path) -> None:
+    shutil.copytree(
+        base, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis")
+    )
+
+
+def apply(mutant: Mutant, tree: Path) -> str:
+    """Applies ``mutant`` to the copy at ``tree``; returns the edited file's new text.
+
+    Raises ValueError unless exactly one spelling of the edit occurs, exactly once.
+    """
+    path = tree / mutant.path
+    text = path.read_text(encoding="utf-8")
+    spellings = [(mutant.old, mutant.new), (mutant.or_old, mutant.or_new)]
+    found = [(old, new) for old, new in spellings if old and old in text]
+    if len(found) != 1:
+        raise ValueError(f"{mutant.name}: {len(found)} spellings of the edit in {mutant.path}")
+    old, new = found[0]
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"{mutant.name}: old text occurs {count} times in {mutant.path}")
+    if old == new:
+        raise ValueError(f"{mutant.name}: old and new text are the same")
+    mutated = text.replace(old, new)
+    compile(mutated, str(path), "exec")  # a mutant must be a program, not a syntax error
+    path.write_text(mutated, encoding="utf-8")
+    return mutated
+
+
+# ---------------------------------------------------------------------------------------------
+# Running tests in a copy
+
+_PROCS: set[subprocess.Popen[str]] = set()
+_PROCS_LOCK = threading.Lock()
+
+
+PLUGIN = "askgate_mutate_plugin"
+PLUGIN_SOURCE = '''"""Loaded by bench/mutate.py into every test run of a copy.
+
+Hypothesis reports the first failing example it finds without shrinking it (a kill needs a
+failure, not a minimal one, and shrinking a stateful run can take minutes), and keeps no
+example database.
+"""
+
+from hypothesis import Phase, settings
+
+settings.register_profile(
+    "askgate-mutate", phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None
+)
+settings.load_profile("askgate-mutate")
+'''
+_plugin_dir: list[Path] = []
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(tree), *map(str, _plugin_dir), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def _run(
+    cmd: Sequence[str], tree: Path, timeout: float, cwd: Path | None = None
+) -> tuple[int | None, str]:
+    """Runs ``cmd`` against the copy at ``tree`` (in ``tree``, unless ``cwd`` is given);
+    ``None`` as status when it ran out of time (then it is killed)."""
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=cwd or tree,
+        env=_env(tree),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a timeout ends CrossHair's children too
+    )
+    with _PROCS_LOCK:
+        _PROCS.add(proc)
+    try:
+        out, _ = proc.communicate(timeout=max(timeout, 1.0))
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, _ = proc.communicate()
+        return None, out
+    finally:
+        with _PROCS_LOCK:
+            _PROCS.discard(proc)
+
+
+def _kill_all() -> None:
+    with _PROCS_LOCK:
+        for proc in list(_PROCS):
+            _kill(proc)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def pytest_cmd(test_file: str) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    if importlib.util.find_spec("pytest_randomly") is not None:
+        cmd += ["-p", "no:randomly"]
+    if importlib.util.find_spec("hypothesis") is not None:
+        cmd.append("--hypothesis-seed=0")  # a mutant is killed or not, the same on every run
+        if _plugin_dir:
+            cmd += ["-p", PLUGIN]
+    return [*cmd, test_file]
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
+
+
+def _first_failure(output: str, test_file: str) -> str:
+    found = _FAILED.search(output)
+    if found:
+        return found.group(1)
+    if "error" in output.lower():
+        return f"{test_file} (collection error)"
+    return test_file
+
+
+@dataclass
+class FileRun:
+    file: str
+    status: str  # passed | failed | timeout | skipped
+    seconds: float
+    failure: str = ""
+    tail: str = ""
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # killed | timeout | survived | error
+    seconds: float
+    killed_by: str = ""
+    runs: list[FileRun] = field(default_factory=list)
+    error: str = ""
+
+
+def run_files(
+    tree: Path, files: Sequence[str], budget: float, *, stop_at_first: bool
+) -> list[FileRun]:
+    runs: list[FileRun] = []
+    began = time.monotonic()
+    for test_file in files:
+        if not (tree / test_file).exists():
+            continue
+        left = budget - (time.monotonic() - began)
+        if left <= 0:
+            runs.append(FileRun(test_file, "timeout", 0.0))
+            break
+        t0 = time.monotonic()
+        code, out = _run(pytest_cmd(test_file), tree, left)
+        seconds = time.monotonic() - t0
+        tail = "\n".join(out.strip().splitlines()[-15:])
+        if code is None:
+            runs.append(FileRun(test_file, "timeout", seconds, tail=tail))
+            break
+        if code == 0:
+            runs.append(FileRun(test_file, "passed", seconds))
+            continue
+        if code == 5:  # no tests collected: the file holds nothing yet
+            runs.append(FileRun(test_file, "skipped", seconds))
+            continue
+        runs.append(FileRun(test_file, "failed", seconds, _first_failure(out, test_file), tail))
+        if stop_at_first:
+            break
+    return runs
+
+
+def _imports_mutated_code(mutant: Mutant, tree: Path) -> str:
+    """An empty string when the copy's Python imports the mutated file, from the copy."""
+    module = "askgate." + mutant.path.removesuffix(".py").replace("/", ".")
+    expected = (tree / mutant.path).resolve()
+    digest = hashlib.sha256(expected.read_bytes()).hexdigest()
+    probe = (
+        "import hashlib, importlib, os\n"
+        f"m = importlib.import_module({module!r})\n"
+        "path = os.path.realpath(m.__file__)\n"
+        "digest = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+        f"print('ok' if (path, digest) == ({str(expected)!r}, {digest!r}) else path)\n"
+    )
+    # From "/", so that only PYTHONPATH can lead Python to the copy (as in CrossHair's runs).
+    code, out = _run([sys.executable, "-c", probe], tree, 60, cwd=Path("/"))
+    return "" if code == 0 and out.strip() == "ok" else f"imports another file: {out[-300:]}"
+
+
+def budget_for(mutant: Mutant, floor: float, timings: dict[str, float]) -> float:
+    """``floor`` seconds, or three times what the mutant's files took unmutated if more: a
+    mutant that survives runs every file, and must not be cut short on a busy machine."""
+    return max(floor, 3 * sum(timings.get(f, 0.0) for f in mutant.suite()))
+
+
+def run_mutant(mutant: Mutant, base: Path, work: Path, budget: float, full: bool) -> Outcome:
+    began = time.monotonic()
+    tree = work / mutant.name
+    try:
+        copy_tree(base, tree)
+        try:
+            apply(mutant, tree)
+        except (ValueError, SyntaxError) as bad:
+            return Outcome(mutant, "error", time.monotonic() - began, error=str(bad))
+        probe = _imports_mutated_code(mutant, tree)
+        if probe:
+            return Outcome(mutant, "error", time.monotonic() - began, error=probe)
+        runs = run_files(tree, mutant.suite(), budget, stop_at_first=not full)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    seconds = time.monotonic() - began
+    first_bad = next((r for r in runs if r.status in ("failed", "timeout")), None)
+    if first_bad is None:
+        return Outcome(mutant, "survived", seconds, runs=runs)
+    if first_bad.status == "timeout":
+        return Outcome(mutant, "timeout", seconds, f"{first_bad.file} (timeout)", runs)
+    return Outcome(mutant, "killed", seconds, first_bad.failure, runs)
+
+
+def sanity(base: Path, work: Path, jobs: int, mutants: Sequence[Mutant]) -> dict[str, float]:
+    """The unmutated copy imports itself and passes every test file; returns seconds per file."""
+    tree = work / "_unmutated"
+    copy_tree(base, tree)
+    probe = (
+        "import os, askgate.core, askgate.models, tests.harness\n"
+        "print(os.path.realpath(askgate.core.__file__))\n"
+        "print(os.path.realpath(askgate.models.__file__))\n"
+    )
+    code, out = _run([sys.executable, "-c", probe], tree, 60, cwd=Path("/"))
+    root = str(tree.resolve()) + os.sep
+    paths = out.split()
+    if code != 0 or len(paths) != 2 or not all(p.startswith(root) for p in paths):
+        raise SystemExit(f"sanity: the copy does not import its own code:\n{out}")
+    files = sorted({f for mutant in mutants for f in mutant.suite() if (tree / f).exists()})
+    timings: dict[str, float] = {}
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        done = pool.map(lambda f: run_files(tree, [f], 1800, stop_at_first=True), files)
+        for test_file, runs in zip(files, done, strict=True):
+            for r in runs:
+                if r.status not in ("passed", "skipped"):
+                    raise SystemExit(
+                        f"sanity: the unmutated copy fails {test_file} ({r.status}); nothing "
+                        f"to measure against:\n{r.tail}"
+                    )
+                timings[test_file] = round(r.seconds, 2)
+    shutil.rmtree(tree, ignore_errors=True)
+    return timings
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+
+def _table(outcomes: list[Outcome]) -> str:
+    rows = [("mutant", "file", "result", "s", "killed by")]
+    for o in outcomes:
+        result = o.status + (
+            " (equivalent)" if o.mutant.equivalent and o.status == "survived" else ""
+        )
+        by = o.killed_by or o.error
+        rows.append((o.mutant.name, o.mutant.path, result, f"{o.seconds:.1f}", by))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        cells = [row[i].ljust(widths[i]) for i in range(4)]
+        lines.append("  ".join([*cells, row[4]]).rstrip())
+    return "\n".join(lines)
+
+
+def _record(o: Outcome) -> dict[str, Any]:
+    return {
+        "name": o.mutant.name,
+        "file": o.mutant.path,
+        "rules": list(o.mutant.rules),
+        "what": o.mutant.what,
+        "old": o.mutant.old,
+        "new": o.mutant.new,
+        "status": o.status,
+        "killed_by": o.killed_by,
+        "seconds": round(o.seconds, 2),
+        "equivalent": o.mutant.equivalent,
+        "error": o.error,
+        "runs": [
+            {
+                "file": r.file,
+                "status": r.status,
+                "seconds": round(r.seconds, 2),
+                "failure": r.failure,
+            }
+            for r in o.runs
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Mutation testing of the reducer")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--budget", type=float, default=240.0, help="seconds per mutant, all its test files"
+    )
+    parser.add_argument("--only", nargs="*", default=None, help="run only these mutants")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="run every test file on every mutant (which suites kill what), not just to the first",
+    )
+    parser.add_argument(
+        "--files",
+        nargs="*",
+        default=None,
+        help="run only these test files (e.g. tests/test_model.py: what one checker kills alone)",
+    )
+    parser.add_argument("--source", choices=("worktree", "head"), default="worktree")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    names = [mutant.name for mutant in MUTANTS]
+    if len(set(names)) != len(names):
+        raise SystemExit("two mutants share a name")
+    if args.list:
+        for mutant in MUTANTS:
+            print(f"{mutant.name:42} {mutant.path:20} {mutant.what}")
+        return 0
+    chosen = [m for m in MUTANTS if args.only is None or m.name in args.only]
+    if args.files is not None:
+        chosen = [dataclasses.replace(m, files=tuple(args.files)) for m in chosen]
+    unknown = set(args.only or ()) - set(names)
+    if unknown:
+        raise SystemExit(f"unknown mutants: {sorted(unknown)}")
+
+    began = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="askgate-mutate-"))
+    outcomes: list[Outcome] = []
+    try:
+        base = work / "_base"
+        make_base(base, args.source)
+        if importlib.util.find_spec("hypothesis") is not None:
+            (work / "_plugin").mkdir()
+            (work / "_plugin" / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
+            _plugin_dir.append(work / "_plugin")
+        print(f"copy of the {args.source} in {work}; sanity run of the unmutated copy ...")
+        timings = sanity(base, work, args.jobs, chosen)
+        print("  passes: " + ", ".join(f"{Path(f).name} {s:.1f}s" for f, s in timings.items()))
+        print(
+            f"{len(chosen)} mutants, {args.jobs} at a time, each with a budget of "
+            f"{args.budget:.0f}s or 3x its files' unmutated time if more"
+        )
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = [
+                pool.submit(
+                    run_mutant, m, base, work, budget_for(m, args.budget, timings), args.full
+                )
+                for m in chosen
+            ]
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    o = future.result()
+                    outcomes.append(o)
+                    by = o.killed_by or o.error
+                    print(f"  {o.status:8} {o.mutant.name} ({o.seconds:.1f}s) {by}", flush=True)
+            except BaseException:  # Ctrl-C: start nothing more, end what runs
+                for future in futures:
+                    future.cancel()
+                _kill_all()
+                raise
+    finally:
+        _kill_all()
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    order = {name: i for i, name in enumerate(names)}
+    outcomes.sort(key=lambda o: order[o.mutant.name])
+    wall = time.monotonic() - began
+
+    killed = [o for o in outcomes if o.status in ("killed", "timeout")]
+    survived = [o for o in outcomes if o.status == "survived"]
+    errors = [o for o in outcomes if o.status == "error"]
+    unexplained = [o for o in survived if not o.mutant.equivalent]
+    print()
+    print(_table(outcomes))
+    print()
+    for o in survived:
+        note = f"equivalent: {o.mutant.equivalent}" if o.mutant.equivalent else "NOT EXPLAINED"
+        print(f"survived: {o.mutant.name}: {o.mutant.what} ({note})")
+    for o in errors:
+        print(f"error: {o.mutant.name}: {o.error}")
+    scored = len(outcomes) - len(errors)
+    print(f"mutation score: {len(killed)}/{scored} killed ({wall:.0f}s wall, {args.jobs} jobs)")
+
+    head = _git("rev-parse", "HEAD").decode().strip()
+    dirty = bool(_git("status", "--porcelain", "--", "core", "tests", "models").strip())
+    report = {
+        "command": " ".join(["python bench/mutate.py", *(sys.argv[1:] if argv is None else argv)]),
+        "source": args.source,
+        "commit": head,
+        "working_tree_differs_from_commit": dirty if args.source == "worktree" else False,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "jobs": args.jobs,
+        "budget_seconds": args.budget,
+        "full": args.full,
+        "wall_seconds": round(wall, 1),
+        "unmutated_seconds_per_file": timings,
+        "mutants": len(outcomes),
+        "killed": len(killed),
+        "survived": [o.mutant.name for o in survived],
+        "timeouts": [o.mutant.name for o in outcomes if o.status == "timeout"],
+        "errors": [o.mutant.name for o in errors],
+        "score": f"{len(killed)}/{scored}",
+        "results": [_record(o) for o in outcomes],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    return 1 if unexplained or errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
