@@ -6,8 +6,9 @@ shape. The shell only encodes them. Treat every returned dict as read-only.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
+
+import rapidjson
 
 JsonObject = dict[str, Any]
 RequestId = str | int
@@ -35,7 +36,8 @@ ELICITATION_ID_PREFIX: Final = "askgate-elicit-"
 
 
 def _text(payload: JsonObject) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    """The compact JSON text of a payload the reducer built (strings and nothing else)."""
+    return rapidjson.dumps(payload, ensure_ascii=False)
 
 
 def result(request_id: RequestId | None, value: object) -> JsonObject:

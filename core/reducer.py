@@ -92,6 +92,9 @@ from .tools import ToolInfo, argument_problem, tool_info
 Out = list[Effect]
 JsonObject = dict[str, Any]
 
+_NO_CONNS: Fifo[ConnId] = Fifo()
+_NO_KEYS: Map[CallKey, bool] = Map()
+
 WORKER_TIMER = "worker"
 ELICITATION_TIMER = "elicitation"
 
@@ -387,7 +390,7 @@ def _open(
     d.next_seq += 1
     d.calls = d.calls.set(key, call)
     if caller is not None:
-        d.callers = d.callers.set(caller, d.callers.get(caller, Map()).set(key, True))
+        d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
@@ -729,7 +732,7 @@ def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Co
         buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
     pos = -1
     if new:
-        fifo, pos = buckets.get(new, Fifo()).push(conn)
+        fifo, pos = buckets.get(new, _NO_CONNS).push(conn)
         buckets = buckets.set(new, fifo)
     top = d.top
     top = max(top, new)
