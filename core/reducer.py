@@ -676,7 +676,7 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
             _next_stage(d, call, Stage.READ_RUNNING, _read_job(d, call.name, params), now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
         _close(d, call, m.read_denied(rid, call.name, value.reason), out)
-    elif isinstance(value, Ask):
+    elif isinstance(value, Ask) and isinstance(value.prompt, str):
         _close(d, call, m.read_denied(rid, call.name, m.READ_ASK), out)  # R-READ-2
     else:
         _close(d, call, m.read_denied(rid, call.name, m.AUTHORIZER_FAILED), out)
@@ -981,7 +981,7 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
     if not isinstance(key, tuple) or len(key) != 2:
         return
     kind, ident = key
-    if kind == WORKER_TIMER and isinstance(ident, int):
+    if kind == WORKER_TIMER and isinstance(ident, int) and not isinstance(ident, bool):
         _worker_event(d, ident, "TimerFired", None, ev.now, out)
     elif kind == ELICITATION_TIMER and isinstance(ident, str):
         p = d.parked.get(ident)

@@ -210,19 +210,10 @@ def test_machine_catches_a_planted_bug(bug: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Where the model and the reducer read the spec differently (see the report in the commit).
+# Where the model and the reducer once read the spec differently; R-READ-2 now says which.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "R-READ-2 is ambiguous for a read authorizer that returns Ask with a prompt that is not "
-        "a string: the model takes it as off-contract ('authorizer failed', as R-AUTH-4 defines "
-        "off-contract and as the reducer treats Deny(7)); the reducer answers 'interactive "
-        "approval unsupported'"
-    ),
-)
-def test_read_authorizer_ask_without_a_string_prompt_is_off_contract() -> None:
+def test_R_READ_2_read_authorizer_ask_without_a_string_prompt_is_off_contract() -> None:
     machine = ReducerMachine()
     machine.begin(Options(has_read_authorizer=True))
     effects = machine.apply(ReadRequested("a", 1, "resources/read", {"uri": "file:///x"}, 0))

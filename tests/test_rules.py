@@ -944,6 +944,9 @@ def test_R_WORK_4_stale_worker_events_are_ignored() -> None:
     assert h.feed(TimerFired(("nonsense", 1), 0)) == []
     assert h.feed(TimerFired("garbage", 0)) == []  # type: ignore[arg-type]
     assert h.state == before
+    fresh = Harness()
+    fresh.call("a", 1)  # worker 1 runs: a bool names no worker, though True == 1 in Python
+    assert fresh.feed(TimerFired(("worker", True), 0)) == []
 
 
 # ---------------------------------------------------------------------------------------------
