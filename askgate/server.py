@@ -656,16 +656,14 @@ class Server:
         transport: Transport = "unknown",
         *,
         state: State | None = None,
-        runtime_class: type[Runtime] = Runtime,
     ) -> AsyncIterator[Runtime]:
-        """Runs the server's runtime for the length of the block; attach transports to it.
-        ``runtime_class`` is the runtime to run (the HTTP transport's routes its sessions)."""
+        """Runs the server's runtime for the length of the block; attach transports to it."""
         if self._runtime is not None:
             raise RuntimeError("the server is already running")
         first = state if state is not None else self.initial_state(transport)
         self._transport = first.options.transport
         self._limiter = anyio.CapacityLimiter(max(1, first.options.max_in_flight))
-        runtime = runtime_class(first, self.perform_job)
+        runtime = Runtime(first, self.perform_job)
         runtime.eager_when(self.runs_eagerly)
         async with runtime.running():
             for resource in self._resources.values():

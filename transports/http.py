@@ -32,16 +32,15 @@ from typing import Any, Final
 
 import anyio
 
-from askgate.core import OptionError, Push, Reply, State, SubscriberAttached, SubscriberDetached
+from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached
 from askgate.core import http as rules
 from askgate.core.codec import encode
-from askgate.core.effects import Effect
 from askgate.core.events import MessageReceived
 
 from .auth import AuthProvider, LoopbackOnly
-from .runtime import JobPerformer, Runtime, now_ms
+from .runtime import Runtime, now_ms
 
-__all__ = ["HttpApp", "HttpRuntime"]
+__all__ = ["HttpApp"]
 
 logger = logging.getLogger("askgate.http")
 
@@ -54,32 +53,6 @@ ENDPOINT: Final = "/mcp"
 STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
 """Bytes waiting on one stream above which the stream is closed (its reader stalled)."""
 REAP_EVERY_MS: Final = 60_000
-
-
-class HttpRuntime(Runtime):
-    """The runtime, with each HTTP session's replies and pushes handed to its router.
-
-    (Overrides the runtime's private ``_perform``; a public per-connection effect hook in
-    runtime.py would replace this.)
-    """
-
-    def __init__(self, state: State, perform_job: JobPerformer) -> None:
-        super().__init__(state, perform_job)
-        self._routes: dict[Hashable, Callable[[Reply | Push], None]] = {}
-
-    def route(self, conn: Hashable, router: Callable[[Reply | Push], None]) -> None:
-        self._routes[conn] = router
-
-    def unroute(self, conn: Hashable) -> None:
-        self._routes.pop(conn, None)
-
-    def _perform(self, effect: Effect) -> None:
-        if isinstance(effect, Reply | Push):
-            router = self._routes.get(effect.conn)
-            if router is not None:
-                router(effect)
-                return
-        super()._perform(effect)
 
 
 def _key(request_id: object) -> tuple[type, object]:
@@ -234,10 +207,10 @@ class HttpApp:
         self.options = options if options is not None else rules.HttpOptions()
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
-        self._runtime: HttpRuntime | None = None
+        self._runtime: Runtime | None = None
 
     @property
-    def runtime(self) -> HttpRuntime:
+    def runtime(self) -> Runtime:
         if self._runtime is None:
             raise RuntimeError("the HTTP app is not running: use `async with app.running()`")
         return self._runtime
@@ -245,8 +218,7 @@ class HttpApp:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[HttpApp]:
         """Runs the server's runtime and the idle-session reaper for the length of the block."""
-        async with self.server.running("http", runtime_class=HttpRuntime) as runtime:
-            assert isinstance(runtime, HttpRuntime)
+        async with self.server.running("http") as runtime:
             self._runtime = runtime
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reap_forever, name="askgate session reaper")

@@ -82,6 +82,9 @@ logger = logging.getLogger("askgate.runtime")
 Writer = Callable[[bytes], None]
 """Takes one encoded message (no newline) for a connection; must not block."""
 
+Router = Callable[[Reply | Push], None]
+"""Takes a connection's ``Reply`` and ``Push`` effects as they are (see :meth:`Runtime.route`)."""
+
 JobPerformer = Callable[[Hashable, Job], Awaitable[object]]
 """Runs a job's user callback for a connection and returns the worker's value."""
 
@@ -229,6 +232,7 @@ class Runtime:
         self._feeding = False
         self._clock: Callable[[], float] = anyio.current_time
         self._writers: dict[Hashable, Writer] = {}
+        self._routes: dict[Hashable, Router] = {}
         # Armed timers: key -> (deadline, arming number). The heap holds (deadline, number, key)
         # for every arming; an entry whose key no longer maps to it was cancelled or re-armed
         # and is skipped when it comes up (and swept out when stale entries pile up).
@@ -307,6 +311,15 @@ class Runtime:
         """Routes ``conn``'s replies and pushes to ``writer`` (before its first event)."""
         self._writers[conn] = writer
 
+    def route(self, conn: Hashable, router: Router) -> None:
+        """Hands ``conn``'s ``Reply`` and ``Push`` effects themselves to ``router`` instead of a
+        writer: for a transport that sends each reply on the stream of its request (HTTP)."""
+        self._routes[conn] = router
+
+    def unroute(self, conn: Hashable) -> None:
+        """Stops routing ``conn``'s effects; anything addressed to it afterwards is dropped."""
+        self._routes.pop(conn, None)
+
     def detach(self, conn: Hashable) -> None:
         """Stops routing to ``conn``: anything addressed to it afterwards is not written."""
         self._writers.pop(conn, None)
@@ -354,6 +367,11 @@ class Runtime:
             self._perform(effect)
 
     def _perform(self, effect: Effect) -> None:
+        if isinstance(effect, Reply | Push) and self._routes:
+            router = self._routes.get(effect.conn)
+            if router is not None:
+                router(effect)
+                return
         if isinstance(effect, Reply):
             if effect.message is not None:
                 self._send(effect.conn, effect.message)
