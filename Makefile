@@ -23,7 +23,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p askgate
-	$(BIN)/mypy tests bench
+	$(BIN)/mypy tests bench examples
 
 check: lint typecheck test
 
