@@ -371,12 +371,7 @@ def _open(
     out: Out,
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
-    scope = busy_scope(
-        d.in_flight_total,
-        d.options.max_in_flight,
-        d.in_flight.get(conn, 0),
-        d.options.in_flight_share,
-    )
+    scope = _busy_scope(d, conn)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         return
@@ -391,6 +386,14 @@ def _open(
     d.calls = d.calls.set(key, call)
     if caller is not None:
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
+
+
+def _busy_scope(d: _Draft, conn: ConnId) -> str:
+    """Which bound a new worker for ``conn`` would break now, or "" (R-ADM-5)."""
+    opts = d.options
+    return busy_scope(
+        d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
+    )
 
 
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
@@ -418,12 +421,7 @@ def _next_stage(d: _Draft, call: Call, stage: Stage, job: Job, now: int, out: Ou
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
-    scope = busy_scope(
-        d.in_flight_total,
-        d.options.max_in_flight,
-        d.in_flight.get(call.conn, 0),
-        d.options.in_flight_share,
-    )
+    scope = _busy_scope(d, call.conn)
     if scope:
         _close(d, call, _busy(call.request_id, call.is_tool, call.name, scope), out)
         return
@@ -941,9 +939,6 @@ def _on_log(d: _Draft, ev: LogEmitted, out: Out) -> None:
     for conn, level in targets:
         if level is not None and protocol.LOG_RANK[level] <= rank and d.conns[conn].subscribed:
             out.append(Push(conn, message))  # R-PROTO-11
-
-
-WorkerHandler = Callable[[_Draft, Call, object, int, Out], None]
 
 
 @attrs.frozen
