@@ -1,0 +1,366 @@
+"""The fixture of the official MCP conformance suite: askgate serving every tool, resource,
+prompt and completion the suite's server scenarios call, over Streamable HTTP on loopback.
+
+::
+
+    python examples/conformance_server.py --port 3901      # http://127.0.0.1:3901/mcp
+
+``make conformance`` starts it on a free port and runs ``@modelcontextprotocol/conformance``
+against it (``examples/run_conformance.py``). The names and behaviour follow the suite's
+scenarios (``../shared/reference/mcp.md`` section 5.3). A network transport refuses to start
+unguarded (R-HTTP-13), so the fixture configures both authorizers: the ``test_*`` tools (and
+the JSON Schema 2020-12 tool) are allowed, any other tool is denied, every read is allowed.
+Serving goes through ``askgate serve --http``'s own code path (uvicorn, loopback-only
+principals, Host and Origin checks on the bound port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any, Protocol, cast
+
+import anyio
+
+from askgate import Allow, Context, Deny, Server
+from askgate.core import Decision
+
+# A 1x1 PNG and a tiny WAV, as the suite's reference fixtures send them.
+PNG_BASE64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+STEP_S = 0.05
+"""The pause between a tool's log messages or progress reports (the suite expects them spread)."""
+
+SCHEMA_2020_12_TOOL = "json_schema_2020_12_tool"
+SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+class ToolContext(Protocol):
+    """What a tool does through its ``Context``: log, report progress, ask the client.
+
+    ``elicit`` and ``sample`` return the client's result object and raise
+    ``askgate.ClientRequestError`` when the client answers with an error, lacks the
+    capability, or does not answer in time.
+    """
+
+    async def log(self, level: str, data: object, logger: str | None = None) -> None: ...
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None: ...
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def sample(self, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def _tool_context(ctx: Context) -> ToolContext:
+    return cast(ToolContext, ctx)
+
+
+def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
+    """The tool authorizer: the suite's tools run, nothing else does."""
+    if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL:
+        return Allow()
+    return Deny(f"{tool} is not a conformance tool")
+
+
+def allow_reads(_method: str, _params: object, _context: Context) -> Decision:
+    """The read authorizer: every listing, read, prompt, completion and setLevel is allowed."""
+    return Allow()
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _image() -> dict[str, Any]:
+    return {"type": "image", "data": PNG_BASE64, "mimeType": "image/png"}
+
+
+def _embedded(uri: str, mime_type: str, text: str) -> dict[str, Any]:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text}}
+
+
+def _answered(prefix: str, result: dict[str, Any]) -> str:
+    action = result.get("action")
+    content = result.get("content") if action == "accept" else {}
+    return f"{prefix}: action={action}, content={json.dumps(content, sort_keys=True)}"
+
+
+def build_server() -> Server:
+    """The fixture's server: the suite's tools, resources, prompts and completion."""
+    server = Server(
+        "askgate-conformance",
+        instructions="The askgate fixture of the MCP conformance suite.",
+        authorizer=allow_test_tools,
+        read_authorizer=allow_reads,
+        authorizer_source="configured",
+    )
+
+    # -- tools ------------------------------------------------------------------------------
+
+    @server.tool()
+    async def test_simple_text() -> str:
+        """Tests simple text content response"""
+        return "This is a simple text response for testing."
+
+    @server.tool()
+    async def test_image_content() -> list[dict[str, Any]]:
+        """Tests image content response"""
+        return [_image()]
+
+    @server.tool()
+    async def test_audio_content() -> list[dict[str, Any]]:
+        """Tests audio content response"""
+        return [{"type": "audio", "data": WAV_BASE64, "mimeType": "audio/wav"}]
+
+    @server.tool()
+    async def test_embedded_resource() -> list[dict[str, Any]]:
+        """Tests embedded resource content response"""
+        text = "This is an embedded resource content."
+        return [_embedded("test://embedded-resource", "text/plain", text)]
+
+    @server.tool()
+    async def test_multiple_content_types() -> list[dict[str, Any]]:
+        """Tests response with multiple content types (text, image, resource)"""
+        data = json.dumps({"test": "data", "value": 123})
+        return [
+            _text("Multiple content types test:"),
+            _image(),
+            _embedded("test://mixed-content-resource", "application/json", data),
+        ]
+
+    @server.tool()
+    async def test_error_handling() -> dict[str, Any]:
+        """Tests error response handling"""
+        return {"isError": True, "content": [_text("This tool intentionally returns an error")]}
+
+    @server.tool()
+    async def test_tool_with_logging(ctx: Context) -> str:
+        """Tests tool that emits log messages during execution"""
+        tool = _tool_context(ctx)
+        await tool.log("info", "Tool execution started")
+        await anyio.sleep(STEP_S)
+        await tool.log("info", "Tool processing data")
+        await anyio.sleep(STEP_S)
+        await tool.log("info", "Tool execution completed")
+        return "Tool with logging executed successfully"
+
+    @server.tool()
+    async def test_tool_with_progress(ctx: Context) -> str:
+        """Tests tool that reports progress notifications"""
+        tool = _tool_context(ctx)
+        for step in (0, 50, 100):
+            if step:
+                await anyio.sleep(STEP_S)
+            await tool.report_progress(step, 100, f"Completed step {step} of 100")
+        return "Tool with progress executed successfully"
+
+    @server.tool()
+    async def test_sampling(prompt: str, ctx: Context) -> str:
+        """Tests server-initiated sampling (LLM completion request)"""
+        result = await _tool_context(ctx).sample(
+            {"messages": [{"role": "user", "content": _text(prompt)}], "maxTokens": 100}
+        )
+        content = result.get("content")
+        text = content.get("text") if isinstance(content, dict) else None
+        return f"LLM response: {text if isinstance(text, str) else 'No response'}"
+
+    @server.tool()
+    async def test_elicitation(message: str, ctx: Context) -> str:
+        """Tests server-initiated elicitation (user input request)"""
+        schema = {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"},
+            },
+            "required": ["username", "email"],
+        }
+        return _answered("User response", await _tool_context(ctx).elicit(message, schema))
+
+    @server.tool()
+    async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+        """Tests elicitation with default values for all primitive types (SEP-1034)"""
+        schema = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "description": "User status",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
+                "verified": {
+                    "type": "boolean",
+                    "description": "Verification status",
+                    "default": True,
+                },
+            },
+        }
+        result = await _tool_context(ctx).elicit("Please provide user information", schema)
+        return _answered("Elicitation result", result)
+
+    @server.tool()
+    async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+        """Tests elicitation with enum schema variations per SEP-1330"""
+        schema = {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {
+                    "type": "string",
+                    "description": "Simple enum without titles",
+                    "enum": ["active", "inactive", "pending"],
+                },
+                "titledSingle": {
+                    "type": "string",
+                    "description": "Enum with titled options (oneOf)",
+                    "oneOf": [
+                        {"const": "low", "title": "Low Priority"},
+                        {"const": "medium", "title": "Medium Priority"},
+                        {"const": "high", "title": "High Priority"},
+                    ],
+                },
+                "legacyEnum": {
+                    "type": "string",
+                    "description": "Legacy enum with enumNames",
+                    "enum": ["small", "medium", "large"],
+                    "enumNames": ["Small Size", "Medium Size", "Large Size"],
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "description": "Multi-select without titles",
+                    "items": {"type": "string", "enum": ["read", "write", "execute"]},
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "description": "Multi-select with titled options",
+                    "items": {
+                        "anyOf": [
+                            {"const": "feature", "title": "New Feature"},
+                            {"const": "bug", "title": "Bug Fix"},
+                            {"const": "docs", "title": "Documentation"},
+                        ]
+                    },
+                },
+            },
+            "required": ["untitledSingle", "titledSingle", "legacyEnum"],
+        }
+        message = "Please select values using different enum schema types"
+        result = await _tool_context(ctx).elicit(message, schema)
+        return _answered("Elicitation completed", result)
+
+    @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
+    async def json_schema_2020_12_tool(**_arguments: Any) -> str:
+        """Tool with JSON Schema 2020-12 features"""
+        return "ok"
+
+    # -- resources --------------------------------------------------------------------------
+
+    @server.resource("test://static-text", name="static_text", mime_type="text/plain")
+    async def static_text() -> str:
+        """A static text resource for testing"""
+        return "This is the content of the static text resource."
+
+    @server.resource("test://static-binary", name="static_binary", mime_type="image/png")
+    async def static_binary() -> bytes:
+        """A static binary resource (image) for testing"""
+        return base64.b64decode(PNG_BASE64)
+
+    @server.resource_template(
+        "test://template/{id}/data", name="template_data", mime_type="application/json"
+    )
+    async def template_data(id: str) -> dict[str, Any]:
+        """A resource template with parameter substitution"""
+        return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+    @server.resource("test://watched-resource", name="watched_resource", mime_type="text/plain")
+    async def watched_resource() -> str:
+        """A resource that can be subscribed to for updates"""
+        return "Watched resource content"
+
+    # -- prompts ----------------------------------------------------------------------------
+
+    @server.prompt()
+    async def test_simple_prompt() -> str:
+        """A simple prompt without arguments"""
+        return "This is a simple prompt for testing."
+
+    @server.prompt()
+    async def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+        """A prompt with required arguments"""
+        return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+    @server.prompt()
+    async def test_prompt_with_embedded_resource(resourceUri: str) -> list[dict[str, Any]]:  # noqa: N803 (the suite's argument name)
+        """A prompt that includes an embedded resource"""
+        text = "Embedded resource content for testing."
+        return [
+            {"role": "user", "content": _embedded(resourceUri, "text/plain", text)},
+            {"role": "user", "content": _text("Please process the embedded resource above.")},
+        ]
+
+    @server.prompt()
+    async def test_prompt_with_image() -> list[dict[str, Any]]:
+        """A prompt that includes image content"""
+        return [
+            {"role": "user", "content": _image()},
+            {"role": "user", "content": _text("Please analyze the image above.")},
+        ]
+
+    @server.completion()
+    async def complete(_ref: object, _argument: object) -> list[str]:
+        """No suggestions: the suite checks the shape of the answer, not its values."""
+        return []
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, required=True, help="the port to serve on")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (default)")
+    parser.add_argument("--log-level", default="warning", help="what askgate logs on stderr")
+    args = parser.parse_args(argv)
+    # The same path as `askgate serve --http HOST:PORT`: its checks, its uvicorn configuration.
+    from askgate.__main__ import _parser, _serve_http  # noqa: PLC0415
+
+    serve = _parser().parse_args(
+        ["serve", "--http", f"{args.host}:{args.port}", "--log-level", args.log_level]
+    )
+    return _serve_http(build_server(), serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
