@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-core bench-stdio crosshair verify mutate clean run run-stdio demo
+.PHONY: install test check lint typecheck spec bench bench-core bench-stdio crosshair verify mutate clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -73,6 +73,12 @@ run-stdio: $(STAMP)
 # The official mcp SDK client drives the demo: echo, guarded_echo approved then declined, forbidden.
 demo: $(STAMP)
 	$(BIN)/python examples/demo_walkthrough.py
+
+# The official MCP conformance suite (0.1.16 active, 0.2.0-alpha.12 --requirements 2025-11-25)
+# against examples/conformance_server.py over HTTP on 127.0.0.1. The first run downloads Node 22
+# and the suites from npm into .conformance/ (ignored); not part of make test.
+conformance: $(STAMP)
+	$(BIN)/python examples/run_conformance.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
