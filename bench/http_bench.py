@@ -1,0 +1,901 @@
+"""MCP servers over Streamable HTTP, side by side: echo throughput, elicitation round trips, CPU.
+
+    python bench/http_bench.py \\
+        --server "python bench/sdk_http_server.py --port {port}" --label sdk \\
+        [--server "askgate serve --http 127.0.0.1:{port} --demo" --label askgate] \\
+        [--calls 5000] [--in-flight 32] [--sequential 1000] [--elicitations 300] \\
+        [--elicit-calls 1000] [--elicit-in-flight 16] [--rounds 3] [--out bench/results/http.json]
+
+Each ``--server`` is a command line (split like a shell would, no shell involved) in which
+``{port}`` is replaced by a free TCP port on 127.0.0.1; the server must serve MCP Streamable HTTP
+at ``http://127.0.0.1:{port}/mcp`` with two tools: ``echo(text)``, which returns ``text`` as one
+text content block and runs without asking, and ``guarded_echo(text)``, which first sends an
+``elicitation/create`` on the call's SSE stream and returns ``text`` once the answer is
+``{"action": "accept", "content": {"approve": true}}``. ``--label`` names the servers in order.
+The servers are run one after the other, each in a fresh process, and measured the same way:
+
+1. handshake: the port accepts connections, then ``initialize`` (protocolVersion 2025-06-18,
+   capabilities ``{"elicitation": {}}``) mints a session (``Mcp-Session-Id``), then
+   ``notifications/initialized`` (202) and ``tools/list``, which must list both tools; a server
+   that does not get there within ``--init-timeout`` seconds, or exits, is reported as failed and
+   the others still run;
+2. warm-up: ``--warmup`` echo calls, as in the next phase, not measured;
+3. echo throughput: ``--calls`` echo ``tools/call`` POSTs on that one session with exactly
+   ``--in-flight`` outstanding, one per keep-alive connection (HTTP/1.1 has one request at a
+   time per connection: 32 in flight is 32 connections of one session); each connection sends
+   its next call as soon as its response (JSON or an SSE stream) has ended and its result was
+   checked. calls/s over wall time; the latency of each call (request written to response
+   ended) under that load, p50 and p99; the server's CPU time (user+sys from
+   ``/proc/<pid>/stat``, summed over its process tree) across the phase per call;
+4. sequential echo: ``--sequential`` echo calls one at a time on one connection: p50 and p99;
+5. elicitation round trip, sequential: ``--elicitations`` times, one at a time: POST
+   ``tools/call guarded_echo`` on connection A, read A's SSE stream up to the
+   ``elicitation/create``, POST the accepting answer on connection B (must be 202), read A's
+   stream up to the result (checked) and its end. The round trip is the time from writing the
+   call to reading its result: p50 and p99;
+6. elicitation throughput: ``--elicit-calls`` such round trips with ``--elicit-in-flight``
+   outstanding (two connections each): round trips/s and the server's CPU per round trip.
+
+The load generator is one thread over non-blocking sockets and ``selectors``, writing
+precomputed request bytes and parsing only the status line, the headers it needs, chunked
+framing and SSE ``data:`` lines; every JSON-RPC message is still decoded and checked. Its own
+CPU per call and utilisation during the echo phase are reported, so that a saturated client
+(utilisation near 1.0) shows instead of passing for a slow server. Every phase opens fresh
+connections and closes them at its end (servers close idle keep-alive connections after a few
+seconds). A watchdog kills a server still running ``--timeout`` seconds after it was started;
+a server is stopped with SIGTERM (then SIGKILL) at the end of its run, on failure too.
+
+With ``--rounds R`` (default 3) the servers take turns R times, a fresh process each time, and
+each figure is the median of the rounds; a server that fails once is not run again. The table
+goes to stdout; the figures, one object per label, to ``--out`` as JSON. The exit status is 0
+when at least one server completed, 1 when all of them failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import selectors
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from stdio_bench import (
+    CLK_TCK,
+    BenchError,
+    Result,
+    _cell,
+    percentile,
+    positive,
+    tree_cpu_seconds,
+)
+from stdio_bench import combine as combine_rounds
+
+PROTOCOL_VERSION = "2025-06-18"
+CLIENT_INFO = {"name": "askgate-http-bench", "version": "0.1.0"}
+READ_CHUNK = 1 << 16
+STDERR_TAIL = 2000
+APPROVE = {"action": "accept", "content": {"approve": True}}
+
+
+@dataclass
+class Config:
+    calls: int
+    in_flight: int
+    sequential: int
+    elicitations: int
+    elicit_calls: int
+    elicit_in_flight: int
+    warmup: int
+    text: str
+    init_timeout: float
+    timeout: float
+
+
+# --- the server process ---------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """A server started on a free port in its own process group, with a watchdog."""
+
+    def __init__(self, label: str, argv: list[str], timeout: float, stderr: IO[bytes]) -> None:
+        self.label = label
+        self.stderr = stderr
+        self.port = free_port()
+        self.argv = [arg.replace("{port}", str(self.port)) for arg in argv]
+        self.killed_by_watchdog = False
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self.stderr,
+                stderr=self.stderr,
+                start_new_session=True,  # its own process group, so that a stop reaches all of it
+            )
+        except OSError as exc:
+            raise BenchError(f"server {label} could not be started: {exc}") from exc
+        self.started = time.monotonic()
+        self.hard_deadline = self.started + timeout
+        self.watchdog = threading.Timer(timeout, self._kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def _kill(self) -> None:
+        if self.proc.poll() is None:
+            self.killed_by_watchdog = True
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except OSError:
+            with suppress(OSError):
+                self.proc.send_signal(sig)
+
+    def stderr_tail(self) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0, os.SEEK_END)
+        size = self.stderr.tell()
+        self.stderr.seek(max(0, size - STDERR_TAIL))
+        return self.stderr.read().decode("utf-8", "replace").strip()
+
+    def gone(self, how: str) -> BenchError:
+        if self.killed_by_watchdog:
+            budget = round(self.hard_deadline - self.started, 1)
+            how = f"was killed: no result within the {budget}s timeout"
+        code = self.proc.poll()
+        status = "" if code is None or self.killed_by_watchdog else f" (exit status {code})"
+        tail = self.stderr_tail()
+        return BenchError(
+            f"server {self.label} {how}{status}" + (f"; its output ends:\n{tail}" if tail else "")
+        )
+
+    def wait_listening(self, deadline: float) -> None:
+        while True:
+            if self.proc.poll() is not None:
+                raise self.gone("exited before listening")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise self.gone("did not listen in time") from None
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        """SIGTERM to the process group, a bounded wait, then SIGKILL."""
+        self.watchdog.cancel()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is not None:
+                break
+            self._signal(sig)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+
+
+@contextmanager
+def running(label: str, argv: list[str], timeout: float) -> Iterator[ServerProcess]:
+    with tempfile.TemporaryFile() as stderr:
+        server = ServerProcess(label, argv, timeout, stderr)
+        try:
+            yield server
+        finally:
+            server.close()
+
+
+# --- the HTTP client ------------------------------------------------------------------------
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection with at most one request outstanding.
+
+    ``feed()`` reads what arrived and parses it incrementally: the status line and headers,
+    then a Content-Length or chunked body; an ``text/event-stream`` body is split into SSE
+    events as they arrive, and each event's ``data`` is decoded into ``messages``.
+    """
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        try:
+            self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        except OSError as exc:
+            raise server.gone(f"refused a connection ({exc})") from exc
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.buf = b""
+        self.busy = False
+        self.done = False
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.messages: list[dict[str, Any]] = []
+        self.taken = 0  # messages already looked at by the caller
+        self.sent_at = 0
+        self.tag: Any = None  # what the driver wants to remember about this request
+        self._mode = ""  # "", "length", "chunked"
+        self._left = 0  # bytes left in the body (length) or in the current chunk (chunked)
+        self._sse = False
+        self._body = b""  # JSON body so far, or SSE text not yet split into events
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, data: bytes) -> None:
+        """Writes a whole request; the response starts afresh."""
+        self.busy = True
+        self.done = False
+        self.status = 0
+        self.headers = {}
+        self.messages = []
+        self.taken = 0
+        self._mode = ""
+        self._body = b""
+        self.sent_at = time.perf_counter_ns()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view) :]
+            except BlockingIOError:
+                selectors.DefaultSelector().select(0.01)
+            except OSError as exc:
+                raise self.server.gone(f"dropped a connection ({exc})") from exc
+
+    def feed(self) -> bool:
+        """Reads and parses what is there; True once the response has ended."""
+        while True:
+            try:
+                chunk = self.sock.recv(READ_CHUNK)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                raise self.server.gone(f"reset a connection ({exc})") from exc
+            if not chunk:
+                raise self.server.gone("closed a connection in the middle of a response")
+            self.buf += chunk
+            if len(chunk) < READ_CHUNK:
+                break
+        self._parse()
+        return self.done
+
+    def _parse(self) -> None:
+        if not self._mode:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1").split("\r\n")
+            self.buf = self.buf[end + 4 :]
+            parts = head[0].split(" ", 2)
+            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                self.headers[name.strip().lower()] = value.strip()
+            self._sse = self.headers.get("content-type", "").startswith("text/event-stream")
+            if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                self._mode, self._left = "chunked", -1
+            else:
+                self._mode, self._left = "length", int(self.headers.get("content-length", "0"))
+        if self._mode == "length":
+            take = self.buf[: self._left]
+            self.buf = self.buf[self._left :]
+            self._left -= len(take)
+            self._body_bytes(take)
+            if self._left == 0:
+                self._end()
+            return
+        while True:  # chunked
+            if self._left < 0:  # at a chunk-size line
+                eol = self.buf.find(b"\r\n")
+                if eol < 0:
+                    return
+                size = int(self.buf[:eol].split(b";")[0], 16)
+                self.buf = self.buf[eol + 2 :]
+                if size == 0:
+                    eot = self.buf.find(b"\r\n")  # no trailers expected: the final CRLF
+                    if eot < 0:
+                        self.buf = b"0\r\n" + self.buf
+                        return
+                    self.buf = self.buf[eot + 2 :]
+                    self._end()
+                    return
+                self._left = size
+            if len(self.buf) < self._left + 2:
+                if self._left and self.buf:
+                    take = self.buf[: self._left]
+                    self.buf = self.buf[len(take) :]
+                    self._left -= len(take)
+                    self._body_bytes(take)
+                return
+            self._body_bytes(self.buf[: self._left])
+            self.buf = self.buf[self._left + 2 :]
+            self._left = -1
+
+    def _body_bytes(self, data: bytes) -> None:
+        self._body += data
+        if not self._sse:
+            return
+        self._body = self._body.replace(b"\r\n", b"\n")
+        while True:
+            end = self._body.find(b"\n\n")
+            if end < 0:
+                return
+            event, self._body = self._body[:end], self._body[end + 2 :]
+            data_lines = [
+                line[5:].removeprefix(b" ") for line in event.split(b"\n") if line[:5] == b"data:"
+            ]
+            if data_lines and any(data_lines):
+                self.messages.append(self._decode(b"\n".join(data_lines)))
+
+    def _end(self) -> None:
+        if not self._sse and self._body:
+            self.messages.append(self._decode(self._body))
+        self._body = b""
+        self._mode = ""
+        self.busy = False
+        self.done = True
+
+    def _decode(self, data: bytes) -> dict[str, Any]:
+        try:
+            msg = json.loads(data)
+        except ValueError as exc:
+            excerpt = data[:200].decode("utf-8", "replace")
+            raise BenchError(
+                f"server {self.server.label} sent a non-JSON body: {excerpt!r}"
+            ) from exc
+        if not isinstance(msg, dict):
+            raise BenchError(f"server {self.server.label} sent a non-object: {msg!r}")
+        return msg
+
+    def new_messages(self) -> list[dict[str, Any]]:
+        fresh = self.messages[self.taken :]
+        self.taken = len(self.messages)
+        return fresh
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self.sock.close()
+
+
+class Client:
+    """One MCP session over any number of connections to one server."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.session: str | None = None
+        self.selector = selectors.DefaultSelector()
+        self._prefix = b""
+        self._set_prefix()
+
+    def _set_prefix(self) -> None:
+        lines = [
+            "POST /mcp HTTP/1.1",
+            f"Host: 127.0.0.1:{self.server.port}",
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+        ]
+        if self.session is not None:
+            lines += [
+                f"Mcp-Session-Id: {self.session}",
+                f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
+            ]
+        self._prefix = ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
+
+    def post_bytes(self, body: bytes) -> bytes:
+        return self._prefix + str(len(body)).encode() + b"\r\n\r\n" + body
+
+    @contextmanager
+    def connections(self, n: int) -> Iterator[list[Conn]]:
+        conns: list[Conn] = []
+        try:
+            for _ in range(n):
+                conn = Conn(self.server)
+                conns.append(conn)
+                self.selector.register(conn, selectors.EVENT_READ, conn)
+            yield conns
+        finally:
+            for conn in conns:
+                with suppress(KeyError, ValueError):
+                    self.selector.unregister(conn)
+                conn.close()
+
+    def wait(self, deadline: float, what: str) -> list[Conn]:
+        """The connections with something new, waiting until deadline for at least one."""
+        deadline = min(deadline, self.server.hard_deadline)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if self.server.killed_by_watchdog or time.monotonic() >= self.server.hard_deadline:
+                    raise self.server.gone("did not finish in time")
+                if self.server.proc.poll() is not None:
+                    raise self.server.gone(f"exited while waiting for {what}")
+                raise BenchError(f"server {self.server.label} did not answer {what} in time")
+            ready = self.selector.select(min(left, 1.0))
+            if ready:
+                out: list[Conn] = []
+                for key, _ in ready:
+                    conn: Conn = key.data
+                    conn.feed()
+                    out.append(conn)
+                return out
+            if self.server.proc.poll() is not None:
+                raise self.server.gone(f"exited while waiting for {what}")
+
+    def exchange(self, conn: Conn, msg: dict[str, Any], deadline: float) -> Conn:
+        """One POST and its whole response."""
+        conn.send(self.post_bytes(encode(msg)))
+        what = str(msg.get("method", "a response"))
+        while not conn.done:
+            self.wait(deadline, what)
+        return conn
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    return json.dumps(msg, separators=(",", ":")).encode()
+
+
+def expect_status(conn: Conn, wanted: int, what: str) -> None:
+    if conn.status != wanted:
+        body = json.dumps(conn.messages)[:300]
+        raise BenchError(
+            f"server {conn.server.label} answered {what} with HTTP {conn.status} "
+            f"(wanted {wanted}): {body}"
+        )
+
+
+def result_of(conn: Conn, rid: object, what: str) -> Any:
+    """The result for rid among the response's messages; an error or no result fails."""
+    for msg in conn.messages:
+        if msg.get("id") == rid and "method" not in msg:
+            if "error" in msg:
+                raise BenchError(f"server {conn.server.label} answered {what} with {msg['error']}")
+            return msg.get("result")
+    raise BenchError(f"server {conn.server.label} sent no result for {what}: {conn.messages}")
+
+
+# --- the phases -------------------------------------------------------------------------------
+
+
+def handshake(client: Client, cfg: Config) -> dict[str, Any]:
+    deadline = time.monotonic() + cfg.init_timeout
+    client.server.wait_listening(deadline)
+    params = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {"elicitation": {}},
+        "clientInfo": CLIENT_INFO,
+    }
+    with client.connections(1) as (conn,):
+        client.exchange(
+            conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, deadline
+        )
+        expect_status(conn, 200, "initialize")
+        result = result_of(conn, 0, "initialize")
+        session = conn.headers.get("mcp-session-id")
+        if not isinstance(result, dict) or not session:
+            raise BenchError(f"server {client.server.label} minted no session: {conn.messages}")
+        client.session = session
+        client._set_prefix()
+        client.exchange(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline)
+        expect_status(conn, 202, "notifications/initialized")
+        client.exchange(conn, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, deadline)
+        expect_status(conn, 200, "tools/list")
+        tools = result_of(conn, 1, "tools/list")
+    listed = tools.get("tools") if isinstance(tools, dict) else None
+    names = [t.get("name") for t in listed or [] if isinstance(t, dict)]
+    if "echo" not in names or "guarded_echo" not in names:
+        raise BenchError(f"server {client.server.label} lacks echo or guarded_echo: {names}")
+    return result
+
+
+class Ids:
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+    def take(self) -> int:
+        self.next += 1
+        return self.next - 1
+
+
+def echo_calls(client: Client, cfg: Config, ids: Ids, count: int, in_flight: int) -> list[int]:
+    """count echo calls with in_flight outstanding, one per connection; latencies in ns."""
+    params = json.dumps({"name": "echo", "arguments": {"text": cfg.text}}, separators=(",", ":"))
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = b',"method":"tools/call","params":' + params.encode() + b"}"
+    expected = [{"type": "text", "text": cfg.text}]
+    latencies: list[int] = []
+    sent = 0
+
+    def start(conn: Conn) -> None:
+        nonlocal sent
+        rid = ids.take()
+        conn.tag = rid
+        conn.send(client.post_bytes(head + str(rid).encode() + tail))
+        sent += 1
+
+    with client.connections(min(in_flight, count)) as conns:
+        for conn in conns:
+            start(conn)
+        while len(latencies) < count:
+            for conn in client.wait(client.server.hard_deadline, "tools/call echo"):
+                if not conn.done:
+                    continue
+                latencies.append(time.perf_counter_ns() - conn.sent_at)
+                expect_status(conn, 200, "tools/call echo")
+                result = result_of(conn, conn.tag, "tools/call echo")
+                if (
+                    not isinstance(result, dict)
+                    or result.get("content") != expected
+                    or result.get("isError")
+                ):
+                    raise BenchError(
+                        f"server {client.server.label} answered echo {conn.tag} with {result!r}"
+                    )
+                conn.done = False
+                if sent < count:
+                    start(conn)
+    return latencies
+
+
+def throughput(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+    server0 = tree_cpu_seconds(server.proc.pid)
+    client0 = time.process_time()
+    t0 = time.perf_counter()
+    latencies = echo_calls(client, cfg, ids, cfg.calls, cfg.in_flight)
+    wall = time.perf_counter() - t0
+    used = time.process_time() - client0
+    server1 = tree_cpu_seconds(server.proc.pid)
+    cpu = None if server0 is None or server1 is None else server1 - server0
+    latencies.sort()
+    return {
+        "calls": cfg.calls,
+        "in_flight": cfg.in_flight,
+        "connections": min(cfg.in_flight, cfg.calls),
+        "throughput_wall_s": round(wall, 4),
+        "calls_per_s": round(cfg.calls / wall, 1),
+        "server_cpu_s": None if cpu is None else round(cpu, 3),
+        "server_cpu_us_per_call": None if cpu is None else round(cpu / cfg.calls * 1e6, 2),
+        "server_cpu_utilisation": None if cpu is None else round(cpu / wall, 3),
+        "client_cpu_us_per_call": round(used / cfg.calls * 1e6, 2),
+        "client_cpu_utilisation": round(used / wall, 3),
+        "loaded_echo_p50_us": round(percentile(latencies, 50) / 1000, 1),
+        "loaded_echo_p99_us": round(percentile(latencies, 99) / 1000, 1),
+    }
+
+
+def sequential_echo(client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+    latencies = sorted(echo_calls(client, cfg, ids, cfg.sequential, 1))
+    return {
+        "sequential_calls": cfg.sequential,
+        "echo_p50_us": round(percentile(latencies, 50) / 1000, 1),
+        "echo_p99_us": round(percentile(latencies, 99) / 1000, 1),
+        "echo_max_us": round(latencies[-1] / 1000, 1),
+    }
+
+
+def elicit_round_trips(
+    client: Client, cfg: Config, ids: Ids, count: int, in_flight: int
+) -> list[int]:
+    """count guarded_echo calls, each approved over a second connection; latencies in ns
+    (call written to result read), with in_flight round trips outstanding."""
+    params = json.dumps(
+        {"name": "guarded_echo", "arguments": {"text": cfg.text}}, separators=(",", ":")
+    )
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = b',"method":"tools/call","params":' + params.encode() + b"}"
+    expected = [{"type": "text", "text": cfg.text}]
+    slots = min(in_flight, count)
+    latencies: list[int] = []
+    sent = 0
+
+    with client.connections(2 * slots) as conns:
+        callers, answerers = conns[:slots], conns[slots:]
+        partner = dict(zip(map(id, callers), answerers, strict=True))
+        back = {id(a): c for c, a in zip(callers, answerers, strict=True)}
+        state: dict[int, dict[str, Any]] = {}
+
+        def start(caller: Conn) -> None:
+            nonlocal sent
+            rid = ids.take()
+            caller.tag = rid
+            state[id(caller)] = {"asked": False, "answered": False, "result_at": 0}
+            caller.send(client.post_bytes(head + str(rid).encode() + tail))
+            sent += 1
+
+        def maybe_finish(caller: Conn) -> None:
+            slot = state[id(caller)]
+            answerer = partner[id(caller)]
+            if not (caller.done and slot["answered"] and not answerer.busy):
+                return
+            expect_status(caller, 200, "tools/call guarded_echo")
+            result = result_of(caller, caller.tag, "tools/call guarded_echo")
+            if (
+                not isinstance(result, dict)
+                or result.get("content") != expected
+                or result.get("isError")
+            ):
+                raise BenchError(
+                    f"server {client.server.label} answered guarded_echo {caller.tag} "
+                    f"with {result!r}"
+                )
+            latencies.append(slot["result_at"] - caller.sent_at)
+            caller.done = False
+            answerer.done = False
+            if sent < count:
+                start(caller)
+
+        for caller in callers:
+            start(caller)
+        while len(latencies) < count:
+            for conn in client.wait(client.server.hard_deadline, "tools/call guarded_echo"):
+                if id(conn) in back:  # an answer's 202
+                    if conn.done:
+                        expect_status(conn, 202, "the elicitation answer")
+                        maybe_finish(back[id(conn)])
+                    continue
+                slot = state[id(conn)]
+                for msg in conn.new_messages():
+                    if msg.get("method") == "elicitation/create" and "id" in msg:
+                        if slot["asked"]:
+                            raise BenchError(f"server {client.server.label} asked twice: {msg}")
+                        slot["asked"] = True
+                        answer = {"jsonrpc": "2.0", "id": msg["id"], "result": APPROVE}
+                        partner[id(conn)].send(client.post_bytes(encode(answer)))
+                        slot["answered"] = True
+                    elif msg.get("id") == conn.tag and "method" not in msg:
+                        slot["result_at"] = time.perf_counter_ns()
+                if conn.done:
+                    if not slot["asked"]:
+                        raise BenchError(
+                            f"server {client.server.label} answered guarded_echo without asking: "
+                            f"{conn.messages}"
+                        )
+                    maybe_finish(conn)
+    return latencies
+
+
+def elicitation(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if cfg.elicitations:
+        seq = sorted(elicit_round_trips(client, cfg, ids, cfg.elicitations, 1))
+        out.update(
+            {
+                "elicitations": cfg.elicitations,
+                "elicit_p50_us": round(percentile(seq, 50) / 1000, 1),
+                "elicit_p99_us": round(percentile(seq, 99) / 1000, 1),
+                "elicit_max_us": round(seq[-1] / 1000, 1),
+            }
+        )
+    if cfg.elicit_calls:
+        server0 = tree_cpu_seconds(server.proc.pid)
+        t0 = time.perf_counter()
+        elicit_round_trips(client, cfg, ids, cfg.elicit_calls, cfg.elicit_in_flight)
+        wall = time.perf_counter() - t0
+        server1 = tree_cpu_seconds(server.proc.pid)
+        cpu = None if server0 is None or server1 is None else server1 - server0
+        n = cfg.elicit_calls
+        out.update(
+            {
+                "elicit_calls": n,
+                "elicit_in_flight": min(cfg.elicit_in_flight, n),
+                "elicit_per_s": round(n / wall, 1),
+                "elicit_server_cpu_us": None if cpu is None else round(cpu / n * 1e6, 2),
+            }
+        )
+    return out
+
+
+def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
+    result = Result(label, argv)
+    try:
+        with running(label, argv, cfg.timeout) as server:
+            result.command = server.argv
+            client = Client(server)
+            init = handshake(client, cfg)
+            info = init.get("serverInfo") or {}
+            result.figures["server_info"] = f"{info.get('name')} {info.get('version')}"
+            result.figures["protocol_version"] = init.get("protocolVersion")
+            ids = Ids(2)
+            if cfg.warmup:
+                echo_calls(client, cfg, ids, cfg.warmup, cfg.in_flight)
+                if cfg.elicitations or cfg.elicit_calls:
+                    elicit_round_trips(client, cfg, ids, max(1, cfg.warmup // 10), 1)
+            result.figures.update(throughput(server, client, cfg, ids))
+            if cfg.sequential:
+                result.figures.update(sequential_echo(client, cfg, ids))
+            result.figures.update(elicitation(server, client, cfg, ids))
+            result.ok = True
+    except BenchError as exc:
+        result.error = str(exc)
+    return result
+
+
+# --- the report -------------------------------------------------------------------------------
+
+HEADLINE = [
+    "calls_per_s",
+    "server_cpu_us_per_call",
+    "echo_p50_us",
+    "elicit_p50_us",
+    "elicit_per_s",
+]
+
+ROWS = [
+    ("calls_per_s", "echo tools/call, calls/s"),
+    ("server_cpu_us_per_call", "server CPU per echo, us"),
+    ("server_cpu_utilisation", "server CPU utilisation"),
+    ("loaded_echo_p50_us", "echo p50 under load, us"),
+    ("loaded_echo_p99_us", "echo p99 under load, us"),
+    ("echo_p50_us", "echo p50 one at a time, us"),
+    ("echo_p99_us", "echo p99 one at a time, us"),
+    ("elicit_p50_us", "elicitation trip p50, us"),
+    ("elicit_p99_us", "elicitation trip p99, us"),
+    ("elicit_per_s", "elicitation trips/s"),
+    ("elicit_server_cpu_us", "server CPU per trip, us"),
+    ("client_cpu_us_per_call", "client CPU per echo, us"),
+    ("client_cpu_utilisation", "client CPU utilisation"),
+]
+
+
+def combine(rounds: list[Result]) -> Result:
+    """The median of each figure over the rounds (see stdio_bench), with this benchmark's
+    headline figures per round under "rounds"."""
+    out = combine_rounds(rounds)
+    if out.ok:
+        out.figures["rounds"] = [{k: r.figures.get(k) for k in HEADLINE} for r in rounds]
+    return out
+
+
+def table(results: list[Result]) -> str:
+    ok = [r for r in results if r.ok]
+    lines: list[str] = []
+    if ok:
+        width = max(12, *(len(r.label) for r in ok))
+        lines.append(f"{'':30}" + "".join(f"{r.label:>{width + 2}}" for r in ok))
+        for key, title in ROWS:
+            cells = "".join(f"{_cell(r.figures.get(key)):>{width + 2}}" for r in ok)
+            lines.append(f"{title:30}{cells}")
+        base = ok[0]
+        lines.extend(_versus(other, base) for other in ok[1:])
+        saturated = [r.label for r in ok if (r.figures.get("client_cpu_utilisation") or 0) > 0.9]
+        if saturated:
+            lines.append(
+                "warning: the client was near one full core against "
+                + ", ".join(saturated)
+                + "; the throughput there may be the client's limit"
+            )
+    lines.extend(f"FAILED {r.label}: {r.error}" for r in results if not r.ok)
+    return "\n".join(lines)
+
+
+def ratio(other: Result, base: Result, key: str, lower_is_better: bool = False) -> float | None:
+    a, b = other.figures.get(key), base.figures.get(key)
+    if not a or not b:
+        return None
+    return float(b / a if lower_is_better else a / b)
+
+
+def _versus(other: Result, base: Result) -> str:
+    """other's figures as multiples of base's (CPU and latency: base / other, higher is better)."""
+
+    def times(key: str, lower_is_better: bool = False) -> str:
+        value = ratio(other, base, key, lower_is_better)
+        return "n/a" if value is None else f"{value:.2f}x"
+
+    return (
+        f"{other.label} vs {base.label}: echo throughput {times('calls_per_s')}; "
+        f"CPU per echo 1/{times('server_cpu_us_per_call', True)}; "
+        f"echo p50 1/{times('echo_p50_us', True)}; "
+        f"elicitation trip p50 1/{times('elicit_p50_us', True)}; "
+        f"elicitation trips/s {times('elicit_per_s')}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--server", action="append", required=True, help="command line with {port}")
+    parser.add_argument("--label", action="append", default=[], help="one per --server, in order")
+    parser.add_argument("--calls", type=positive, default=5000)
+    parser.add_argument("--in-flight", type=positive, default=32)
+    parser.add_argument("--sequential", type=int, default=1000, help="echo calls one at a time")
+    parser.add_argument("--elicitations", type=int, default=300, help="round trips one at a time")
+    parser.add_argument("--elicit-calls", type=int, default=1000, help="round trips, concurrent")
+    parser.add_argument("--elicit-in-flight", type=positive, default=16)
+    parser.add_argument("--warmup", type=int, default=500, help="echo calls before measuring")
+    parser.add_argument("--text", default="hello from the http benchmark")
+    parser.add_argument("--init-timeout", type=float, default=15.0, help="seconds")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per server, in all")
+    parser.add_argument("--rounds", type=positive, default=3, help="runs per server, interleaved")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/http.json"))
+    args = parser.parse_args()
+    if len(args.label) > len(args.server):
+        parser.error("more --label than --server")
+    labels = args.label + [f"server{i + 1}" for i in range(len(args.label), len(args.server))]
+    if len(set(labels)) != len(labels):
+        parser.error(f"labels must differ: {labels}")
+    for command in args.server:
+        if "{port}" not in command:
+            parser.error(f"--server needs a {{port}} placeholder: {command!r}")
+    cfg = Config(
+        calls=args.calls,
+        in_flight=args.in_flight,
+        sequential=max(0, args.sequential),
+        elicitations=max(0, args.elicitations),
+        elicit_calls=max(0, args.elicit_calls),
+        elicit_in_flight=args.elicit_in_flight,
+        warmup=max(0, args.warmup),
+        text=args.text,
+        init_timeout=args.init_timeout,
+        timeout=args.timeout,
+    )
+
+    servers = [
+        (label, shlex.split(command)) for label, command in zip(labels, args.server, strict=True)
+    ]
+    runs: dict[str, list[Result]] = {label: [] for label in labels}
+    for n in range(1, args.rounds + 1):
+        for label, argv in servers:
+            done = runs[label]
+            if done and not done[-1].ok:
+                continue  # a server that failed once is not run again
+            print(
+                f"round {n}/{args.rounds}: {label}: {shlex.join(argv)}", file=sys.stderr, flush=True
+            )
+            result = bench_one(label, argv, cfg)
+            if result.ok:
+                brief = ", ".join(f"{k} {_cell(result.figures.get(k))}" for k in HEADLINE)
+                print(f"  {brief}", file=sys.stderr, flush=True)
+            else:
+                print(f"  FAILED: {result.error}", file=sys.stderr, flush=True)
+            done.append(result)
+    results = [combine(runs[label]) for label in labels]
+    for result in results:  # the port differs per round: keep the command as given
+        result.command = dict(servers)[result.label]
+
+    report = {
+        "params": {
+            "calls": cfg.calls,
+            "in_flight": cfg.in_flight,
+            "sequential": cfg.sequential,
+            "elicitations": cfg.elicitations,
+            "elicit_calls": cfg.elicit_calls,
+            "elicit_in_flight": cfg.elicit_in_flight,
+            "warmup": cfg.warmup,
+            "text": cfg.text,
+            "protocol_version": PROTOCOL_VERSION,
+            "rounds": args.rounds,
+            "session": "one per server run; one request per keep-alive connection",
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "clk_tck": CLK_TCK,
+        },
+        "servers": {r.label: r.as_json() for r in results},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(table(results))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0 if any(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
