@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-core bench-stdio crosshair verify mutate clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec bench bench-core bench-stdio bench-http crosshair verify mutate clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -44,8 +44,9 @@ crosshair: $(STAMP)
 mutate: $(STAMP)
 	$(BIN)/python bench/mutate.py
 
-# Both benchmarks: the reducer alone, then MCP over stdio beside the official SDK.
-bench: bench-core bench-stdio
+# The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
+# official SDK.
+bench: bench-core bench-stdio bench-http
 
 # The reducer alone: events per second on a mixed workload.
 bench-core: $(STAMP)
@@ -60,6 +61,15 @@ bench-stdio: $(STAMP)
 	$(BIN)/python bench/stdio_bench.py \
 		--server "$(BIN)/python bench/sdk_echo_server.py" --label sdk \
 		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate
+
+# MCP over Streamable HTTP: askgate beside the official SDK's low-level server, each run by
+# uvicorn on a free port of 127.0.0.1 ({port}); one session, 32 calls in flight over 32
+# keep-alive connections, so askgate gets the same raised bounds as for stdio.
+bench-http: $(STAMP)
+	$(BIN)/python bench/http_bench.py \
+		--server "$(BIN)/python bench/sdk_http_server.py --port {port}" --label sdk \
+		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate
 
 # The demo tools over Streamable HTTP on 127.0.0.1:8765 (the banner gives the client config).
 run: $(STAMP)
