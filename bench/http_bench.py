@@ -618,11 +618,34 @@ def elicit_round_trips(
             caller.send(client.post_bytes(head + str(rid).encode() + tail))
             sent += 1
 
-        def maybe_finish(caller: Conn) -> None:
+        def absorb(caller: Conn) -> None:
+            """Answers the call's elicitation at once; notes when its result was read."""
             slot = state[id(caller)]
+            for msg in caller.new_messages():
+                if msg.get("method") == "elicitation/create" and "id" in msg:
+                    if slot["asked"]:
+                        raise BenchError(f"server {client.server.label} asked twice: {msg}")
+                    slot["asked"] = True
+                    answer = {"jsonrpc": "2.0", "id": msg["id"], "result": APPROVE}
+                    partner[id(caller)].send(client.post_bytes(encode(answer)))
+                    slot["answered"] = True
+                elif msg.get("id") == caller.tag and "method" not in msg:
+                    slot["result_at"] = time.perf_counter_ns()
+
+        def maybe_finish(caller: Conn) -> None:
+            """Checks a round trip whose call and answer have both ended; starts the next."""
+            absorb(caller)  # the caller may have been read in the same wait as its answerer
+            slot = state[id(caller)]
+            if caller.done and not slot["asked"]:
+                raise BenchError(
+                    f"server {client.server.label} answered guarded_echo without asking: "
+                    f"{caller.messages}"
+                )
             answerer = partner[id(caller)]
             if not (caller.done and slot["answered"] and not answerer.busy):
                 return
+            if not slot["result_at"]:
+                raise BenchError(f"server {client.server.label} ended guarded_echo with no result")
             expect_status(caller, 200, "tools/call guarded_echo")
             result = result_of(caller, caller.tag, "tools/call guarded_echo")
             if (
@@ -649,24 +672,8 @@ def elicit_round_trips(
                         expect_status(conn, 202, "the elicitation answer")
                         maybe_finish(back[id(conn)])
                     continue
-                slot = state[id(conn)]
-                for msg in conn.new_messages():
-                    if msg.get("method") == "elicitation/create" and "id" in msg:
-                        if slot["asked"]:
-                            raise BenchError(f"server {client.server.label} asked twice: {msg}")
-                        slot["asked"] = True
-                        answer = {"jsonrpc": "2.0", "id": msg["id"], "result": APPROVE}
-                        partner[id(conn)].send(client.post_bytes(encode(answer)))
-                        slot["answered"] = True
-                    elif msg.get("id") == conn.tag and "method" not in msg:
-                        slot["result_at"] = time.perf_counter_ns()
-                if conn.done:
-                    if not slot["asked"]:
-                        raise BenchError(
-                            f"server {client.server.label} answered guarded_echo without asking: "
-                            f"{conn.messages}"
-                        )
-                    maybe_finish(conn)
+                absorb(conn)
+                maybe_finish(conn)
     return latencies
 
 
