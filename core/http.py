@@ -191,6 +191,39 @@ def classify(data: bytes) -> Body:
     return Body("invalid")
 
 
+# -- where a push goes --------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class PushRoute:
+    """R-HTTP-12: where the shell sends a push, tried in this order.
+
+    ``call``: the id of the request whose open POST stream takes it (``None``: no call).
+    ``withdraws``: the id of the server request a ``notifications/cancelled`` withdraws; the
+    stream that carried that request takes it when ``call`` names no open stream, and forgets it.
+    ``remember``: the id of a server request (an elicitation, a tool's own request) for the
+    stream that takes it to remember, so that its withdrawal follows it. Otherwise the GET
+    stream takes the push, or nothing does.
+    """
+
+    call: object = None
+    withdraws: str | None = None
+    remember: str | None = None
+
+
+def route_push(message: Mapping[str, object], related: object) -> PushRoute:
+    """R-HTTP-12: the route of a push ``message``, ``related`` to the request it is about."""
+    method = message.get("method")
+    withdraws = None
+    if method == "notifications/cancelled":
+        params = message.get("params")
+        target = params.get("requestId") if isinstance(params, Mapping) else None
+        withdraws = target if isinstance(target, str) else None
+    request_id = message.get("id")
+    remember = request_id if isinstance(method, str) and isinstance(request_id, str) else None
+    return PushRoute(related, withdraws, remember)
+
+
 # -- sessions ----------------------------------------------------------------------------------
 
 

@@ -199,6 +199,28 @@ def test_R_HTTP_11_idle_sessions_are_reaped_and_ended_ones_are_gone() -> None:
     assert len(table) == 0
 
 
+def test_R_HTTP_12_a_related_push_is_routed_to_its_call() -> None:
+    ask = {"jsonrpc": "2.0", "id": "eid-1", "method": "elicitation/create", "params": {}}
+    assert rules.route_push(ask, 7) == rules.PushRoute(call=7, remember="eid-1")
+    sample = {"jsonrpc": "2.0", "id": "askgate-request-2", "method": "sampling/createMessage"}
+    assert rules.route_push(sample, "c") == rules.PushRoute(call="c", remember="askgate-request-2")
+    for method in ("notifications/progress", "notifications/message"):
+        note: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": {}}
+        assert rules.route_push(note, 7) == rules.PushRoute(call=7)
+    withdraw = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": "eid-1", "reason": "timed out"},
+    }
+    assert rules.route_push(withdraw, 7) == rules.PushRoute(call=7, withdraws="eid-1")
+    assert rules.route_push(withdraw, None) == rules.PushRoute(withdraws="eid-1")
+    # Unrelated pushes (list changes, the server's own log) go to the GET stream.
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert rules.route_push(changed, None) == rules.PushRoute()
+    # A request id that is not a string is never remembered (askgate mints strings).
+    assert rules.route_push({**ask, "id": 3}, 7) == rules.PushRoute(call=7)
+
+
 def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
     assert rules.deployment_refusal(True, True) is None
     both = rules.deployment_refusal(False, False)

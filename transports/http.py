@@ -275,18 +275,17 @@ class HttpApp:
                 return
             message = effect.message
             data = encode(message)
-            target: _Stream | None = None
-            if effect.related is not None and message.get("method") == "elicitation/create":
-                # R-HTTP-12: on the stream of the call it asks about, while that stream is open
-                target = live.stream_for(effect.related)
-                if target is not None and not target.done:
-                    target.eids.append(message["id"])
-                    live.by_eid[message["id"]] = target
-            elif message.get("method") == "notifications/cancelled":
-                params = message.get("params")
-                eid = params.get("requestId") if isinstance(params, dict) else None
-                if isinstance(eid, str):
-                    target = live.by_eid.pop(eid, None)
+            route = rules.route_push(message, effect.related)  # R-HTTP-12
+            target = None if route.call is None else live.stream_for(route.call)
+            if target is not None and target.done:
+                target = None
+            if route.withdraws is not None:
+                carried = live.by_eid.pop(route.withdraws, None)
+                if target is None:
+                    target = carried
+            if target is not None and not target.done and route.remember is not None:
+                target.eids.append(route.remember)
+                live.by_eid[route.remember] = target
             if target is None or target.done:
                 target = live.get
             if target is None:
