@@ -1,0 +1,167 @@
+"""examples/conformance_server.py, the fixture `make conformance` runs the official suite
+against: it registers every name the suite's server scenarios call, passes the deployment
+guard, and answers them over Streamable HTTP (here with the official SDK client; the suite
+itself needs Node and a download, so it is `make conformance`, not `make test`).
+
+The server listens on 127.0.0.1 on a port the kernel chose, through a socket bound and
+listening before uvicorn starts; every wait is on a message, under a deadline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+
+import anyio
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp import Client
+
+from askgate import Allow, Deny
+from askgate.core import http as rules
+from askgate.server import Context
+from askgate.transports.http import HttpApp
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+DEADLINE = 20.0
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# The names of ../shared/reference/mcp.md section 5.3 (the suite's server scenarios).
+TOOLS = {
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
+    "test_error_handling",
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+    "json_schema_2020_12_tool",
+}
+RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
+TEMPLATES = {"test://template/{id}/data"}
+PROMPTS = {
+    "test_simple_prompt",
+    "test_prompt_with_arguments",
+    "test_prompt_with_embedded_resource",
+    "test_prompt_with_image",
+}
+
+
+def _fixture() -> ModuleType:
+    name = "conformance_server"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+@asynccontextmanager
+async def serving() -> AsyncIterator[tuple[HttpApp, str]]:
+    """The fixture's server over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    app = HttpApp(_fixture().build_server(), options=rules.HttpOptions(port=port))
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    web = uvicorn.Server(config)
+    async with app.running(), anyio.create_task_group() as tg:
+        tg.start_soon(web.serve, [sock])
+        try:
+            yield app, f"http://127.0.0.1:{port}/mcp"
+        finally:
+            web.should_exit = True
+            tg.cancel_scope.cancel()
+    sock.close()
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def test_the_fixture_passes_the_deployment_guard_and_runs_only_the_suites_tools() -> None:
+    fixture = _fixture()
+    HttpApp(fixture.build_server())  # R-HTTP-13: both authorizers are configured
+    context = Context("conn", "http")
+    assert fixture.allow_test_tools("test_sampling", {}, context) == Allow()
+    assert fixture.allow_test_tools("json_schema_2020_12_tool", {}, context) == Allow()
+    assert isinstance(fixture.allow_test_tools("anything_else", {}, context), Deny)
+    assert fixture.allow_reads("resources/read", {}, context) == Allow()
+
+
+@pytest.mark.anyio
+async def test_the_fixture_lists_and_answers_what_the_suite_calls() -> None:
+    async with serving() as (_, url):
+        with anyio.fail_after(DEADLINE):
+            async with Client(url, mode="legacy") as client:
+                tools = (await client.list_tools()).tools
+                assert {tool.name for tool in tools} == TOOLS
+                schema = next(t for t in tools if t.name == "json_schema_2020_12_tool")
+                assert schema.input_schema["$defs"]["address"]["$anchor"] == "addressDef"
+                resources = (await client.list_resources()).resources
+                assert {str(r.uri) for r in resources} == RESOURCES
+                templates = (await client.list_resource_templates()).resource_templates
+                assert {t.uri_template for t in templates} == TEMPLATES
+                prompts = (await client.list_prompts()).prompts
+                assert {p.name for p in prompts} == PROMPTS
+
+                simple = await client.call_tool("test_simple_text")
+                assert _text(simple) == "This is a simple text response for testing."
+                failing = await client.call_tool("test_error_handling")
+                assert failing.is_error
+                assert _text(failing)
+                mixed = (await client.call_tool("test_multiple_content_types")).content
+                assert [block.type for block in mixed] == ["text", "image", "resource"]
+                audio = (await client.call_tool("test_audio_content")).content[0]
+                assert isinstance(audio, types.AudioContent)
+                assert audio.mime_type == "audio/wav"
+
+                read = (await client.read_resource("test://template/123/data")).contents[0]
+                assert isinstance(read, types.TextResourceContents)
+                assert "123" in read.text
+                binary = (await client.read_resource("test://static-binary")).contents[0]
+                assert isinstance(binary, types.BlobResourceContents)
+                assert binary.mime_type == "image/png"
+
+                got = await client.get_prompt(
+                    "test_prompt_with_arguments", {"arg1": "first", "arg2": "second"}
+                )
+                content = got.messages[0].content
+                assert isinstance(content, types.TextContent)
+                assert "first" in content.text
+                assert "second" in content.text
+                embedded = await client.get_prompt(
+                    "test_prompt_with_embedded_resource", {"resourceUri": "test://example"}
+                )
+                assert embedded.messages[0].content.type == "resource"
+
+                ref = types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments")
+                done = await client.complete(ref, {"name": "arg1", "value": "test"})
+                assert done.completion.values == []
+                await client.subscribe_resource("test://watched-resource")
+                await client.unsubscribe_resource("test://watched-resource")
+                await client.set_logging_level("debug")
