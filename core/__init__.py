@@ -22,6 +22,7 @@ from .effects import (
     KillWorker,
     Push,
     Reply,
+    Resolve,
     RunRead,
     RunTool,
     StartTimer,
@@ -43,7 +44,10 @@ from .events import (
     SubscriberDetached,
     TimerFired,
     ToolCallReceived,
+    ToolLogged,
+    ToolProgressed,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
@@ -52,6 +56,7 @@ from .invariants import InvariantError, check_invariants, live_timers
 from .options import OptionError, Options
 from .reducer import (
     CALL_TRANSITIONS,
+    CLIENT_REQUEST_TIMER,
     ELICITATION_TIMER,
     EVENT_TRANSITIONS,
     PARKED_TRANSITIONS,
@@ -64,6 +69,7 @@ from .tools import ToolInfo
 
 __all__ = [
     "CALL_TRANSITIONS",
+    "CLIENT_REQUEST_TIMER",
     "ELICITATION_TIMER",
     "EVENT_TRANSITIONS",
     "PARKED_TRANSITIONS",
@@ -95,6 +101,7 @@ __all__ = [
     "Push",
     "ReadRequested",
     "Reply",
+    "Resolve",
     "ResourceUpdated",
     "RunRead",
     "RunTool",
@@ -107,7 +114,10 @@ __all__ = [
     "TimerFired",
     "ToolCallReceived",
     "ToolInfo",
+    "ToolLogged",
+    "ToolProgressed",
     "ToolRegistered",
+    "ToolRequested",
     "ToolUnregistered",
     "UnknownToolReply",
     "WorkerFailed",

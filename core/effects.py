@@ -6,6 +6,7 @@ the reducer's state to decide anything.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
@@ -154,7 +155,17 @@ class Emit:
     fields: dict[str, Any]
 
 
-Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit
+@attrs.frozen(slots=True)
+class Resolve:
+    """Hand ``outcome`` to the running tool of worker ``ref`` that waits as ``token``: the
+    client's result object, or a :class:`Failure` (R-CTX-4 .. R-CTX-6)."""
+
+    ref: int
+    token: Hashable
+    outcome: object
+
+
+Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit | Resolve
 EFFECT_KINDS: tuple[type[Effect], ...] = (
     Reply,
     Push,
@@ -163,4 +174,5 @@ EFFECT_KINDS: tuple[type[Effect], ...] = (
     StartWorker,
     KillWorker,
     Emit,
+    Resolve,
 )

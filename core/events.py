@@ -181,6 +181,43 @@ class CatalogChanged:
 
 
 @attrs.frozen(slots=True)
+class ToolProgressed:
+    """The running tool of worker ``ref`` reported progress (R-CTX-2)."""
+
+    ref: int
+    progress: object
+    total: object = None
+    message: object = None
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class ToolLogged:
+    """The running tool of worker ``ref`` logged ``data`` at ``level`` (R-CTX-3)."""
+
+    ref: int
+    level: object
+    data: object
+    logger: object = None
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
+class ToolRequested:
+    """The running tool of worker ``ref`` asks its client ``method`` with ``params`` (R-CTX-4).
+
+    ``token`` is the shell's name for the waiting tool; the reducer answers with
+    ``Resolve(ref, token, outcome)``.
+    """
+
+    ref: int
+    token: Hashable
+    method: object
+    params: object
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
 class TimerFired:
     """The timer ``key`` (from a ``StartTimer``) reached its deadline."""
 
@@ -206,6 +243,9 @@ Event = (
     | ResourceUpdated
     | LogEmitted
     | CatalogChanged
+    | ToolProgressed
+    | ToolLogged
+    | ToolRequested
 )
 
 EVENT_KINDS: tuple[type[Event], ...] = (
@@ -226,4 +266,7 @@ EVENT_KINDS: tuple[type[Event], ...] = (
     ResourceUpdated,
     LogEmitted,
     CatalogChanged,
+    ToolProgressed,
+    ToolLogged,
+    ToolRequested,
 )

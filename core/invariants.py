@@ -23,9 +23,11 @@ def _fail(rule: str, detail: str) -> None:
 
 
 def live_timers(state: State) -> set[TimerKey]:
-    """The timers the shell must have armed for ``state``: one per parked call and per worker."""
+    """The timers the shell must have armed for ``state``: one per parked call, per worker and
+    per outstanding client request (R-INV-4)."""
     keys: set[TimerKey] = {("elicitation", eid) for eid in state.parked}
     keys.update(("worker", ref) for ref in state.workers)
+    keys.update(("client_request", rid) for rid in state.client_requests)
     return keys
 
 
@@ -111,8 +113,8 @@ def check_invariants(state: State) -> None:
             fifo = state.cap_live if c.cap_group == "live" else state.cap_unsubscribed
             if fifo.items.get(c.cap_pos) != conn:
                 _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
-        elif c.can_elicit:
-            _fail("R-INV-3", f"{conn!r} can elicit without a capabilities entry")
+        elif c.can_elicit or c.can_sample:
+            _fail("R-INV-3", f"{conn!r} can be asked without a capabilities entry")
     for conn, n in state.in_flight.items():
         if n != per_conn_workers[conn] or n < 1:
             _fail("R-INV-2", f"{conn!r} counts {n} workers, holds {per_conn_workers[conn]}")
@@ -160,3 +162,26 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-2", f"caller {caller!r}'s index disagrees with its calls")
     if set(per_caller) != set(state.callers):
         _fail("R-INV-2", "a caller with calls has no index entry")
+    _check_client_requests(state)
+
+
+def _check_client_requests(state: State) -> None:
+    """R-INV-7: a running tool's requests and progress entries."""
+    listed: set[str] = set()
+    for ref, ids in state.worker_requests.items():
+        key = state.workers.get(ref)
+        call = None if key is None else state.calls.get(key)
+        if call is None or call.stage is not Stage.RUNNING:
+            _fail("R-INV-7", f"worker {ref} has requests outstanding but runs no tool")
+        if not ids or len(ids) > state.options.max_client_requests_per_call:
+            _fail("R-INV-7", f"worker {ref} has {len(ids)} requests outstanding")
+        for rid in ids:
+            request = state.client_requests.get(rid)
+            if request is None or request.ref != ref or request.key != key or rid in listed:
+                _fail("R-INV-7", f"request {rid} is not indexed once under worker {ref}")
+            listed.add(rid)
+    if listed != set(state.client_requests):
+        _fail("R-INV-7", "a client request is not listed under its worker")
+    for key in state.progress:
+        if key not in state.calls:
+            _fail("R-INV-7", f"progress kept for {key!r}, which is not open")

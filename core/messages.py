@@ -33,6 +33,9 @@ TIMED_OUT: Final = "elicitation timed out"
 READ_ASK: Final = "interactive approval unsupported"
 
 ELICITATION_ID_PREFIX: Final = "askgate-elicit-"
+CLIENT_REQUEST_ID_PREFIX: Final = "askgate-request-"
+REQUEST_TIMED_OUT: Final = "timed out"
+REQUEST_CANCELLED: Final = "request cancelled"
 
 
 def _text(payload: JsonObject) -> str:
@@ -142,3 +145,18 @@ def elicitation_cancelled(elicitation_id: str, reason: str) -> JsonObject:
         "method": "notifications/cancelled",
         "params": {"requestId": elicitation_id, "reason": reason},
     }
+
+
+def client_request(request_id: str, method: str, params: JsonObject) -> JsonObject:
+    """A running tool's own request to its client (R-CTX-4)."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def progress(token: RequestId, value: float, total: object, message: object) -> JsonObject:
+    """``notifications/progress`` for the token the caller chose (R-CTX-2)."""
+    params: JsonObject = {"progressToken": token, "progress": value}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}

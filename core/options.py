@@ -53,6 +53,7 @@ class Options:
     server_name: str = "askgate"
     server_version: str = "0.1.0"
     instructions: str | None = None
+    max_client_requests_per_call: int = 4
 
     @property
     def in_flight_share(self) -> int:
@@ -75,6 +76,7 @@ _POSITIVE = (
     "max_in_flight",
     "callback_timeout_ms",
     "page_size",
+    "max_client_requests_per_call",
 )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -47,6 +48,7 @@ from .effects import (
     KillWorker,
     Push,
     Reply,
+    Resolve,
     RunRead,
     RunTool,
     StartTimer,
@@ -70,7 +72,10 @@ from .events import (
     SubscriberDetached,
     TimerFired,
     ToolCallReceived,
+    ToolLogged,
+    ToolProgressed,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
@@ -82,8 +87,10 @@ from .state import (
     CallKey,
     CapGroup,
     Catalog,
+    ClientRequest,
     Conn,
     Parked,
+    Progress,
     Stage,
     State,
 )
@@ -97,6 +104,7 @@ _NO_KEYS: Map[CallKey, bool] = Map()
 
 WORKER_TIMER = "worker"
 ELICITATION_TIMER = "elicitation"
+CLIENT_REQUEST_TIMER = "client_request"
 
 
 class _Draft:
@@ -128,6 +136,9 @@ class _Draft:
     next_ref: int
     next_seq: int
     next_elicitation: int
+    client_requests: Map[str, ClientRequest]
+    worker_requests: Map[int, tuple[str, ...]]
+    progress: Map[CallKey, Progress]
 
     def __init__(self, state: State) -> None:
         # Spelled out rather than looped: this runs once per event.
@@ -152,6 +163,9 @@ class _Draft:
         self.next_ref = state.next_ref
         self.next_seq = state.next_seq
         self.next_elicitation = state.next_elicitation
+        self.client_requests = state.client_requests
+        self.worker_requests = state.worker_requests
+        self.progress = state.progress
 
     def freeze(self) -> State:
         return State(
@@ -176,6 +190,9 @@ class _Draft:
             self.next_ref,
             self.next_seq,
             self.next_elicitation,
+            self.client_requests,
+            self.worker_requests,
+            self.progress,
         )
 
 
@@ -233,7 +250,7 @@ def _remove_caps(d: _Draft, c: Conn) -> Conn:
     if not c.cap_group:
         return c
     _set_cap_fifo(d, c.cap_group, _cap_fifo(d, c.cap_group).remove(c.cap_pos))
-    return attrs.evolve(c, can_elicit=False, cap_group="", cap_pos=-1)
+    return attrs.evolve(c, can_elicit=False, can_sample=False, cap_group="", cap_pos=-1)
 
 
 def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
@@ -247,10 +264,17 @@ def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out
     group: CapGroup = "live" if c.subscribed else "unsubscribed"
     fifo, pos = _cap_fifo(d, group).push(conn)
     _set_cap_fifo(d, group, fifo)
+    sampling = capabilities.get("sampling") if isinstance(capabilities, dict) else None
     _put_conn(
         d,
         conn,
-        attrs.evolve(c, can_elicit=can_elicit(capabilities), cap_group=group, cap_pos=pos),
+        attrs.evolve(
+            c,
+            can_elicit=can_elicit(capabilities),
+            can_sample=isinstance(sampling, dict),  # R-CTX-4
+            cap_group=group,
+            cap_pos=pos,
+        ),
     )
     limit = d.options.max_client_capabilities
     if len(d.cap_unsubscribed) + len(d.cap_live) > limit:  # R-CAP-3
@@ -440,6 +464,8 @@ def _end(d: _Draft, call: Call) -> None:
     """Forgets an open call (R-CLOSE-3, R-DROP-*): the call, its connection's and caller's index."""
     key = (call.conn, call.request_id)
     d.calls = d.calls.delete(key)
+    if d.progress and key in d.progress:
+        d.progress = d.progress.delete(key)  # R-CTX-2
     c = _get_conn(d, call.conn)
     _put_conn(d, call.conn, c.with_requests(c.requests.delete(call.request_id)))
     if call.caller is not None:
@@ -473,6 +499,8 @@ def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
         out.append(KillWorker(call.worker))
         out.append(CancelTimer((WORKER_TIMER, call.worker)))
         _release_worker(d, call)
+        if call.worker in d.worker_requests:
+            _withdraw_requests(d, call.worker, out, notify=notify)  # R-CTX-6
     if not call.replied:
         out.append(Reply(call.conn, call.request_id, None))
     _end(d, call)
@@ -715,10 +743,11 @@ def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 # Parking
 
 
-def mint_elicitation_id(id_key: bytes, counter: int) -> str:
-    """R-ID-1: ``askgate-elicit-`` and 22 URL-safe characters of a keyed BLAKE2b of a counter."""
+def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION_ID_PREFIX) -> str:
+    """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
+    of a counter."""
     digest = hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
-    return m.ELICITATION_ID_PREFIX + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return prefix + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Conn:
@@ -813,6 +842,9 @@ def _answer(
     if not isinstance(eid, str):
         return  # R-CLOSE-5
     p = d.parked.get(eid)
+    if p is None and eid in d.client_requests:
+        _client_answered(d, conn, eid, result, error, out)  # R-CTX-5
+        return
     if p is None or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike
     call = d.calls[p.key]
@@ -858,6 +890,178 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# A running tool's context (R-CTX)
+
+
+def _running_tool(d: _Draft, ref: int) -> Call | None:
+    """The call whose tool runs in worker ``ref``, or ``None`` (R-CTX-1)."""
+    key = d.workers.get(ref)
+    if key is None:
+        return None
+    call = d.calls[key]
+    return call if call.stage is Stage.RUNNING else None
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and math.isfinite(value)
+    )
+
+
+def _on_tool_progressed(d: _Draft, ev: ToolProgressed, out: Out) -> None:
+    call = _running_tool(d, ev.ref)
+    if call is None:
+        return  # R-CTX-1
+    key = (call.conn, call.request_id)
+    progress = d.progress.get(key)
+    if progress is None or not _is_number(ev.progress):
+        return
+    value: Any = ev.progress
+    if progress.last is not None and value <= progress.last:
+        return  # R-CTX-2: progress only increases
+    if not (ev.total is None or _is_number(ev.total)):
+        return
+    if not (ev.message is None or isinstance(ev.message, str)):
+        return
+    d.progress = d.progress.set(key, Progress(progress.token, value))
+    message = m.progress(progress.token, value, ev.total, ev.message)
+    out.append(Push(call.conn, message, call.request_id))
+
+
+def _on_tool_logged(d: _Draft, ev: ToolLogged, out: Out) -> None:
+    call = _running_tool(d, ev.ref)
+    if call is None or not isinstance(ev.level, str):
+        return  # R-CTX-1
+    rank = protocol.LOG_RANK.get(ev.level)
+    wanted = d.log_levels.get(call.conn)
+    if rank is None or wanted is None or protocol.LOG_RANK[wanted] > rank:
+        return  # R-CTX-3
+    if not _get_conn(d, call.conn).subscribed:
+        return
+    logger = ev.logger if isinstance(ev.logger, str) else None
+    out.append(Push(call.conn, protocol.log_message(ev.level, ev.data, logger), call.request_id))
+
+
+def _ctx_failure(reason: str, message: str, code: int = m.INTERNAL_ERROR) -> Failure:
+    return Failure(code, message, {"error": reason})
+
+
+def _request_params(method: object, params: object, version: str) -> JsonObject | None:
+    """The params to send for a tool's request, or ``None`` when malformed (R-CTX-4)."""
+    if not isinstance(params, dict):
+        return None
+    if method == "elicitation/create":
+        message, schema = params.get("message"), params.get("requestedSchema")
+        if not isinstance(message, str) or not isinstance(schema, dict):
+            return None
+        sent: JsonObject = {"message": message, "requestedSchema": schema}
+        if not version or version >= "2025-11-25":
+            sent = {"mode": "form", **sent}
+        return sent
+    if method == "sampling/createMessage":
+        tokens = params.get("maxTokens")
+        if not isinstance(params.get("messages"), list) or not (
+            isinstance(tokens, int) and not isinstance(tokens, bool)
+        ):
+            return None
+        return dict(params)
+    return None
+
+
+def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
+    ref, token = ev.ref, ev.token
+    call = _running_tool(d, ref)
+    if call is None:  # R-CTX-1
+        failure = _ctx_failure("not_running", "only a running tool can send requests")
+        out.append(Resolve(ref, token, failure))
+        return
+    c = _get_conn(d, call.conn)
+    params = _request_params(ev.method, ev.params, c.version)
+    if params is None:
+        problem = (
+            "elicitation/create needs a string message and an object requestedSchema; "
+            "sampling/createMessage needs an array of messages and an integer maxTokens"
+        )
+        out.append(Resolve(ref, token, _ctx_failure("invalid_request", problem, m.INVALID_PARAMS)))
+        return
+    method: str = ev.method  # type: ignore[assignment]
+    if method == "elicitation/create" and not (c.subscribed and c.can_elicit):
+        failure = _ctx_failure("client_cannot_elicit", "the client cannot be asked (elicitation)")
+        out.append(Resolve(ref, token, failure))
+        return
+    if method == "sampling/createMessage" and not (c.subscribed and c.can_sample):
+        failure = _ctx_failure("client_cannot_sample", "the client did not offer sampling")
+        out.append(Resolve(ref, token, failure))
+        return
+    outstanding = d.worker_requests.get(ref, ())
+    if len(outstanding) >= d.options.max_client_requests_per_call:
+        failure = _ctx_failure("too_many_requests", "too many requests to the client outstanding")
+        out.append(Resolve(ref, token, failure))
+        return
+    rid = mint_elicitation_id(d.id_key, d.next_elicitation, m.CLIENT_REQUEST_ID_PREFIX)
+    d.next_elicitation += 1  # R-ID-1: one counter for both kinds of id, so none repeats
+    key = (call.conn, call.request_id)
+    d.client_requests = d.client_requests.set(rid, ClientRequest(key, ref, token, method))
+    d.worker_requests = d.worker_requests.set(ref, (*outstanding, rid))
+    out.append(Push(call.conn, m.client_request(rid, method, params), call.request_id))
+    out.append(StartTimer((CLIENT_REQUEST_TIMER, rid), ev.now + d.options.elicitation_timeout_ms))
+
+
+def _forget_request(d: _Draft, rid: str) -> ClientRequest:
+    request = d.client_requests[rid]
+    d.client_requests = d.client_requests.delete(rid)
+    rest = tuple(r for r in d.worker_requests[request.ref] if r != rid)
+    d.worker_requests = (
+        d.worker_requests.set(request.ref, rest) if rest else d.worker_requests.delete(request.ref)
+    )
+    return request
+
+
+def _client_answered(
+    d: _Draft, conn: ConnId, rid: str, result: object, error: object, out: Out
+) -> None:
+    if d.client_requests[rid].key[0] != conn:
+        return  # R-CTX-5: foreign answers are ignored
+    request = _forget_request(d, rid)
+    out.append(CancelTimer((CLIENT_REQUEST_TIMER, rid)))
+    outcome: object
+    if error is not None:
+        e = error if isinstance(error, dict) else {}
+        code = e.get("code")
+        text = e.get("message")
+        outcome = Failure(
+            code if isinstance(code, int) and not isinstance(code, bool) else m.INTERNAL_ERROR,
+            text if isinstance(text, str) else "the client answered with an error",
+            e.get("data"),
+        )
+    elif isinstance(result, dict):
+        outcome = result
+    else:
+        outcome = _ctx_failure("invalid_answer", "the client's answer is not an object")
+    out.append(Resolve(request.ref, request.token, outcome))
+
+
+def _client_request_timed_out(d: _Draft, rid: str, out: Out) -> None:
+    request = _forget_request(d, rid)
+    conn, related = request.key
+    out.append(Push(conn, m.elicitation_cancelled(rid, m.REQUEST_TIMED_OUT), related))
+    failure = _ctx_failure("timed_out", "the client did not answer in time")
+    out.append(Resolve(request.ref, request.token, failure))  # R-CTX-6
+
+
+def _withdraw_requests(d: _Draft, ref: int, out: Out, *, notify: bool) -> None:
+    """The worker ``ref`` ended: its outstanding requests no longer matter (R-CTX-6)."""
+    for rid in d.worker_requests[ref]:
+        request = d.client_requests[rid]
+        d.client_requests = d.client_requests.delete(rid)
+        out.append(CancelTimer((CLIENT_REQUEST_TIMER, rid)))
+        if notify:
+            conn, related = request.key
+            out.append(Push(conn, m.elicitation_cancelled(rid, m.REQUEST_CANCELLED), related))
+    d.worker_requests = d.worker_requests.delete(ref)
+
+
+# ---------------------------------------------------------------------------------------------
 # Messages (spec/protocol.md)
 
 
@@ -892,6 +1096,10 @@ def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out
             out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
             return
         _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)
+        meta = p.get("_meta")
+        token: Any = meta.get("progressToken") if isinstance(meta, dict) else None
+        if is_request_id(token) and (conn, rid) in d.calls:
+            d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
     elif method in protocol.READ_METHODS:  # R-PROTO-7
         problem_reply = protocol.read_params_error(rid, method, params)
         if problem_reply is not None:
@@ -960,6 +1168,8 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
         out.append(KillWorker(ref))  # R-WORK-2
     else:
         out.append(CancelTimer((WORKER_TIMER, ref)))
+    if ref in d.worker_requests:
+        _withdraw_requests(d, ref, out, notify=True)  # R-CTX-6
     CALL_TRANSITIONS[(kind, call.stage)].handler(d, call, value, now, out)
 
 
@@ -982,6 +1192,8 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
         p = d.parked.get(ident)
         if p is not None:
             _elicitation_timed_out(d, d.calls[p.key], ev.now, out)
+    elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
+        _client_request_timed_out(d, ident, out)
 
 
 _W = Stage
@@ -1054,10 +1266,12 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ),
     WorkerFinished: Transition(_on_worker_finished, ("R-WORK-3", "R-WORK-4"), "by stage"),
     WorkerFailed: Transition(_on_worker_failed, ("R-WORK-3", "R-WORK-4"), "by stage"),
-    ElicitationAnswered: Transition(_on_answer, ("R-CLOSE-1", "R-CLOSE-5"), "by stage"),
+    ElicitationAnswered: Transition(
+        _on_answer, ("R-CLOSE-1", "R-CLOSE-5", "R-CTX-5"), "by stage, or a client request"
+    ),
     CancelRequested: Transition(_on_cancel, ("R-DROP-1",), "dropped"),
     CallerExited: Transition(_on_caller_exited, ("R-DROP-2",), "dropped"),
-    TimerFired: Transition(_on_timer, ("R-WORK-2", "R-CLOSE-2"), "by stage"),
+    TimerFired: Transition(_on_timer, ("R-WORK-2", "R-CLOSE-2", "R-CTX-6"), "by stage"),
     MessageReceived: Transition(
         _on_message,
         ("R-PROTO-1", "R-PROTO-2", "R-PROTO-3", "R-PROTO-4", "R-PROTO-5", "R-PROTO-13"),
@@ -1066,6 +1280,15 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ResourceUpdated: Transition(_on_resource_updated, ("R-PROTO-10",), "subscribers told"),
     LogEmitted: Transition(_on_log, ("R-PROTO-11",), "connections at or below the level told"),
     CatalogChanged: Transition(_on_catalog_changed, ("R-PROTO-12",), "catalog changed"),
+    ToolProgressed: Transition(
+        _on_tool_progressed, ("R-CTX-1", "R-CTX-2"), "progress sent to the caller, or nothing"
+    ),
+    ToolLogged: Transition(
+        _on_tool_logged, ("R-CTX-1", "R-CTX-3"), "log sent to the caller, or nothing"
+    ),
+    ToolRequested: Transition(
+        _on_tool_requested, ("R-CTX-1", "R-CTX-4"), "request sent to the caller, or refused"
+    ),
 }
 """Every event kind and its handler."""
 

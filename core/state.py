@@ -81,6 +81,24 @@ class Call:
 
 
 @attrs.frozen(slots=True)
+class ClientRequest:
+    """A running tool's outstanding request to its client (R-CTX-4)."""
+
+    key: CallKey
+    ref: int
+    token: Hashable
+    method: str
+
+
+@attrs.frozen(slots=True)
+class Progress:
+    """The progress token a ``tools/call`` carried, and the last progress sent (R-CTX-2)."""
+
+    token: str | int
+    last: float | None = None
+
+
+@attrs.frozen(slots=True)
 class Parked:
     """A parked call: ``pos`` is its place in its owner's queue of parked calls."""
 
@@ -99,6 +117,7 @@ class Conn:
     subscribed: bool = False
     # The client-capabilities entry (R-CAP): present iff cap_group != "".
     can_elicit: bool = False
+    can_sample: bool = False  # R-CTX-4: capabilities.sampling is an object
     cap_group: CapGroup = ""
     cap_pos: int = -1
     # Parked calls, oldest first, and this connection's place in its parked-count bucket.
@@ -117,6 +136,7 @@ class Conn:
         return Conn(
             self.subscribed,
             self.can_elicit,
+            self.can_sample,
             self.cap_group,
             self.cap_pos,
             self.parked,
@@ -132,6 +152,7 @@ class Conn:
         return Conn(
             self.subscribed,
             self.can_elicit,
+            self.can_sample,
             self.cap_group,
             self.cap_pos,
             parked,
@@ -185,6 +206,11 @@ class State:
     next_ref: int
     next_seq: int
     next_elicitation: int
+    # A running tool's context (R-CTX): outstanding client requests by id, the ids each worker
+    # has outstanding, and the progress token of each call that carried one.
+    client_requests: Map[str, ClientRequest] = attrs.field(factory=Map)
+    worker_requests: Map[int, tuple[str, ...]] = attrs.field(factory=Map)
+    progress: Map[CallKey, Progress] = attrs.field(factory=Map)
 
 
 def initial_state(

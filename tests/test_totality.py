@@ -31,6 +31,7 @@ from askgate.core import (
     ElicitationAnswered,
     Emit,
     Event,
+    Failure,
     InvariantError,
     KillWorker,
     LogEmitted,
@@ -39,6 +40,7 @@ from askgate.core import (
     Push,
     ReadRequested,
     Reply,
+    Resolve,
     ResourceUpdated,
     StartTimer,
     StartWorker,
@@ -48,7 +50,10 @@ from askgate.core import (
     TimerFired,
     ToolCallReceived,
     ToolInfo,
+    ToolLogged,
+    ToolProgressed,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
@@ -58,7 +63,7 @@ from askgate.core import (
     step,
 )
 from askgate.core.fifo import Fifo
-from askgate.core.state import EMPTY_CONN
+from askgate.core.state import EMPTY_CONN, Progress
 
 CONNS = ("a", "b", "c")
 IDS: tuple[object, ...] = (0, 1, "x")
@@ -73,6 +78,9 @@ ANSWERS: tuple[object, ...] = (
     None,
     [1],
 )
+CAPS: dict[str, object] = {"elicitation": {}, "sampling": {}}
+ELICIT = {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
+SAMPLE = {"messages": [], "maxTokens": 5}
 CONFIGS = (
     Options(has_authorizer=True, max_parked_elicitations=2, max_parked_elicitations_total=3),
     Options(
@@ -93,7 +101,7 @@ def candidate_events(state: State, now: int) -> Iterator[Event]:
     refs = [*live_refs, max(live_refs, default=0) + 7]
     eids: list[object] = [*state.parked, "askgate-elicit-unknown", 5]
     for conn in CONNS:
-        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}, now)
+        yield ClientInitialized(conn, CAPS if conn != "c" else {}, now)
         yield SubscriberAttached(conn, now)
         yield SubscriberDetached(conn, now)
         for rid in (*IDS, *BAD_IDS[:2]):
@@ -124,8 +132,23 @@ def candidate_events(state: State, now: int) -> Iterator[Event]:
             yield WorkerFinished(ref, value, now)
         yield WorkerFailed(ref, now)
         yield TimerFired(("worker", ref), now)
+        yield ToolProgressed(ref, now + 1, 100, "half", now)
+        yield ToolProgressed(ref, float("nan"), now=now)
+        yield ToolLogged(ref, "info", {"step": 1}, "tool", now)
+        yield ToolLogged(ref, "loud", "x", None, now)
+        yield ToolRequested(ref, ("t", ref), "elicitation/create", ELICIT, now)
+        yield ToolRequested(ref, ("s", ref), "sampling/createMessage", SAMPLE, now)
+        yield ToolRequested(ref, ("b", ref), "roots/list", {}, now)
+        yield ToolRequested(ref, ("m", ref), "elicitation/create", {"message": 1}, now)
     for eid in eids:
         yield TimerFired(("elicitation", eid), now)
+    rids: list[object] = [*list(state.client_requests)[:2], "askgate-request-unknown"]
+    for rid in rids:
+        yield TimerFired(("client_request", rid), now)
+        for conn in CONNS[:2]:
+            yield ElicitationAnswered(conn, rid, {"action": "accept", "content": {}}, now)
+            yield ElicitationAnswered(conn, rid, "not an object", now)
+            yield ElicitationAnswered(conn, rid, None, now, error={"code": -1, "message": "no"})
     for conn in CONNS[:2]:
         for data in messages(state):
             yield MessageReceived(conn, data, now, mode="push" if b'"p"' in data else "reply")
@@ -150,6 +173,8 @@ def messages(state: State) -> list[bytes]:
         b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}',
         b'{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"echo","arguments":{}}}',
         b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}',
+        b'{"jsonrpc":"2.0","id":"g","method":"tools/call","params":{"name":"echo","arguments":{},'
+        b'"_meta":{"progressToken":"tok"}}}',
         b'{"jsonrpc":"2.0","id":6,"method":"resources/list","params":{"cursor":"bogus"}}',
         b'{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"demo://status"}}',
         b'{"jsonrpc":"2.0","id":8,"method":"resources/subscribe","params":{"uri":"demo://status"}}',
@@ -206,6 +231,8 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
                 json.dumps(message, allow_nan=False)
             case Emit(name=name):
                 assert name == "client_capabilities_evicted"
+            case Resolve(outcome=outcome):
+                assert isinstance(outcome, dict | Failure), outcome
             case _:
                 raise AssertionError(f"not an effect: {effect!r}")
     assert workers == set(after.workers)
@@ -224,14 +251,17 @@ def walk(options: Options, seed: int, steps: int) -> Iterator[State]:
     state = initial_state(options, id_key=b"k" * 32, tools=TOOLS)
     for conn in CONNS:
         state, _ = step(state, SubscriberAttached(conn))
-        state, _ = step(state, ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}))
+        state, _ = step(state, ClientInitialized(conn, CAPS if conn != "c" else {}))
     for i in range(steps):
         yield state
         events = list(candidate_events(state, i))
         # Half the time, move a live call on (its worker answers, mostly ASK), so caps fill.
         live = [e for e in events if isinstance(e, WorkerFinished) and e.ref in state.workers]
         event: Event
-        if live and rng.random() < 0.6:
+        asking = [e for e in events if isinstance(e, ToolRequested) and e.ref in state.workers]
+        if asking and rng.random() < 0.1:
+            event = rng.choice(asking)
+        elif live and rng.random() < 0.6:
             asks = [e for e in live if isinstance(e.value, Ask)]
             event = rng.choice(asks if asks and rng.random() < 0.7 else live)
         elif rng.random() < 0.7:
@@ -275,6 +305,8 @@ def test_walks_reach_interesting_states() -> None:
     assert any(s.parked_total == s.options.max_parked_elicitations_total for s in STATES)
     assert any(s.in_flight_total == s.options.max_in_flight for s in STATES)
     assert any(len(s.calls) >= 3 for s in STATES)
+    assert any(s.client_requests for s in STATES)
+    assert any(s.progress for s in STATES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,3 +383,18 @@ def test_R_INV_6_connections_are_forgotten_once_empty() -> None:
         state, _ = step(state, event)
     assert len(state.conns) == 0
     assert len(state.calls) == 0
+
+
+def test_R_INV_7_check_catches_a_client_request_without_its_tool() -> None:
+    state = next(s for s in STATES if s.client_requests)
+    check_invariants(state)
+    request = next(iter(state.client_requests.values()))
+    _catches(
+        attrs.evolve(state, worker_requests=state.worker_requests.delete(request.ref)), "R-INV-7"
+    )
+    orphan = attrs.evolve(state, workers=state.workers.delete(request.ref))
+    _catches(orphan, "R-INV-[347]")
+    tight = attrs.evolve(state.options, max_client_requests_per_call=0)
+    _catches(attrs.evolve(state, options=tight), "R-INV-7")
+    stale = attrs.evolve(state, progress=state.progress.set(("zz", 1), Progress("tok")))
+    _catches(stale, "R-INV-7")
