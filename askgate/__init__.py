@@ -9,6 +9,6 @@ authorizer, then serve.
 __version__ = "0.1.0"
 
 from askgate.core import Allow, Ask, Deny
-from askgate.server import Context, Server
+from askgate.server import ClientRequestError, Context, Server
 
-__all__ = ["Allow", "Ask", "Context", "Deny", "Server", "__version__"]
+__all__ = ["Allow", "Ask", "ClientRequestError", "Context", "Deny", "Server", "__version__"]

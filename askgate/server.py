@@ -66,12 +66,13 @@ from askgate.transports import stdio
 from askgate.transports.runtime import (
     Runtime,
     call_user,
+    current_worker,
     is_async_callable,
     now_ms,
     runs_eagerly,
 )
 
-__all__ = ["Allow", "Ask", "Authorizer", "Context", "Deny", "Server"]
+__all__ = ["Allow", "Ask", "Authorizer", "ClientRequestError", "Context", "Deny", "Server"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,17 +94,114 @@ _USER_OPTIONS = frozenset(
         "max_in_flight_per_connection",
         "callback_timeout_ms",
         "page_size",
+        "max_client_requests_per_call",
     }
 )
+
+
+class ClientRequestError(Exception):
+    """A tool's own request to its client failed: the client answered with a JSON-RPC error,
+    lacks the capability, did not answer in time, or the request was refused (spec/rules.md,
+    R-CTX-4 .. R-CTX-6). ``reason`` is askgate's reason (``timed_out``, ``client_cannot_elicit``,
+    ...) or ``None`` for the client's own error; ``code``, ``message`` and ``data`` are the
+    JSON-RPC error's."""
+
+    def __init__(self, code: int, message: str, data: object = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+        self.reason: str | None = (
+            data.get("error")
+            if isinstance(data, dict) and isinstance(data.get("error"), str)
+            else None
+        )
+
+
+_LOG_LEVELS = frozenset(
+    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+)
+
+
+def _number(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number, not {type(value).__name__}")
 
 
 @attrs.frozen(slots=True)
 class Context:
     """Who is calling: given to authorizers, and to callbacks that declare a ``Context``
-    parameter. ``transport`` is the server's declared transport, never the client's claim."""
+    parameter. ``transport`` is the server's declared transport, never the client's claim.
+
+    A running tool can also talk to its caller through it (spec/rules.md, R-CTX): report
+    progress, log, and ask the client (a form elicitation, or sampling). The reducer decides
+    what reaches the wire: progress only when the caller sent a ``progressToken``, logs only at
+    the level it set, requests only when it declared the capability. The methods are
+    coroutines; a plain ``def`` tool runs in a thread and can call them with
+    ``anyio.from_thread.run(ctx.log, "info", "...")``.
+    """
 
     conn_id: Hashable
     transport: Transport
+    _runtime: Runtime | None = attrs.field(default=None, eq=False, repr=False, alias="runtime")
+    _worker: int | None = attrs.field(default=None, eq=False, repr=False, alias="worker")
+
+    def _channel(self) -> tuple[Runtime, int]:
+        if self._runtime is None or self._worker is None:
+            raise ClientRequestError(
+                -32603, "only a running tool can talk to its client", {"error": "not_running"}
+            )
+        return self._runtime, self._worker
+
+    async def log(self, level: str, data: object, logger: str | None = None) -> None:
+        """Sends ``notifications/message`` to the caller, if its level admits ``level``."""
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; one of {sorted(_LOG_LEVELS)}")
+        if logger is not None and not isinstance(logger, str):
+            raise TypeError("logger must be a string")
+        _ensure_json(data)
+        runtime, worker = self._channel()
+        runtime.tool_log(worker, level, data, logger)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Sends ``notifications/progress`` when the caller asked for progress; a value not
+        greater than the last one sent is not sent (progress only increases)."""
+        _number(progress, "progress")
+        if total is not None:
+            _number(total, "total")
+        if message is not None and not isinstance(message, str):
+            raise TypeError("message must be a string")
+        runtime, worker = self._channel()
+        runtime.report_progress(worker, progress, total, message)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Asks the caller's user to fill a form (``elicitation/create``, form mode) and returns
+        the client's result, e.g. ``{"action": "accept", "content": {...}}``. Raises
+        :class:`ClientRequestError` when the request fails or times out."""
+        if not isinstance(message, str) or not isinstance(requested_schema, dict):
+            raise TypeError("elicit(message: str, requested_schema: dict)")
+        return await self._ask(
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}
+        )
+
+    async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Asks the caller's model (``sampling/createMessage`` with ``params``: ``messages``,
+        ``maxTokens``, ...) and returns the client's result. Raises
+        :class:`ClientRequestError` when the request fails or times out."""
+        if not isinstance(params, dict):
+            raise TypeError("sample(params: dict)")
+        return await self._ask("sampling/createMessage", params)
+
+    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _ensure_json(params)
+        runtime, worker = self._channel()
+        outcome = await runtime.ask_client(worker, method, params)
+        if isinstance(outcome, Failure):
+            raise ClientRequestError(outcome.code, outcome.message, outcome.data)
+        assert isinstance(outcome, dict)
+        return outcome
 
 
 # -- input schemas from type hints ---------------------------------------------------------------
@@ -721,7 +819,7 @@ class Server:
         return False
 
     def _context(self, conn: Hashable) -> Context:
-        return Context(conn, self._transport)
+        return Context(conn, self._transport, runtime=self._runtime, worker=current_worker())
 
     async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
         return await call_user(func, *args, limiter=self._limiter, **kwargs)

@@ -18,7 +18,7 @@ import anyio.abc
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from askgate import Allow, Ask, Context, Deny, Server
+from askgate import Allow, Ask, ClientRequestError, Context, Deny, Server
 from askgate.core import OptionError, SubscriberAttached, live_timers
 from askgate.core.events import MessageReceived
 from askgate.server import derive_input_schema, shape_tool_result
@@ -666,3 +666,151 @@ def test_the_line_splitter_bounds_a_line_and_skips_its_rest() -> None:
     assert splitter.feed(b"\n") == [b"12345678"]
     assert splitter.feed(b"123456789\r") == [b"123456789"]  # 10 bytes: over, whatever follows
     assert splitter.feed(b"\nnext\n") == [b"next"]
+
+
+# -- a running tool's context (R-CTX) -------------------------------------------------------------
+
+CTX_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}}
+FORM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"username": {"type": "string"}},
+    "required": ["username"],
+}
+
+
+def context_server(**options: Any) -> Server:
+    server = Server("ctx", **options)
+
+    @server.tool()
+    async def steps(ctx: Context) -> str:
+        await ctx.log("info", "started", "steps")
+        for done in (0, 50, 50, 100):  # the repeated 50 is not sent: progress only increases
+            await ctx.report_progress(done, 100)
+        await ctx.log("debug", "below the caller's level")
+        return "done"
+
+    @server.tool()
+    async def who(ctx: Context) -> str:
+        answer = await ctx.elicit("Who are you?", FORM_SCHEMA)
+        return f"{answer['action']}: {answer.get('content')}"
+
+    @server.tool()
+    async def ask_model(prompt: str, ctx: Context) -> str:
+        try:
+            result = await ctx.sample(
+                {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 100,
+                }
+            )
+        except ClientRequestError as failure:
+            return f"failed: {failure.reason or failure.code} {failure.message}"
+        return f"model said: {result['content']['text']}"
+
+    return server
+
+
+async def test_R_CTX_2_progress_and_logs_reach_the_caller_of_a_running_tool() -> None:
+    async with connected(context_server(), CTX_CAPS) as conn:
+        conn.request(1, "logging/setLevel", {"level": "info"})
+        await conn.reply(1)
+        conn.request(
+            2, "tools/call", {"name": "steps", "arguments": {}, "_meta": {"progressToken": "p"}}
+        )
+        assert text_of(await conn.result(2)) == "done"
+        log = await conn.wait_for(lambda m: m.get("method") == "notifications/message")
+        assert log["params"] == {"level": "info", "data": "started", "logger": "steps"}
+        progress = [m["params"] for m in conn.messages if m["method"] == "notifications/progress"]
+        assert progress == [
+            {"progressToken": "p", "progress": 0, "total": 100},
+            {"progressToken": "p", "progress": 50, "total": 100},
+            {"progressToken": "p", "progress": 100, "total": 100},
+        ]
+        assert not [m for m in conn.messages if m.get("method") == "notifications/message"]
+
+
+async def test_R_CTX_5_a_tools_elicitation_is_answered_by_its_caller() -> None:
+    async with connected(context_server(), CTX_CAPS) as conn:
+        conn.call(1, "who")
+        request = await conn.elicitation()
+        assert request["id"].startswith("askgate-request-")
+        assert request["params"] == {
+            "mode": "form",
+            "message": "Who are you?",
+            "requestedSchema": FORM_SCHEMA,
+        }
+        content = {"username": "ada"}
+        conn.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "result": {"action": "accept", "content": content},
+            }
+        )
+        assert text_of(await conn.result(1)) == "accept: {'username': 'ada'}"
+
+
+async def test_R_CTX_4_sampling_errors_and_missing_capabilities_reach_the_tool() -> None:
+    async with connected(context_server(), CTX_CAPS) as conn:
+        conn.call(1, "ask_model", prompt="hi")
+        request = await conn.wait_for(lambda m: m.get("method") == "sampling/createMessage")
+        assert request["params"]["maxTokens"] == 100
+        conn.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "result": {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": "hello"},
+                    "model": "m",
+                },
+            }
+        )
+        assert text_of(await conn.result(1)) == "model said: hello"
+        conn.call(2, "ask_model", prompt="again")
+        request = await conn.wait_for(lambda m: m.get("method") == "sampling/createMessage")
+        conn.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "error": {"code": -1, "message": "user rejected"},
+            }
+        )
+        assert text_of(await conn.result(2)) == "failed: -1 user rejected"
+    async with connected(context_server(), {"elicitation": {}}) as conn:
+        conn.call(1, "ask_model", prompt="hi")
+        assert text_of(await conn.result(1)).startswith("failed: client_cannot_sample")
+
+
+async def test_R_CTX_6_a_cancelled_tool_withdraws_its_request_and_a_timeout_fails_it() -> None:
+    async with connected(context_server(), CTX_CAPS) as conn:
+        conn.call(1, "who")
+        request = await conn.elicitation()
+        conn.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+        )
+        withdrawn = await conn.wait_for(lambda m: m.get("method") == "notifications/cancelled")
+        assert withdrawn["params"] == {"requestId": request["id"], "reason": "request cancelled"}
+        assert conn.runtime.state.client_requests.get(request["id"]) is None
+    async with connected(context_server(elicitation_timeout_ms=1), CTX_CAPS) as conn:
+        conn.call(2, "ask_model", prompt="hi")
+        withdrawn = await conn.wait_for(lambda m: m.get("method") == "notifications/cancelled")
+        assert withdrawn["params"]["reason"] == "timed out"
+        assert text_of(await conn.result(2)).startswith("failed: timed_out")
+
+
+async def test_R_CTX_1_an_authorizers_context_cannot_ask_the_client() -> None:
+    seen: list[str] = []
+
+    async def policy(_tool: str, _arguments: Any, ctx: Context) -> Allow:
+        try:
+            await ctx.elicit("sneaky?", {"type": "object", "properties": {}})
+        except ClientRequestError as failure:
+            seen.append(str(failure.reason))
+        return Allow()
+
+    server = context_server(authorizer=policy)
+    async with connected(server, CTX_CAPS) as conn:
+        conn.call(1, "steps")
+        assert text_of(await conn.result(1)) == "done"
+    assert seen == ["not_running"]

@@ -20,6 +20,12 @@ state needs no lock and no queue), and the effects that come back are performed 
   the same ``StartWorker``, timer and report, without a task, a cancel scope and a timer
   wake-up per call. It is contained like any worker: what it raises is ``WorkerFailed``.
 - ``Emit``: handed to the observer, if any.
+- ``Resolve``: hands the outcome to the running tool waiting on :meth:`Runtime.ask_client`.
+
+A running tool reaches its client through its worker: :func:`current_worker` names the worker
+of the task asking, and :meth:`Runtime.report_progress`, :meth:`Runtime.tool_log` and
+:meth:`Runtime.ask_client` report ``ToolProgressed``, ``ToolLogged`` and ``ToolRequested``; the
+reducer decides what reaches the wire (spec/rules.md, R-CTX).
 
 Events fed while effects are being performed (a worker that completed at once, an observer
 that feeds) are stepped in order after the current step's effects, never in the middle of them.
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import functools
 import heapq
 import inspect
@@ -55,10 +62,14 @@ from askgate.core import (
     KillWorker,
     Push,
     Reply,
+    Resolve,
     StartTimer,
     StartWorker,
     State,
     TimerFired,
+    ToolLogged,
+    ToolProgressed,
+    ToolRequested,
     WorkerFailed,
     WorkerFinished,
     step,
@@ -72,6 +83,7 @@ __all__ = [
     "Writer",
     "call_user",
     "completes_without_suspending",
+    "current_worker",
     "is_async_callable",
     "now_ms",
     "runs_eagerly",
@@ -96,6 +108,24 @@ EagerJobs = Callable[[Job], bool]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
+
+_WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
+
+
+def current_worker() -> int | None:
+    """The ref of the worker whose task (or thread) is running now, or ``None`` outside one."""
+    return _WORKER.get()
+
+
+class _Waiter:
+    """A running tool waiting for the reducer's ``Resolve`` of its request."""
+
+    __slots__ = ("done", "event", "outcome")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.outcome: object = None
+        self.event: anyio.Event | None = None
 
 
 def completes_without_suspending(func: F) -> F:
@@ -248,6 +278,9 @@ class Runtime:
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop_tasks: _LoopTasks | None = None  # on asyncio: workers as plain tasks
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+        # Running tools waiting for the answer to their own request, by token (R-CTX-4).
+        self._waiters: dict[int, _Waiter] = {}
+        self._tokens = itertools.count(1)
 
     def eager_when(self, eager: EagerJobs | None) -> None:
         """Sets which jobs run to completion at once (see the module's docstring); ``None``:
@@ -392,6 +425,12 @@ class Runtime:
                 self._observer(effect.name, effect.fields)
             else:
                 logger.debug("%s %s", effect.name, effect.fields)
+        elif isinstance(effect, Resolve):
+            waiter = self._waiters.get(effect.token)  # type: ignore[call-overload]
+            if waiter is not None and not waiter.done:
+                waiter.done, waiter.outcome = True, effect.outcome
+                if waiter.event is not None:
+                    waiter.event.set()
         else:  # pragma: no cover - the effect kinds are closed
             raise TypeError(f"unknown effect {effect!r}")
 
@@ -409,6 +448,33 @@ class Runtime:
         if self._tg is None:
             raise RuntimeError("the runtime is not running: use `async with runtime.running()`")
         return self._tg
+
+    # -- a running tool's context (R-CTX) ----------------------------------------------------
+
+    def report_progress(
+        self, ref: int, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Reports progress for the tool running in worker ``ref`` (R-CTX-2)."""
+        self.feed(ToolProgressed(ref, progress, total, message, self.now()))
+
+    def tool_log(self, ref: int, level: str, data: object, logger: str | None = None) -> None:
+        """Logs for the caller of the tool running in worker ``ref`` (R-CTX-3)."""
+        self.feed(ToolLogged(ref, level, data, logger, self.now()))
+
+    async def ask_client(self, ref: int, method: str, params: dict[str, Any]) -> object:
+        """Sends the tool running in worker ``ref``'s own request to its client and waits: the
+        client's result object, or the :class:`~askgate.core.Failure` the reducer decided
+        (R-CTX-4 .. R-CTX-6). Cancelled with the worker."""
+        token = next(self._tokens)
+        waiter = self._waiters[token] = _Waiter()
+        try:
+            self.feed(ToolRequested(ref, token, method, params, self.now()))
+            if not waiter.done:  # a refusal resolves within the feed
+                waiter.event = anyio.Event()
+                await waiter.event.wait()
+            return waiter.outcome
+        finally:
+            del self._waiters[token]
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -484,6 +550,7 @@ class Runtime:
     async def _worker(self, ref: int, conn: Hashable, job: Job, scope: anyio.CancelScope) -> None:
         failed = False
         value: object = None
+        _WORKER.set(ref)  # this task's own context: the tool's Context finds its worker
         with scope:
             try:
                 value = await self._perform_job(conn, job)
