@@ -358,7 +358,7 @@ class Conn:
         except ValueError as exc:
             excerpt = data[:200].decode("utf-8", "replace")
             raise BenchError(
-                f"server {self.server.label} sent a non-JSON body: {excerpt!r}"
+                f"server {self.server.label} sent a non-JSON body (HTTP {self.status}): {excerpt!r}"
             ) from exc
         if not isinstance(msg, dict):
             raise BenchError(f"server {self.server.label} sent a non-object: {msg!r}")
