@@ -7,7 +7,9 @@ sent). :func:`encode` writes one compact UTF-8 line without its newline, which t
 
 Parsing is python-rapidjson in strict mode (``NM_NONE``: no ``NaN``/``Infinity``, no number that
 overflows a double, big integers kept exact) with a decoder that collects every object as
-key/value pairs so that a duplicate key at any depth is an error instead of "last one wins".
+key/value pairs so that a duplicate key at any depth is an error instead of "last one wins". A
+message of up to 8 KiB is first parsed without that callback per object and kept when counting
+proves that no key was repeated (:func:`_parse`); otherwise the strict decoder decides.
 """
 
 from __future__ import annotations
@@ -127,6 +129,74 @@ class _StrictDecoder(rapidjson.Decoder):
 
 
 _decode_json = _StrictDecoder(number_mode=rapidjson.NM_NONE, parse_mode=rapidjson.PM_NONE)
+_decode_plain = rapidjson.Decoder(number_mode=rapidjson.NM_NONE, parse_mode=rapidjson.PM_NONE)
+
+_PLAIN_BYTES: Final = 8 * 1024
+"""Messages up to this size are parsed without a callback per object (:func:`_parse`)."""
+
+
+def _keys_in(obj: JsonObject) -> int:
+    """How many keys the objects of ``obj`` hold, ``obj`` itself included, at every depth."""
+    n = len(obj)
+    for value in obj.values():
+        kind = type(value)
+        if kind is dict:
+            n += _keys_in(value)
+        elif kind is list:
+            n += _keys_in_list(value)
+    return n
+
+
+def _keys_in_list(items: list[Any]) -> int:
+    n = 0
+    for value in items:
+        kind = type(value)
+        if kind is dict:
+            n += _keys_in(value)
+        elif kind is list:
+            n += _keys_in_list(value)
+    return n
+
+
+def _colons_in(value: Any) -> int:
+    """How many keys the objects of ``value`` hold plus how many colons its strings hold."""
+    kind = type(value)
+    if kind is dict:
+        return sum(1 + key.count(":") + _colons_in(item) for key, item in value.items())
+    if kind is list:
+        return sum(_colons_in(item) for item in value)
+    return value.count(":") if kind is str else 0
+
+
+def _parse(data: bytes) -> Any:
+    """The JSON value of ``data``, a repeated key at any depth raising _DuplicateKeyError.
+
+    A small message is parsed without a Python callback per object, then checked by counting:
+    outside strings a colon follows each key and appears nowhere else, so the colons of the text
+    number at least its keys, which number at least the keys of the parsed objects, with
+    equality throughout exactly when no string holds a colon and no key was repeated (a repeat
+    keeps one of its values). Strings that hold colons (URIs) are counted too when the text
+    has no backslash: then every string is spelled as it reads, and a repeated key would drop
+    a key and perhaps colons. When the counts differ, or the text is not JSON, the strict
+    decoder parses it again and decides (and tells a repeated key from any other fault).
+    """
+    if len(data) <= _PLAIN_BYTES:
+        try:
+            msg = _decode_plain(data)
+        except Exception:
+            pass  # the strict decoder below says why
+        else:
+            colons = data.count(b":")
+            kind = type(msg)
+            if kind is dict:
+                if colons == len(msg) or colons == _keys_in(msg):
+                    return msg
+            elif colons == (_keys_in_list(msg) if kind is list else 0):
+                return msg
+            if b"\\" not in data and colons == _colons_in(msg):
+                return msg
+    return _decode_json(data)
+
 
 _SIGNS: Final = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
@@ -169,6 +239,21 @@ def _reject(request_id: RequestId | None, code: int, reason: str) -> Invalid:
 
 
 def _classify(msg: object) -> Decoded:
+    # The common shapes first, on exact types: anything else takes the full path below.
+    if type(msg) is dict and "result" not in msg and "error" not in msg:
+        method = msg.get("method")
+        if type(method) is str and msg.get("jsonrpc") == "2.0":
+            params = msg.get("params")
+            if params is None or type(params) is dict:
+                if "id" not in msg:
+                    return Notification(method, params)
+                request_id = msg["id"]
+                if type(request_id) is int or type(request_id) is str:
+                    return Request(request_id, method, params)
+    return _classify_any(msg)
+
+
+def _classify_any(msg: object) -> Decoded:
     if not isinstance(msg, dict):
         return Invalid(
             error(None, INVALID_REQUEST, "Invalid Request: not a JSON object"), "not a JSON object"
@@ -229,7 +314,7 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
             return _parse_error("message over the byte cap")
         if _deeper_than(data, MAX_DEPTH):
             return _parse_error(f"nesting deeper than {MAX_DEPTH}")
-        msg = _decode_json(data)
+        msg = _parse(data)
     except _DuplicateKeyError:
         return _parse_error("duplicate key")
     except Exception:

@@ -255,6 +255,85 @@ def test_R_WIRE_5_the_same_key_in_sibling_objects_is_not_a_duplicate() -> None:
     assert decode(data) == Request(1, "m", {"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}]})
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        # colons inside strings, beside a repeated key
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"x:y","a":1}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"u":"http://h:1/","a":1,"a":2}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,"a":"\\u003a"}}',
+        # spaces around the colons, and a repeat in an array at the top
+        b'{"jsonrpc" : "2.0", "id" : 1, "id" : 1, "method" : "m"}',
+        b'[{"a":1,"a":2}]',
+        # over the size parsed without a callback per object: the strict decoder alone
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"pad":"'
+        + b"x" * 9000
+        + b'","a":1,"a":2}}',
+    ],
+)
+def test_R_WIRE_5_a_duplicate_key_is_found_whatever_surrounds_it(data: bytes) -> None:
+    result = decode(data)
+    assert isinstance(result, Invalid)
+    assert result.reason == "duplicate key"
+
+
+# A JSON text written by hand from a tree of (decoded, spelled) pieces, so that whether some object
+# repeats a key is known without asking the codec: keys and strings that hold colons, escapes that
+# spell the same key twice, whitespace around the separators.
+_KEYS = st.sampled_from(
+    [("a", '"a"'), ("a", '"\\u0061"'), ("b", '"b"'), (":", '":"'), ("a:b", '"a:b"'), ("", '""')]
+)
+_STRINGS = st.sampled_from(
+    [("x", '"x"'), ("x:y", '"x:y"'), (":", '"\\u003a"'), ('"', '"\\""'), ("{", '"{"')]
+)
+_SCALARS = st.one_of(st.integers(-5, 5).map(lambda n: (n, str(n))), _STRINGS)
+_SEPARATORS = st.sampled_from([":", " : ", ":\t", "\r\n:"])
+
+
+@st.composite
+def _objects(draw: st.DrawFn, depth: int = 3) -> tuple[dict[str, Any], str, bool]:
+    """(value as parsed, JSON text, whether some object in it repeats a key)."""
+    colon = draw(_SEPARATORS)
+    value: dict[str, Any] = {}
+    parts: list[str] = []
+    repeated = False
+    for _ in range(draw(st.integers(0, 4))):
+        (key, spelled) = draw(_KEYS)
+        kind = draw(st.integers(0, 2)) if depth else 0
+        member: Any
+        text: str
+        if kind == 1:
+            member, text, inner = draw(_objects(depth - 1))
+        elif kind == 2:
+            items = draw(st.lists(st.one_of(_SCALARS, _objects(depth - 1)), max_size=3))
+            member = [item[0] for item in items]
+            text = "[" + ",".join(item[1] for item in items) + "]"
+            inner = any(len(item) == 3 and item[2] for item in items)
+        else:
+            member, text = draw(_SCALARS)
+            inner = False
+        repeated = repeated or inner or key in value
+        value[key] = member
+        parts.append(spelled + colon + text)
+    return value, "{" + ", ".join(parts) + "}", repeated
+
+
+@settings(max_examples=500)
+@given(_objects(), st.booleans())
+def test_R_WIRE_5_a_repeated_key_is_found_exactly_in_generated_texts(
+    tree: tuple[dict[str, Any], str, bool], big: bool
+) -> None:
+    params, text, repeated = tree
+    pad = ',"zz":"' + "p" * 9000 + '"' if big else ""  # past the size parsed without callbacks
+    data = ('{"jsonrpc":"2.0","id":1,"method":"m","params":' + text + pad + "}").encode()
+    result = decode(data)
+    if repeated:
+        assert isinstance(result, Invalid)
+        assert result.reason == "duplicate key"
+    else:
+        assert result == Request(1, "m", params)
+
+
 # --- R-WIRE-6 -----------------------------------------------------------------------------------
 
 
