@@ -19,8 +19,11 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from askgate.core.codec import MAX_BYTES
+from askgate.transports.stdio import LineSplitter
 
 from .stdio_peer import (
     ELICIT_CAPS,
@@ -382,3 +385,41 @@ def test_a_peer_that_closes_stdout_ends_serving_without_a_traceback_loop(backend
             process.wait(5)
     assert b"standard output was closed by the peer" in stderr
     assert b"Traceback" not in stderr
+
+
+# --- framing, without a server ------------------------------------------------------------------
+
+_PLAIN_LINE = st.lists(st.sampled_from([b"a", b"{", b"\xff"]), min_size=1, max_size=30).map(
+    b"".join
+)
+_ANY_LINE = st.lists(st.sampled_from([b"a", b"{", b"\r", b"\xff"]), max_size=30).map(b"".join)
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(_PLAIN_LINE, max_size=12) | st.lists(_PLAIN_LINE | _ANY_LINE, max_size=12),
+    st.booleans(),
+    st.integers(4, 24),
+    st.lists(st.integers(1, 60), min_size=1, max_size=8),
+)
+def test_line_splitting_does_not_depend_on_how_the_input_is_chunked(
+    lines: list[bytes], ends_with_newline: bool, cap: int, sizes: list[int]
+) -> None:
+    """Whatever the chunks, the lines are those of the whole input: one trailing \\r stripped,
+    blank ones skipped, one over the cap cut to its first ``cap + 1`` bytes."""
+    data = b"\n".join(lines) + (b"\n" if ends_with_newline else b"")
+    expected = []
+    for line in data.split(b"\n"):
+        stripped = line.removesuffix(b"\r")
+        if stripped:
+            expected.append(stripped[: cap + 1])
+    splitter = LineSplitter(cap)
+    got: list[bytes] = []
+    start, turn = 0, 0
+    while start < len(data):
+        size = sizes[turn % len(sizes)]
+        got.extend(splitter.feed(data[start : start + size]))
+        start, turn = start + size, turn + 1
+    got.extend(splitter.finish())
+    assert got == expected
+    assert all(type(line) is bytes for line in got)

@@ -82,13 +82,28 @@ class LineSplitter:
         self._skipping = False  # inside a line already reported as over the cap
 
     def _line(self, raw: bytes | bytearray) -> bytes | None:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        return bytes(raw[: self._max + 1]) if raw else None
+        end = len(raw) - 1 if raw.endswith(b"\r") else len(raw)
+        return bytes(raw[: min(end, self._max + 1)]) if end else None
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        lines: list[bytes] = []
         buf = self._buf
+        if (
+            not buf
+            and not self._skipping
+            and len(chunk) <= self._max
+            and b"\r" not in chunk
+            and b"\n\n" not in chunk
+            and chunk[:1] != b"\n"
+        ):
+            # The common chunk: whole lines, none blank, none with a \r, none over the cap
+            # (the chunk is not), and maybe the start of the next line: split without copies.
+            lines = chunk.split(b"\n")
+            rest = lines.pop()
+            if rest:
+                buf += rest
+                self._scanned = len(rest)
+            return lines
+        lines = []
         buf += chunk
         start = 0
         newline = buf.find(b"\n", self._scanned)
@@ -140,11 +155,12 @@ class Outbox:
     def write(self, message: bytes) -> None:
         if self._closed:
             return
-        self._chunks.append(message)
-        self._chunks.append(b"\n")
+        self._chunks += (message, b"\n")
         self._pending += len(message) + 1
-        if self._wake is not None:
-            self._wake.set()
+        wake = self._wake
+        if wake is not None:  # the pump waits: wake it once, whatever comes before it runs
+            self._wake = None
+            wake.set()
 
     def close(self) -> None:
         """No more writes; :meth:`pump` returns once everything given is written."""
@@ -210,7 +226,8 @@ async def serve_stdio(
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump, name="askgate stdout")
         runtime.attach(conn, outbox.write)
-        runtime.feed(SubscriberAttached(conn, runtime.now()))
+        feed = runtime.feed
+        feed(SubscriberAttached(conn, runtime.now()))
         try:
             with reading:
                 while True:
@@ -225,7 +242,7 @@ async def serve_stdio(
                         break
                     now = runtime.now()  # the lines of one chunk arrived together
                     for line in splitter.feed(chunk):
-                        runtime.feed(MessageReceived(conn, line, now))
+                        feed(MessageReceived(conn, line, now))
                 for line in splitter.finish():
                     runtime.feed(MessageReceived(conn, line, runtime.now()))
             # End of input: everything still running or parked is dropped with no reply.
