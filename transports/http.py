@@ -28,7 +28,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -39,6 +39,9 @@ from askgate.core.events import MessageReceived
 
 from .auth import AuthProvider, LoopbackOnly
 from .runtime import Runtime, now_ms
+
+if TYPE_CHECKING:
+    from .sse_legacy import LegacySse
 
 __all__ = ["HttpApp"]
 
@@ -208,6 +211,9 @@ class HttpApp:
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
         self._runtime: Runtime | None = None
+        from .sse_legacy import LegacySse  # noqa: PLC0415 - it imports this module
+
+        self.legacy: LegacySse | None = LegacySse(self)  # the 2024-11-05 pair (R-HTTP-14)
 
     @property
     def runtime(self) -> Runtime:
@@ -228,6 +234,8 @@ class HttpApp:
                     tg.cancel_scope.cancel()
                     for sid in list(self._live):
                         self._end(sid)
+                    if self.legacy is not None:
+                        self.legacy.close_all()
                     self._runtime = None
 
     async def _reap_forever(self) -> None:
@@ -308,7 +316,9 @@ class HttpApp:
         if rejection is not None:
             await _reject(send, rejection)
             return
-        if scope.get("path", "").rstrip("/") != ENDPOINT:
+        path = scope.get("path", "").rstrip("/")
+        legacy = None if self.legacy is None else self.legacy.route(path, scope.get("method", ""))
+        if path != ENDPOINT and legacy is None:
             await _reject(send, rules.Rejection(404, "Not Found"))
             return
         client = scope.get("client")
@@ -323,6 +333,9 @@ class HttpApp:
             return
         if self._runtime is None:
             await _reject(send, rules.Rejection(503, "Service Unavailable: not running"))
+            return
+        if legacy is not None and self.legacy is not None:
+            await self.legacy.handle(legacy, scope, headers, principal, receive, send)
             return
         method = scope.get("method", "")
         if method == "POST":
@@ -372,9 +385,12 @@ class HttpApp:
     def _session(
         self, headers: dict[str, str], principal: str, *, initialize: bool = False
     ) -> rules.Session | rules.Rejection | None:
-        return rules.lookup(
+        found = rules.lookup(
             self.sessions, headers.get(rules.SESSION_HEADER), principal, initialize=initialize
         )
+        if isinstance(found, rules.Session) and found.id not in self._live:  # a legacy one
+            return rules.Rejection(404, "Not Found: unknown session")
+        return found
 
     async def _post(
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send
