@@ -20,11 +20,11 @@ import argparse
 import base64
 import json
 import sys
-from typing import Any, Protocol, cast
+from typing import Any
 
 import anyio
 
-from askgate import Allow, Context, Deny, Server
+from askgate import Allow, ClientRequestError, Context, Deny, Server
 from askgate.core import Decision
 
 # A 1x1 PNG and a tiny WAV, as the suite's reference fixtures send them.
@@ -62,29 +62,6 @@ SCHEMA_2020_12: dict[str, Any] = {
 }
 
 
-class ToolContext(Protocol):
-    """What a tool does through its ``Context``: log, report progress, ask the client.
-
-    ``elicit`` and ``sample`` return the client's result object and raise
-    ``askgate.ClientRequestError`` when the client answers with an error, lacks the
-    capability, or does not answer in time.
-    """
-
-    async def log(self, level: str, data: object, logger: str | None = None) -> None: ...
-
-    async def report_progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None: ...
-
-    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def sample(self, params: dict[str, Any]) -> dict[str, Any]: ...
-
-
-def _tool_context(ctx: Context) -> ToolContext:
-    return cast(ToolContext, ctx)
-
-
 def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
     """The tool authorizer: the suite's tools run, nothing else does."""
     if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL:
@@ -109,7 +86,20 @@ def _embedded(uri: str, mime_type: str, text: str) -> dict[str, Any]:
     return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text}}
 
 
-def _answered(prefix: str, result: dict[str, Any]) -> str:
+def _refused(what: str, failed: ClientRequestError) -> dict[str, Any]:
+    """A tool result saying why the client request failed (its reason, or the client's error)."""
+    why = failed.reason or f"{failed.message} ({failed.code})"
+    return {"isError": True, "content": [_text(f"{what} failed: {why}")]}
+
+
+async def _elicited(
+    ctx: Context, prefix: str, message: str, schema: dict[str, Any]
+) -> str | dict[str, Any]:
+    """Asks the client to fill ``schema``; says what it answered, or why asking failed."""
+    try:
+        result = await ctx.elicit(message, schema)
+    except ClientRequestError as failed:
+        return _refused("elicitation/create", failed)
     action = result.get("action")
     content = result.get("content") if action == "accept" else {}
     return f"{prefix}: action={action}, content={json.dumps(content, sort_keys=True)}"
@@ -166,36 +156,36 @@ def build_server() -> Server:
     @server.tool()
     async def test_tool_with_logging(ctx: Context) -> str:
         """Tests tool that emits log messages during execution"""
-        tool = _tool_context(ctx)
-        await tool.log("info", "Tool execution started")
+        await ctx.log("info", "Tool execution started")
         await anyio.sleep(STEP_S)
-        await tool.log("info", "Tool processing data")
+        await ctx.log("info", "Tool processing data")
         await anyio.sleep(STEP_S)
-        await tool.log("info", "Tool execution completed")
+        await ctx.log("info", "Tool execution completed")
         return "Tool with logging executed successfully"
 
     @server.tool()
     async def test_tool_with_progress(ctx: Context) -> str:
         """Tests tool that reports progress notifications"""
-        tool = _tool_context(ctx)
         for step in (0, 50, 100):
             if step:
                 await anyio.sleep(STEP_S)
-            await tool.report_progress(step, 100, f"Completed step {step} of 100")
+            await ctx.report_progress(step, 100, f"Completed step {step} of 100")
         return "Tool with progress executed successfully"
 
     @server.tool()
-    async def test_sampling(prompt: str, ctx: Context) -> str:
+    async def test_sampling(prompt: str, ctx: Context) -> str | dict[str, Any]:
         """Tests server-initiated sampling (LLM completion request)"""
-        result = await _tool_context(ctx).sample(
-            {"messages": [{"role": "user", "content": _text(prompt)}], "maxTokens": 100}
-        )
+        params = {"messages": [{"role": "user", "content": _text(prompt)}], "maxTokens": 100}
+        try:
+            result = await ctx.sample(params)
+        except ClientRequestError as failed:
+            return _refused("sampling/createMessage", failed)
         content = result.get("content")
         text = content.get("text") if isinstance(content, dict) else None
         return f"LLM response: {text if isinstance(text, str) else 'No response'}"
 
     @server.tool()
-    async def test_elicitation(message: str, ctx: Context) -> str:
+    async def test_elicitation(message: str, ctx: Context) -> str | dict[str, Any]:
         """Tests server-initiated elicitation (user input request)"""
         schema = {
             "type": "object",
@@ -205,10 +195,10 @@ def build_server() -> Server:
             },
             "required": ["username", "email"],
         }
-        return _answered("User response", await _tool_context(ctx).elicit(message, schema))
+        return await _elicited(ctx, "User response", message, schema)
 
     @server.tool()
-    async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    async def test_elicitation_sep1034_defaults(ctx: Context) -> str | dict[str, Any]:
         """Tests elicitation with default values for all primitive types (SEP-1034)"""
         schema = {
             "type": "object",
@@ -229,11 +219,11 @@ def build_server() -> Server:
                 },
             },
         }
-        result = await _tool_context(ctx).elicit("Please provide user information", schema)
-        return _answered("Elicitation result", result)
+        message = "Please provide user information"
+        return await _elicited(ctx, "Elicitation result", message, schema)
 
     @server.tool()
-    async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    async def test_elicitation_sep1330_enums(ctx: Context) -> str | dict[str, Any]:
         """Tests elicitation with enum schema variations per SEP-1330"""
         schema = {
             "type": "object",
@@ -278,8 +268,7 @@ def build_server() -> Server:
             "required": ["untitledSingle", "titledSingle", "legacyEnum"],
         }
         message = "Please select values using different enum schema types"
-        result = await _tool_context(ctx).elicit(message, schema)
-        return _answered("Elicitation completed", result)
+        return await _elicited(ctx, "Elicitation completed", message, schema)
 
     @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:

@@ -16,12 +16,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 
 from askgate import Allow, Deny
 from askgate.core import http as rules
@@ -165,3 +167,107 @@ async def test_the_fixture_lists_and_answers_what_the_suite_calls() -> None:
                 await client.subscribe_resource("test://watched-resource")
                 await client.unsubscribe_resource("test://watched-resource")
                 await client.set_logging_level("debug")
+
+
+class ClientSide:
+    """The official SDK client's side of the suite's context scenarios: it answers sampling and
+    elicitation as the suite's harness does, and records logs and progress."""
+
+    def __init__(self) -> None:
+        self.logs: list[object] = []
+        self.progress: list[float] = []
+        self.sampled: list[types.CreateMessageRequestParams] = []
+        self.schemas: list[dict[str, Any]] = []
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params.data)
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        assert total == 100
+        assert message
+        self.progress.append(progress)
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        assert context.request_id is not None
+        self.sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="This is a test response from the client"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert context.request_id is not None
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.schemas.append(params.requested_schema)
+        return types.ElicitResult(
+            action="accept", content={"username": "testuser", "email": "test@example.com"}
+        )
+
+
+@pytest.mark.anyio
+async def test_the_fixtures_context_tools_log_report_progress_sample_and_elicit() -> None:
+    side = ClientSide()
+    async with serving() as (_, url):
+        with anyio.fail_after(DEADLINE):
+            async with Client(
+                url,
+                mode="legacy",
+                logging_callback=side.log,
+                sampling_callback=side.sample,
+                elicitation_callback=side.elicit,
+            ) as client:
+                await client.set_logging_level("debug")
+                await client.call_tool("test_tool_with_logging")
+                assert side.logs == [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ]
+                await client.call_tool(
+                    "test_tool_with_progress", progress_callback=side.on_progress
+                )
+                assert side.progress == [0, 50, 100]
+
+                sampled = await client.call_tool("test_sampling", {"prompt": "Say hi"})
+                assert _text(sampled) == "LLM response: This is a test response from the client"
+                [params] = side.sampled
+                assert params.max_tokens == 100
+                assert params.messages[0].content == types.TextContent(type="text", text="Say hi")
+
+                elicited = await client.call_tool("test_elicitation", {"message": "Who?"})
+                assert not elicited.is_error
+                assert "testuser" in _text(elicited)
+                assert side.schemas[0]["required"] == ["username", "email"]
+                enums = await client.call_tool("test_elicitation_sep1330_enums")
+                assert enums.content  # the harness checks the schema, recorded here
+                properties = side.schemas[1]["properties"]
+                assert set(properties) == {
+                    "untitledSingle",
+                    "titledSingle",
+                    "legacyEnum",
+                    "untitledMulti",
+                    "titledMulti",
+                }
+                await client.call_tool("test_elicitation_sep1034_defaults")
+                defaults = side.schemas[2]["properties"]
+                assert defaults["age"] == {
+                    "type": "integer",
+                    "description": "User age",
+                    "default": 30,
+                }
+
+
+@pytest.mark.anyio
+async def test_a_client_without_sampling_gets_a_tool_error_saying_why() -> None:
+    async with serving() as (_, url):
+        with anyio.fail_after(DEADLINE):
+            async with Client(url, mode="legacy") as client:
+                refused = await client.call_tool("test_sampling", {"prompt": "hi"})
+                assert refused.is_error
+                assert _text(refused) == "sampling/createMessage failed: client_cannot_sample"

@@ -21,7 +21,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from askgate import Allow
+from askgate import Allow, Context
 from askgate.__main__ import main
 from askgate.core import OptionError
 from askgate.core import http as rules
@@ -276,11 +276,17 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def serving(app_of: Any = None, **options: Any) -> AsyncIterator[tuple[HttpApp, str]]:
     """The demo (configured) over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
+    async with serving_server(build_demo(configured=True, **options), app_of) as served:
+        yield served
+
+
+@asynccontextmanager
+async def serving_server(server: Server, app_of: Any = None) -> AsyncIterator[tuple[HttpApp, str]]:
+    """``server`` over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    server = build_demo(configured=True, **options)
     app = app_of(server, port) if app_of else HttpApp(server, options=rules.HttpOptions(port=port))
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
     web = uvicorn.Server(config)
@@ -379,14 +385,14 @@ async def test_R_HTTP_7_the_sdk_client_cancels_a_parked_call() -> None:
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-def _init(request_id: int = 0) -> dict[str, Any]:
+def _init(request_id: int = 0, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "initialize",
         "params": {
             "protocolVersion": "2025-06-18",
-            "capabilities": {"elicitation": {}},
+            "capabilities": {"elicitation": {}} if capabilities is None else capabilities,
             "clientInfo": {"name": "raw", "version": "0"},
         },
     }
@@ -414,8 +420,9 @@ class Raw:
             headers["mcp-session-id"] = chosen
         return headers
 
-    async def start(self) -> Raw:
-        response = await self.http.post(self.url, json=_init(), headers=self.headers())
+    async def start(self, capabilities: dict[str, Any] | None = None) -> Raw:
+        message = _init(capabilities=capabilities)
+        response = await self.http.post(self.url, json=message, headers=self.headers())
         assert response.status_code == 200, response.text
         self.sid = response.headers["mcp-session-id"]
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -511,6 +518,59 @@ async def test_R_HTTP_12_a_session_cannot_see_answer_or_read_another_sessions_ca
                 await stream.done.wait()
             assert all(m.get("id") != eid for m in theirs.messages)
             assert app.runtime.state.parked_total == 0
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_12_a_tools_logs_progress_and_requests_ride_its_call_stream() -> None:
+    server = Server(
+        "context",
+        authorizer=lambda *_: Allow(),
+        read_authorizer=lambda *_: Allow(),
+        authorizer_source="configured",
+    )
+
+    @server.tool()
+    async def chatty(ctx: Context) -> str:
+        await ctx.log("info", "started")
+        await ctx.report_progress(1, 2)
+        answer = await ctx.sample({"messages": [], "maxTokens": 5})
+        return str(answer["content"]["text"])
+
+    async with serving_server(server) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start({"sampling": {}})
+            level = {"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel"}
+            assert (await raw.post({**level, "params": {"level": "debug"}})).status_code == 200
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "chatty", "arguments": {}, "_meta": {"progressToken": "p-1"}},
+            }
+            stream = CallStream()
+            async with anyio.create_task_group() as tg:
+                # No GET stream is open: everything about the call rides its POST stream.
+                tg.start_soon(stream.run, raw, call)
+                log = await stream.next_message()
+                assert log["method"] == "notifications/message"
+                assert log["params"]["data"] == "started"
+                progress = await stream.next_message()
+                assert progress["method"] == "notifications/progress"
+                assert progress["params"]["progressToken"] == "p-1"
+                ask = await stream.next_message()
+                assert ask["method"] == "sampling/createMessage"
+                answer = {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": "hello"},
+                    "model": "m",
+                }
+                response = {"jsonrpc": "2.0", "id": ask["id"], "result": answer}
+                assert (await raw.post(response)).status_code == 202
+                result = await stream.next_message()
+                assert result["id"] == 2
+                assert result["result"]["content"][0]["text"] == "hello"
+                await stream.done.wait()
+            assert not app.sessions.by_id[raw.sid].get_open
 
 
 @pytest.mark.anyio
