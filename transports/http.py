@@ -98,6 +98,12 @@ class _Stream:
         if self._wake is not None:
             self._wake.set()
 
+    async def ready(self) -> None:
+        """Returns once a message is waiting or the stream is finished."""
+        while not self.items and not self.done:
+            self._wake = anyio.Event()
+            await self._wake.wait()
+
     async def take(self) -> tuple[list[bytes], bool]:
         """The messages waiting (the final one last) and whether the stream is finished."""
         while not self.items and not self.done:
@@ -448,6 +454,16 @@ class HttpApp:
         if shape.kind == "invalid":
             await _respond(send, 400, stream.final or b"", "application/json", extra)
             return
+        if not stream.done and not stream.items:
+            # R-HTTP-7: wait for the first message about the call; a Reply first is plain JSON
+            # (no stream, no disconnect watcher). Counted as an open stream meanwhile, so the
+            # session is not reaped under a long call.
+            live.pending.setdefault(key, stream)
+            self.sessions = rules.touch(self.sessions, session.id, runtime.now(), +1)
+            try:
+                await stream.ready()
+            finally:
+                self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
         if stream.done and not stream.items:
             if stream.final is None:
                 await _respond(send, 202, extra=extra)
