@@ -172,6 +172,18 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
+async def _send_stream(stream: _Stream, send: Send) -> None:
+    """The stream's messages as SSE events, the last ones with the end of the body."""
+    while True:
+        items, finished = await stream.take()
+        payload = b"".join(_sse(item) for item in items)
+        if finished:
+            await send({"type": "http.response.body", "body": payload, "more_body": False})
+            return
+        if payload:
+            await send({"type": "http.response.body", "body": payload, "more_body": True})
+
+
 async def _reject(
     send: Send, rejection: rules.Rejection, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
@@ -472,7 +484,9 @@ class HttpApp:
             return
         if not stream.done:
             live.pending.setdefault(key, stream)
-        await self._stream_out(session.id, stream, receive, send, extra)
+        # No disconnect watcher: a POST's stream ends when its call does (every call is bounded
+        # by its timeouts), and what is sent after the client left goes nowhere.
+        await self._stream_out(session.id, stream, receive, send, extra, until_disconnect=False)
 
     async def _stream_out(
         self,
@@ -481,7 +495,11 @@ class HttpApp:
         receive: Receive,
         send: Send,
         extra: list[tuple[bytes, bytes]],
+        *,
+        until_disconnect: bool = True,
     ) -> None:
+        """Sends ``stream`` as SSE until it finishes; with ``until_disconnect``, also until the
+        client disconnects (a GET stream never finishes by itself)."""
         headers = [
             (b"content-type", b"text/event-stream"),
             (b"cache-control", b"no-cache"),
@@ -491,6 +509,9 @@ class HttpApp:
         self.sessions = rules.touch(self.sessions, sid, now_ms(), +1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if not until_disconnect:
+                await _send_stream(stream, send)
+                return
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:
