@@ -194,6 +194,14 @@ class Context:
             raise TypeError("sample(params: dict)")
         return await self._ask("sampling/createMessage", params)
 
+    async def close_sse_stream(self) -> None:
+        """Over Streamable HTTP, closes the connection carrying this call's SSE stream; the
+        client resumes it with a GET (SSE polling, spec/http.md R-HTTP-21). The call goes on;
+        its later messages and its result are buffered for that GET. Does nothing where there is
+        no stream to close (stdio, a client of a revision before 2025-11-25)."""
+        runtime, worker = self._channel()
+        runtime.close_stream(worker)
+
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         _ensure_json(params)
         runtime, worker = self._channel()

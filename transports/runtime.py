@@ -97,6 +97,9 @@ Writer = Callable[[bytes], None]
 Router = Callable[[Reply | Push], None]
 """Takes a connection's ``Reply`` and ``Push`` effects as they are (see :meth:`Runtime.route`)."""
 
+StreamCloser = Callable[[Hashable], None]
+"""Closes the connection carrying the stream of the request whose id it is given (HTTP)."""
+
 JobPerformer = Callable[[Hashable, Job], Awaitable[object]]
 """Runs a job's user callback for a connection and returns the worker's value."""
 
@@ -263,6 +266,7 @@ class Runtime:
         self._clock: Callable[[], float] = anyio.current_time
         self._writers: dict[Hashable, Writer] = {}
         self._routes: dict[Hashable, Router] = {}
+        self._closers: dict[Hashable, StreamCloser] = {}
         # Armed timers: key -> (deadline, arming number). The heap holds (deadline, number, key)
         # for every arming; an entry whose key no longer maps to it was cancelled or re-armed
         # and is skipped when it comes up (and swept out when stale entries pile up).
@@ -289,7 +293,8 @@ class Runtime:
 
     @property
     def state(self) -> State:
-        """The current state, for tests and introspection. The runtime never reads it."""
+        """The current state, for tests and introspection. The runtime reads it only to
+        find a worker's call (:meth:`close_stream`)."""
         return self._state
 
     @property
@@ -352,6 +357,20 @@ class Runtime:
     def unroute(self, conn: Hashable) -> None:
         """Stops routing ``conn``'s effects; anything addressed to it afterwards is dropped."""
         self._routes.pop(conn, None)
+        self._closers.pop(conn, None)
+
+    def on_close_stream(self, conn: Hashable, closer: StreamCloser) -> None:
+        """What :meth:`close_stream` calls for ``conn``'s tools (until :meth:`unroute`)."""
+        self._closers[conn] = closer
+
+    def close_stream(self, ref: int) -> None:
+        """The tool running in worker ``ref`` asks its transport to close the connection that
+        carries its call's stream (spec/http.md, R-HTTP-21): transport plumbing, the reducer is
+        not told. A no-op for a transport that registered no closer (stdio)."""
+        call = self._state.workers.get(ref)  # (connection, request id) of the worker's call
+        closer = None if call is None else self._closers.get(call[0])
+        if closer is not None and call is not None:
+            closer(call[1])
 
     def detach(self, conn: Hashable) -> None:
         """Stops routing to ``conn``: anything addressed to it afterwards is not written."""
