@@ -28,15 +28,27 @@ With ``--rounds R`` (default 3) the servers take turns R times, a fresh process 
 each figure is the median of the rounds; a server that fails once is not run again. The table
 goes to stdout; the figures, one object per label, to ``--out`` as JSON. The exit status is 0
 when at least one server completed, 1 when all of them failed.
+
+With ``--profile DIR`` each server written ``PYTHON [-opts] -m MODULE ...`` or ``PYTHON
+SCRIPT.py ...`` is run in-process under a CPU-time stack sampler (``SIGPROF`` every
+``--profile-hz`` of its CPU time; the kernel's tick bounds the rate), switched on for exactly
+the throughput phase (``SIGUSR1`` / ``SIGUSR2`` from the client). The stacks of every round go
+to ``DIR/<label>.folded`` (one ``frame;frame;... count`` per line, flame-graph input), and the
+report adds, per server, the functions taking the most CPU per call (self and inclusive, in
+microseconds: the share of samples times the server CPU per call). The sampler costs about one
+percent; the figures of a profiled run are still its own. Stacks are those of the main
+thread: CPU spent in other threads is counted where the main thread stands (waiting, often).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
 import platform
+import runpy
 import select
 import shlex
 import signal
@@ -46,6 +58,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -75,6 +88,7 @@ class Config:
     text: str
     init_timeout: float
     timeout: float
+    profiled: bool = False
 
 
 @dataclass
@@ -455,13 +469,123 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
             if cfg.warmup:
                 echo_burst(peer, cfg, next_id, cfg.warmup)
                 next_id += cfg.warmup
+            if cfg.profiled:
+                peer.proc.send_signal(signal.SIGUSR1)  # the sampler: on
             result.figures.update(throughput(peer, cfg, next_id))
+            if cfg.profiled:
+                peer.proc.send_signal(signal.SIGUSR2)  # off
             next_id += cfg.calls
             result.figures.update(latency(peer, cfg, next_id))
             result.ok = True
     except BenchError as exc:
         result.error = str(exc)
     return result
+
+
+# --- the profile ------------------------------------------------------------------------------
+
+SAMPLED_RUN = "--sampled-run"
+
+
+def profiled_argv(argv: list[str], out: Path) -> list[str] | None:
+    """``argv`` run under this file's sampler writing to ``out``; None when argv is neither
+    ``PYTHON [-opts] -m MODULE ...`` nor ``PYTHON SCRIPT.py ...``."""
+    prefix: list[str] = []
+    if argv and Path(argv[0]).name == "env":  # env NAME=VALUE ... PYTHON ...
+        prefix.append(argv[0])
+        while len(argv) > len(prefix) and "=" in argv[len(prefix)]:
+            prefix.append(argv[len(prefix)])
+    python, rest = argv[len(prefix) : len(prefix) + 1], argv[len(prefix) + 1 :]
+    if python and rest and ("-m" in rest[:-1] or rest[0].endswith(".py")):
+        return [*prefix, *python, str(Path(__file__).resolve()), SAMPLED_RUN, str(out), *rest]
+    return None
+
+
+def sampled_run(out: Path, args: list[str], hz: int) -> None:
+    """Runs ``[-opts] -m MODULE ARGS`` or ``SCRIPT.py ARGS`` in this process, sampling its
+    stacks on SIGPROF between SIGUSR1 and SIGUSR2; appends the folded stacks to ``out`` at exit
+    (also at ``os._exit``, which servers that abandon threads call)."""
+    stacks: collections.Counter[str] = collections.Counter()
+    names: dict[types.CodeType, str] = {}
+
+    def name(code: types.CodeType) -> str:
+        text = names.get(code)
+        if text is None:
+            where = code.co_filename
+            if "/site-packages/" in where:
+                where = where.split("/site-packages/", 1)[1]
+            elif "/lib/python3" in where:
+                where = where.split("/lib/python3", 1)[1].partition("/")[2]
+            elif where.startswith(os.getcwd() + os.sep):
+                where = where[len(os.getcwd()) + 1 :]
+            text = names[code] = f"{code.co_qualname} ({where}:{code.co_firstlineno})"
+        return text
+
+    def sample(_signum: int, frame: types.FrameType | None) -> None:
+        frames = []
+        while frame is not None:
+            frames.append(name(frame.f_code))
+            frame = frame.f_back
+        stacks[";".join(reversed(frames))] += 1
+
+    def switch(signum: int, _frame: types.FrameType | None) -> None:
+        period = 1 / hz if signum == signal.SIGUSR1 else 0
+        signal.setitimer(signal.ITIMER_PROF, period, period)
+
+    written = False
+
+    def dump() -> None:
+        nonlocal written
+        if not written:
+            written = True
+            signal.setitimer(signal.ITIMER_PROF, 0, 0)
+            with out.open("a", encoding="utf-8") as f:
+                f.writelines(f"{stack} {n}\n" for stack, n in stacks.items())
+
+    exit_now = os._exit
+
+    def exit_after_dump(status: int) -> None:
+        dump()
+        exit_now(status)
+
+    os._exit = exit_after_dump  # type: ignore[assignment]
+    signal.signal(signal.SIGPROF, sample)
+    signal.signal(signal.SIGUSR1, switch)
+    signal.signal(signal.SIGUSR2, switch)
+    try:
+        if "-m" in args[:-1]:
+            at = args.index("-m")
+            sys.argv = [args[at + 1], *args[at + 2 :]]
+            runpy.run_module(args[at + 1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(args)
+            runpy.run_path(args[0], run_name="__main__")
+    finally:
+        dump()
+
+
+def profile_table(path: Path, cpu_us_per_call: float | None, top: int) -> str:
+    """The functions of a folded-stacks file taking the most CPU, self and inclusive."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+    if not total:
+        return f"{path}: no samples"
+    scale = cpu_us_per_call or 0.0
+    lines = [f"{path}: {total} samples; us per call = share x {scale:.1f} us server CPU per call"]
+    for title, counts in (("self", own), ("inclusive", inclusive)):
+        lines.append(f"  -- {title}")
+        for frame, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {100 * n / total:5.1f}% {scale * n / total:7.2f} us  {frame}")
+    return "\n".join(lines)
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -558,6 +682,9 @@ def positive(text: str) -> int:
 
 
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == SAMPLED_RUN:
+        sampled_run(Path(sys.argv[2]), sys.argv[3:], int(os.environ.get("STDIO_BENCH_HZ", "1000")))
+        return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--server", action="append", required=True, help="command line, repeatable")
     parser.add_argument("--label", action="append", default=[], help="one per --server, in order")
@@ -570,6 +697,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per server, in all")
     parser.add_argument("--rounds", type=positive, default=3, help="runs per server, interleaved")
     parser.add_argument("--out", type=Path, default=Path("bench/results/stdio.json"))
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="sample each server's stacks")
+    parser.add_argument("--profile-hz", type=positive, default=1000, help="samples per CPU second")
+    parser.add_argument("--profile-top", type=positive, default=30, help="functions listed")
     args = parser.parse_args()
     if len(args.label) > len(args.server):
         parser.error("more --label than --server")
@@ -584,11 +714,25 @@ def main() -> int:
         text=args.text,
         init_timeout=args.init_timeout,
         timeout=args.timeout,
+        profiled=args.profile is not None,
     )
 
     servers = [
         (label, shlex.split(command)) for label, command in zip(labels, args.server, strict=True)
     ]
+    folded: dict[str, Path] = {}
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        os.environ["STDIO_BENCH_HZ"] = str(args.profile_hz)  # the servers inherit it
+        for i, (label, argv) in enumerate(servers):
+            out = args.profile / f"{label}.folded"
+            wrapped = profiled_argv(argv, out)
+            if wrapped is None:
+                print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
+                continue
+            out.unlink(missing_ok=True)
+            folded[label] = out
+            servers[i] = (label, wrapped)
     runs: dict[str, list[Result]] = {label: [] for label in labels}
     for n in range(1, args.rounds + 1):
         for label, argv in servers:
@@ -628,6 +772,10 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(table(results))
+    for r in results:
+        if r.label in folded and folded[r.label].exists():
+            cpu = r.figures.get("server_cpu_us_per_call")
+            print(profile_table(folded[r.label], cpu, args.profile_top))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0 if any(r.ok for r in results) else 1
 
