@@ -317,15 +317,18 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
         if self._mode.polled:
+            waited = False
             while True:
                 try:
                     data = os.read(self._fd, max_bytes)
                 except BlockingIOError:
                     await anyio.wait_readable(self._fd)
+                    waited = True
                     continue
-                # Let the rest of the loop run (workers, the writer) before the next chunk,
-                # so that a peer that never pauses cannot starve them.
-                await anyio.lowlevel.checkpoint()
+                if not waited:
+                    # Let the rest of the loop run (workers, the writer) before this chunk, so
+                    # that a peer that never pauses cannot starve them. A wait for input did.
+                    await anyio.lowlevel.checkpoint()
                 break
         else:
             data = await anyio.to_thread.run_sync(
