@@ -35,6 +35,8 @@ PNG_BASE64 = (
 WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 STEP_S = 0.05
 """The pause between a tool's log messages or progress reports (the suite expects them spread)."""
+RECONNECT_S = 0.1
+"""How long ``test_reconnection`` runs on after closing its stream (the suite's own fixture's)."""
 
 SCHEMA_2020_12_TOOL = "json_schema_2020_12_tool"
 SCHEMA_2020_12: dict[str, Any] = {
@@ -269,6 +271,17 @@ def build_server() -> Server:
         }
         message = "Please select values using different enum schema types"
         return await _elicited(ctx, "Elicitation completed", message, schema)
+
+    @server.tool()
+    async def test_reconnection(ctx: Context) -> str:
+        """Tests SSE stream disconnection and client reconnection (SEP-1699). Server will close
+        the stream mid-call and send the result after client reconnects."""
+        await ctx.close_sse_stream()  # R-HTTP-21: the priming event went out; the client polls
+        await anyio.sleep(RECONNECT_S)  # the result waits in the stream's buffer (R-HTTP-19)
+        return (
+            "Reconnection test completed successfully. If you received this, the client "
+            "properly reconnected after stream closure."
+        )
 
     @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:

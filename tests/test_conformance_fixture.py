@@ -50,6 +50,7 @@ TOOLS = {
     "test_elicitation_sep1034_defaults",
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
+    "test_reconnection",
 }
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}
