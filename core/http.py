@@ -9,7 +9,7 @@ them; values are the raw bytes decoded as Latin-1.
 from __future__ import annotations
 
 import base64
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -27,6 +27,16 @@ LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 SESSION_HEADER: Final = "mcp-session-id"
 VERSION_HEADER: Final = "mcp-protocol-version"
 MIN_SESSION_ENTROPY: Final = 16
+LAST_EVENT_ID_HEADER: Final = "last-event-id"
+PRIMING_VERSION: Final = "2025-11-25"
+"""The first revision whose clients take a priming event (an id and an empty ``data``)."""
+DEFAULT_RETRY_MS: Final = 1000
+DEFAULT_KEEPALIVE_MS: Final = 15_000
+DEFAULT_REPLAY_EVENTS: Final = 256
+DEFAULT_REPLAY_BYTES: Final = 1024 * 1024
+DEFAULT_REPLAY_TTL_MS: Final = 60_000
+DEFAULT_REPLAY_STREAMS: Final = 32
+KEEPALIVE: Final = b": keepalive\n\n"
 
 
 @attrs.frozen(slots=True)
@@ -50,9 +60,25 @@ class HttpOptions:
     max_body: int = DEFAULT_MAX_BODY
     idle_ms: int = DEFAULT_IDLE_MS
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    retry_ms: int = DEFAULT_RETRY_MS
+    keepalive_ms: int = DEFAULT_KEEPALIVE_MS
+    replay_events: int = DEFAULT_REPLAY_EVENTS
+    replay_bytes: int = DEFAULT_REPLAY_BYTES
+    replay_ttl_ms: int = DEFAULT_REPLAY_TTL_MS
+    replay_streams: int = DEFAULT_REPLAY_STREAMS
 
     def __attrs_post_init__(self) -> None:
-        for name in ("max_body", "idle_ms", "max_sessions"):
+        for name in (
+            "max_body",
+            "idle_ms",
+            "max_sessions",
+            "retry_ms",
+            "keepalive_ms",
+            "replay_events",
+            "replay_bytes",
+            "replay_ttl_ms",
+            "replay_streams",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"askgate refuses to start: {name}={value!r} must be >= 1")
@@ -222,6 +248,98 @@ def route_push(message: Mapping[str, object], related: object) -> PushRoute:
     request_id = message.get("id")
     remember = request_id if isinstance(method, str) and isinstance(request_id, str) else None
     return PushRoute(related, withdraws, remember)
+
+
+# -- resumable streams (R-HTTP-17 .. R-HTTP-22) ---------------------------------------------
+
+
+def stream_tag(random: bytes) -> str:
+    """R-HTTP-17: a stream's tag, made from ``random`` alone (at least 16 bytes from the shell's
+    ``secrets``): URL-safe base64, no dot, so ``TAG.N`` splits one way only."""
+    if len(random) < MIN_SESSION_ENTROPY:
+        raise ValueError("a stream tag needs at least 16 random bytes")
+    return base64.urlsafe_b64encode(random).rstrip(b"=").decode("ascii")
+
+
+def event_id(tag: str, number: int) -> str:
+    """R-HTTP-17: the id of event ``number`` of stream ``tag`` (0: the priming event)."""
+    return f"{tag}.{number}"
+
+
+def parse_event_id(value: str | None) -> tuple[str, int] | None:
+    """R-HTTP-20: ``(tag, number)`` of a ``Last-Event-ID``, or ``None`` when it is not one of
+    ours (absent, empty, malformed)."""
+    if not value:
+        return None
+    tag, sep, number = value.strip().rpartition(".")
+    if not sep or not tag or not number.isascii() or not number.isdigit() or len(number) > 18:
+        return None
+    return tag, int(number)
+
+
+def primes(version: str) -> bool:
+    """R-HTTP-18: whether a stream answering a request of ``version`` opens with a priming
+    event (and so may have its connection closed early)."""
+    return version >= PRIMING_VERSION
+
+
+def sse_event(eid: str, data: bytes) -> bytes:
+    """R-HTTP-17: one message as an SSE event with its id (the codec's JSON has no newline)."""
+    return b"id: " + eid.encode("ascii") + b"\nevent: message\ndata: " + data + b"\n\n"
+
+
+def priming_event(eid: str, retry_ms: int) -> bytes:
+    """R-HTTP-18: an id, the ``retry`` the client waits before reconnecting, empty data."""
+    return f"id: {eid}\nretry: {retry_ms}\ndata: \n\n".encode("ascii")
+
+
+def over_replay_bounds(events: int, size: int, options: HttpOptions) -> bool:
+    """R-HTTP-19: a buffer of ``events`` events, ``size`` bytes, must drop its oldest (the
+    shell never drops the newest, nor one its connection has not written)."""
+    return events > options.replay_events or size > options.replay_bytes
+
+
+@attrs.frozen(slots=True)
+class StreamView:
+    """What a resume decision needs to know of a kept stream: the number of its oldest event
+    still buffered (``last + 1`` when none is), of its newest, and when it ended (``None``:
+    it has not)."""
+
+    first: int
+    last: int
+    ended_at: int | None = None
+
+
+RESUME_REFUSED: Final = Rejection(400, "Bad Request: unknown or expired Last-Event-ID")
+
+
+def expired(ended_at: int | None, now: int, options: HttpOptions) -> bool:
+    """R-HTTP-19: an ended stream is forgotten ``replay_ttl_ms`` after it ended."""
+    return ended_at is not None and now - ended_at >= options.replay_ttl_ms
+
+
+def resume(
+    stream: StreamView | None, number: int, now: int, options: HttpOptions
+) -> Rejection | None:
+    """R-HTTP-20: ``None`` when a GET whose ``Last-Event-ID`` is event ``number`` of ``stream``
+    (``None``: no such stream in this session) can be resumed: every event after it is still
+    buffered. Otherwise the one refusal, whatever the reason."""
+    if stream is None or expired(stream.ended_at, now, options):
+        return RESUME_REFUSED
+    if number > stream.last or number < stream.first - 1:
+        return RESUME_REFUSED
+    return None
+
+
+def forget(ended: Sequence[tuple[str, int]], now: int, options: HttpOptions) -> tuple[str, ...]:
+    """R-HTTP-19: the tags of the ended streams to forget, given ``(tag, ended_at)`` oldest
+    first: every expired one, and the oldest beyond ``replay_streams``."""
+    extra = len(ended) - options.replay_streams
+    return tuple(
+        tag
+        for index, (tag, ended_at) in enumerate(ended)
+        if index < extra or expired(ended_at, now, options)
+    )
 
 
 # -- sessions ----------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ decide, and routes each session's replies and pushes to its open streams:
 
 from __future__ import annotations
 
+import collections
+import itertools
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, MutableMapping
@@ -116,36 +118,240 @@ class _Stream:
         return items, self.done
 
 
+class _EventStream:
+    """One SSE stream of a Streamable HTTP session (R-HTTP-17 .. R-HTTP-22): its numbered
+    events, kept for replay within the bounds, and the connection writing it, if any.
+
+    A POST's stream is created before the request is fed; it is *opened* (answered as SSE,
+    given its tag) only once something other than its reply came first, or its connection was
+    asked to close, or it stayed quiet for ``keepalive_ms``. A reply that comes before any of
+    that is held in ``final`` and answered as JSON. A connection writes it under a token; a new
+    connection (a resume) takes it over, and the old one ends.
+    """
+
+    def __init__(
+        self, options: rules.HttpOptions, *, primed: bool = False, post: bool = True
+    ) -> None:
+        self.options = options
+        self.primed = primed  # R-HTTP-18: opens with a priming event; may close early
+        self.post = post
+        self.tag = ""
+        self.opened = False
+        self.last = 0  # the number of its newest event
+        self.log: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.size = 0  # bytes of the messages in ``log``
+        self.cursor = 0  # the newest event the connection took
+        self.unwritten = 0  # bytes the connection has not taken
+        self.writer: object | None = None
+        self.closing: int | None = None  # R-HTTP-21: the connection ends after this event
+        self.done = False
+        self.final: bytes | None = None
+        self.ended_at: int | None = None
+        self.eids: list[str] = []  # server requests it carried (R-HTTP-12)
+        self._wake: anyio.Event | None = None
+
+    def open(self, tag: str) -> None:
+        self.tag = tag
+        self.opened = True
+
+    def put(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.last += 1
+        self.log.append((self.last, data))
+        self.size += len(data)
+        if self.writer is not None:
+            self.unwritten += len(data)
+            if self.unwritten > STREAM_HIGH_WATER:
+                logger.warning(
+                    "closed a stream's connection: its reader stalled (%d bytes waiting)",
+                    self.unwritten,
+                )
+                self.writer = None  # R-HTTP-19: the stream goes on without it
+                self.unwritten = 0
+        self._trim()
+        self._signal()
+
+    def finish(self, data: bytes | None, now: int) -> None:
+        """The stream ends, with ``data`` (its reply) as its last message if not ``None``."""
+        if self.done:
+            return
+        if data is not None:
+            if self.opened or self.last:
+                self.put(data)
+            else:
+                self.final = data  # nothing came before it: a JSON answer (R-HTTP-7)
+        self.done = True
+        self.ended_at = now
+        self._signal()
+
+    def _trim(self) -> None:
+        """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
+        connection has not taken."""
+        log = self.log
+        limit = self.cursor if self.writer is not None else self.last
+        while (
+            len(log) > 1
+            and log[0][0] <= limit
+            and rules.over_replay_bounds(len(log), self.size, self.options)
+        ):
+            self.size -= len(log.popleft()[1])
+
+    def view(self) -> rules.StreamView:
+        first = self.log[0][0] if self.log else self.last + 1
+        return rules.StreamView(first, self.last, self.ended_at)
+
+    def frames_after(self, number: int, upto: int | None = None) -> bytes:
+        """The events after event ``number`` (up to ``upto``), as SSE with their ids."""
+        count = self.last - number
+        if count <= 0:
+            return b""
+        log = self.log
+        stop = None if upto is None else max(0, len(log) - (self.last - upto))
+        tail = itertools.islice(log, max(0, len(log) - count), stop)
+        tag = self.tag
+        return b"".join(rules.sse_event(rules.event_id(tag, n), data) for n, data in tail)
+
+    def attach(self, token: object, after: int) -> None:
+        """A connection takes the stream over, having seen every event up to ``after``. A close
+        asked before the stream had any connection applies to its first one (R-HTTP-21)."""
+        if self.writer is not None or after:
+            self.closing = None
+        self.writer = token
+        self.cursor = after
+        self.unwritten = sum(len(data) for n, data in self.log if n > after)
+        self._signal()  # the connection that wrote it before ends
+
+    def detach(self, token: object) -> None:
+        if self.writer is token:
+            self.writer = None
+            self.unwritten = 0
+            self.closing = None
+            self._trim()
+
+    def request_close(self) -> None:
+        """R-HTTP-21: ends the connection after the events so far; only for a primed stream."""
+        if self.primed and not self.done and self.closing is None:
+            self.closing = self.last
+            self._signal()
+
+    def take(self, token: object) -> tuple[bytes, bool]:
+        """The events the connection has not written, and whether its response ends."""
+        if self.writer is not token:
+            return b"", True
+        closing = self.closing
+        if closing is not None:  # R-HTTP-21: up to the close, then the connection ends
+            payload = self.frames_after(self.cursor, closing)
+            self.cursor = max(self.cursor, closing)
+            self.writer = None
+            self.closing = None
+            self.unwritten = 0
+            self._trim()
+            return payload, True
+        payload = self.frames_after(self.cursor)
+        self.cursor = self.last
+        self.unwritten = 0
+        end = self.done
+        if end:
+            self.writer = None
+        self._trim()
+        return payload, end
+
+    def idle(self, token: object) -> bool:
+        return (
+            self.writer is token
+            and self.closing is None
+            and not self.done
+            and self.cursor == self.last
+        )
+
+    def _signal(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    async def _wait(self) -> None:
+        if self._wake is None:
+            self._wake = anyio.Event()
+        await self._wake.wait()
+
+    async def first(self) -> None:
+        """Returns once a message is waiting, the stream finished, or its close was asked."""
+        while not self.last and not self.done and self.closing is None:
+            await self._wait()
+
+    async def ready(self, token: object) -> None:
+        """Returns once the connection ``token`` has something to do (write, or end)."""
+        while self.idle(token):
+            await self._wait()
+
+
 class _Live:
     """The shell's side of one session: its open streams, and where its messages go."""
 
-    def __init__(self, sid: str, conn: Hashable) -> None:
+    def __init__(self, sid: str, conn: Hashable, options: rules.HttpOptions) -> None:
         self.sid = sid
         self.conn = conn
-        self.pending: dict[tuple[type, object], _Stream] = {}
-        self.get: _Stream | None = None
-        self.feeding: tuple[tuple[type, object], _Stream] | None = None
-        self.by_eid: dict[str, _Stream] = {}
+        self.options = options
+        self.pending: dict[tuple[type, object], _EventStream] = {}
+        self.get: _EventStream | None = None
+        self.feeding: tuple[tuple[type, object], _EventStream] | None = None
+        self.by_eid: dict[str, _EventStream] = {}
+        self.streams: dict[str, _EventStream] = {}  # opened ones, by tag (R-HTTP-17)
+        self.ended: collections.deque[tuple[str, int]] = collections.deque()
 
-    def stream_for(self, request_id: object) -> _Stream | None:
+    def stream_for(self, request_id: object) -> _EventStream | None:
         key = _key(request_id)
         if self.feeding is not None and self.feeding[0] == key:
             return self.feeding[1]
         return self.pending.get(key)
 
-    def finished(self, stream: _Stream, data: bytes | None) -> None:
-        stream.finish(data)
+    def opened(self, stream: _EventStream) -> None:
+        stream.open(rules.stream_tag(secrets.token_bytes(16)))
+        self.streams[stream.tag] = stream
+        if stream.ended_at is not None:  # its reply came in the step that received it
+            self.ended.append((stream.tag, stream.ended_at))
+            self.sweep(stream.ended_at)
+
+    def finished(self, stream: _EventStream, data: bytes | None) -> None:
+        if stream.done:
+            return
+        now = now_ms()
+        stream.finish(data, now)
         for eid in stream.eids:
             if self.by_eid.get(eid) is stream:
                 del self.by_eid[eid]
+        if stream.opened:
+            self.ended.append((stream.tag, now))
+            self.sweep(now)
+
+    def sweep(self, now: int) -> None:
+        """R-HTTP-19: forgets the ended streams past their time or beyond the count."""
+        gone = set(rules.forget(self.ended, now, self.options))
+        if gone:
+            for tag in gone:
+                self.streams.pop(tag, None)
+            self.ended = collections.deque(e for e in self.ended if e[0] not in gone)
+
+    def close_stream(self, request_id: Hashable) -> None:
+        """R-HTTP-21: a running tool asked to close its call's stream connection."""
+        stream = self.stream_for(request_id)
+        if stream is not None:
+            stream.request_close()
 
     def close_all(self) -> None:
-        for stream in [*self.pending.values(), *([self.get] if self.get else [])]:
-            self.finished(stream, None)
+        streams = [*self.pending.values(), *self.streams.values()]
+        if self.get is not None:
+            streams.append(self.get)
         if self.feeding is not None:
-            self.finished(self.feeding[1], None)
+            streams.append(self.feeding[1])
+        for stream in streams:
+            self.finished(stream, None)
         self.pending.clear()
         self.by_eid.clear()
+        self.streams.clear()
+        self.ended.clear()
 
 
 def _header_map(scope: Scope) -> dict[str, str]:
@@ -170,18 +376,6 @@ async def _respond(
     headers.extend(extra or [])
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _send_stream(stream: _Stream, send: Send) -> None:
-    """The stream's messages as SSE events, the last ones with the end of the body."""
-    while True:
-        items, finished = await stream.take()
-        payload = b"".join(_sse(item) for item in items)
-        if finished:
-            await send({"type": "http.response.body", "body": payload, "more_body": False})
-            return
-        if payload:
-            await send({"type": "http.response.body", "body": payload, "more_body": True})
 
 
 async def _reject(
@@ -267,6 +461,8 @@ class HttpApp:
         self.sessions, idle = rules.reap(self.sessions, now, self.options)
         for session in idle:
             self._detach(session.id, session.conn)
+        for live in self._live.values():
+            live.sweep(now)  # R-HTTP-19: ended streams past their time
         return len(idle)
 
     def _end(self, sid: str) -> None:
@@ -297,7 +493,7 @@ class HttpApp:
                     return
                 stream = live.pending.pop(_key(effect.request_id), None)
                 if stream is not None:
-                    live.finished(stream, data)
+                    live.finished(stream, data)  # kept for a resume (R-HTTP-19)
                 return
             message = effect.message
             data = encode(message)
@@ -414,8 +610,9 @@ class HttpApp:
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send
     ) -> None:
         rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
+        version = rules.DEFAULT_VERSION
         if rejection is None:
-            _, rejection = rules.check_version(headers)  # R-HTTP-6
+            version, rejection = rules.check_version(headers)  # R-HTTP-6
         found = self._session(headers, principal, initialize=True)
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
@@ -446,8 +643,9 @@ class HttpApp:
                 await _reject(send, minted)
                 return
             session = minted
-            live = self._live[session.id] = _Live(session.id, session.conn)
+            live = self._live[session.id] = _Live(session.id, session.conn, self.options)
             runtime.route(session.conn, self._router(live))
+            runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
             runtime.feed(SubscriberAttached(session.conn, now))
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
         self.sessions = rules.touch(self.sessions, session.id, now)
@@ -456,7 +654,7 @@ class HttpApp:
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
             await _respond(send, 202, extra=extra)
             return
-        stream = _Stream()
+        stream = _EventStream(self.options, primed=rules.primes(version))
         key = _key(shape.request_id)
         live.feeding = (key, stream)
         try:
@@ -466,17 +664,19 @@ class HttpApp:
         if shape.kind == "invalid":
             await _respond(send, 400, stream.final or b"", "application/json", extra)
             return
-        if not stream.done and not stream.items:
+        if not stream.done and not stream.last:
             # R-HTTP-7: wait for the first message about the call; a Reply first is plain JSON
             # (no stream, no disconnect watcher). Counted as an open stream meanwhile, so the
-            # session is not reaped under a long call.
+            # session is not reaped under a long call. A close asked for (R-HTTP-21) or a quiet
+            # keepalive_ms opens the stream (R-HTTP-18).
             live.pending.setdefault(key, stream)
             self.sessions = rules.touch(self.sessions, session.id, runtime.now(), +1)
             try:
-                await stream.ready()
+                with anyio.move_on_after(self.options.keepalive_ms / 1000):
+                    await stream.first()
             finally:
                 self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
-        if stream.done and not stream.items:
+        if stream.done and not stream.last:
             if stream.final is None:
                 await _respond(send, 202, extra=extra)
             else:
@@ -484,22 +684,37 @@ class HttpApp:
             return
         if not stream.done:
             live.pending.setdefault(key, stream)
+        live.opened(stream)  # R-HTTP-17: its tag
+        token = object()
+        stream.attach(token, 0)
+        first = (
+            rules.priming_event(rules.event_id(stream.tag, 0), self.options.retry_ms)
+            if stream.primed
+            else b""
+        )
         # No disconnect watcher: a POST's stream ends when its call does (every call is bounded
-        # by its timeouts), and what is sent after the client left goes nowhere.
-        await self._stream_out(session.id, stream, receive, send, extra, until_disconnect=False)
+        # by its timeouts), and what is sent after the client left goes nowhere; it stays in
+        # the replay buffer for a GET that resumes it (R-HTTP-20).
+        await self._stream_out(
+            session.id, stream, token, first, receive, send, extra, until_disconnect=False
+        )
 
     async def _stream_out(
         self,
         sid: str,
-        stream: _Stream,
+        stream: _EventStream,
+        token: object,
+        first: bytes,
         receive: Receive,
         send: Send,
         extra: list[tuple[bytes, bytes]],
         *,
         until_disconnect: bool = True,
     ) -> None:
-        """Sends ``stream`` as SSE until it finishes; with ``until_disconnect``, also until the
-        client disconnects (a GET stream never finishes by itself)."""
+        """Writes ``first``, then ``stream``'s events as SSE while the connection ``token``
+        holds it (until it finishes, its connection is closed or taken over); with
+        ``until_disconnect``, also until the client disconnects (a GET stream never finishes
+        by itself). A quiet ``keepalive_ms`` writes a comment (R-HTTP-22)."""
         headers = [
             (b"content-type", b"text/event-stream"),
             (b"cache-control", b"no-cache"),
@@ -510,7 +725,7 @@ class HttpApp:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if not until_disconnect:
-                await _send_stream(stream, send)
+                await self._write_events(stream, token, first, send)
                 return
             async with anyio.create_task_group() as tg:
 
@@ -520,22 +735,36 @@ class HttpApp:
                     tg.cancel_scope.cancel()  # the client went away: stop writing
 
                 tg.start_soon(watch)
-                while True:
-                    items, finished = await stream.take()
-                    if items:
-                        payload = b"".join(_sse(item) for item in items)
-                        await send(
-                            {"type": "http.response.body", "body": payload, "more_body": True}
-                        )
-                    if finished:
-                        break
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await self._write_events(stream, token, first, send)
                 tg.cancel_scope.cancel()
         except OSError:
             logger.debug("a client closed its stream")
         finally:
-            # Disconnection is not cancellation: the call goes on; its reply is discarded.
+            # Disconnection is not cancellation: the call goes on, its messages buffered for a
+            # resume (R-HTTP-19, R-HTTP-20).
+            stream.detach(token)
             self.sessions = rules.touch(self.sessions, sid, now_ms(), -1)
+
+    async def _write_events(
+        self, stream: _EventStream, token: object, first: bytes, send: Send
+    ) -> None:
+        quiet = self.options.keepalive_ms / 1000
+        if first:
+            await send({"type": "http.response.body", "body": first, "more_body": True})
+        while True:
+            if stream.idle(token):
+                with anyio.move_on_after(quiet) as waited:
+                    await stream.ready(token)
+                if waited.cancelled_caught:
+                    keepalive = rules.KEEPALIVE  # R-HTTP-22
+                    await send({"type": "http.response.body", "body": keepalive, "more_body": True})
+                    continue
+            payload, end = stream.take(token)
+            if end:
+                await send({"type": "http.response.body", "body": payload, "more_body": False})
+                return
+            if payload:
+                await send({"type": "http.response.body", "body": payload, "more_body": True})
 
     async def _get(
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send
@@ -549,17 +778,41 @@ class HttpApp:
         if rejection is not None or not isinstance(found, rules.Session):
             await _reject(send, rejection or rules.Rejection(400, "Bad Request"))
             return
+        live = self._live[found.id]
+        replay = b""
+        last_event_id = headers.get(rules.LAST_EVENT_ID_HEADER, "").strip()
+        if last_event_id:  # R-HTTP-20: a resume
+            now = now_ms()
+            live.sweep(now)
+            parsed = rules.parse_event_id(last_event_id)
+            resumed = None if parsed is None else live.streams.get(parsed[0])
+            number = 0 if parsed is None else parsed[1]
+            view = None if resumed is None else resumed.view()
+            refused = rules.resume(view, number, now, self.options)
+            if refused is not None or resumed is None:
+                await _reject(send, refused or rules.RESUME_REFUSED)
+                return
+            if resumed.post:  # the rest of a POST's stream, on this GET
+                self.sessions = rules.touch(self.sessions, found.id, now)
+                token = object()
+                resumed.attach(token, number)
+                await self._stream_out(found.id, resumed, token, b"", receive, send, [])
+                return
+            replay = resumed.frames_after(number)  # a GET's: then the new standalone stream
         self.sessions, refused = rules.open_get(self.sessions, found.id, now_ms())  # R-HTTP-10
         if refused is not None:
             await _reject(send, refused)
             return
-        live = self._live[found.id]
-        stream = live.get = _Stream()
+        stream = live.get = _EventStream(self.options, post=False)
+        live.opened(stream)
+        token = object()
+        stream.attach(token, 0)
         try:
-            await self._stream_out(found.id, stream, receive, send, [])
+            await self._stream_out(found.id, stream, token, replay, receive, send, [])
         finally:
             if live.get is stream:
                 live.get = None
+            live.finished(stream, None)
             self.sessions = rules.close_get(self.sessions, found.id, now_ms())
 
     async def _delete(self, headers: dict[str, str], principal: str, send: Send) -> None:
