@@ -12,6 +12,10 @@ Swap ``YourReducer`` for your implementation: ``initial_state`` builds a state f
 returns the same events and effects as ``askgate.core.step``. If your state is not
 ``askgate.core.State``, also give ``observe_fn``, ``check_invariants_fn`` and ``live_timers_fn``
 (see the ``askgate.models.machine`` docstring).
+
+``check`` runs two machines: the general one (every event, every option) and
+``ContextMachine``, a profile where tools run at once and ask their client (R-CTX-4 ..
+R-CTX-6: elicitation and sampling, answers, timeouts, withdrawals).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from askgate import core
 from askgate.core import Effect, Event, Options, State, ToolInfo
-from askgate.models.machine import machine_for
+from askgate.models.machine import ContextMachine, ReducerMachine, machine_for
 
 
 class YourReducer:
@@ -44,18 +48,22 @@ class YourReducer:
 
 
 def check(reducer: YourReducer, examples: int) -> None:
-    """Runs the machine against ``reducer``; raises on the first step where it breaks the spec."""
-    machine = machine_for(step_fn=reducer.step, initial_state_fn=reducer.initial_state)
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=30,
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+    """Runs the machines against ``reducer``; raises on the first step where it breaks the
+    spec."""
+    for base in (ReducerMachine, ContextMachine):
+        machine = machine_for(
+            step_fn=reducer.step, initial_state_fn=reducer.initial_state, base=base
+        )
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=30,
+                deadline=None,
+                database=None,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
 
 
 def main() -> int:

@@ -3,25 +3,36 @@
 :class:`ReducerMachine` feeds every event to the reducer under test and to
 :class:`~askgate.models.reference.ReferenceModel`, and after every step checks:
 
-* **effects**: equal, in order, modulo the ids each side mints. Elicitation ids and worker refs
-  are bound one to one in order of first appearance, and may first appear only where they are
-  minted (``StartWorker``, an elicitation ``StartTimer`` or ``elicitation/create``); a reducer
-  elicitation id must have R-ID-1's format, and an id the reducer reuses cannot be bound to a
-  second model id, so reuse fails;
+* **effects**: equal, in order, modulo the ids each side mints. Elicitation ids, a running
+  tool's request ids (R-CTX-4) and worker refs are bound one to one in order of first
+  appearance, each kind apart, and may first appear only where they are minted (``StartWorker``,
+  an elicitation or client-request ``StartTimer``, the ``elicitation/create`` or
+  ``sampling/createMessage`` push); a reducer elicitation id must have R-ID-1's format and a
+  request id the same with ``askgate-request-``, no two ids of either kind share their suffix
+  (R-ID-1: one counter for both), and an id the reducer reuses cannot be bound to a second model
+  id, so reuse fails. ``Resolve`` compares exactly but for the ref (the tokens are the
+  machine's own);
 * **state**: the :class:`~askgate.models.reference.Observation` of both (tools, subscribers,
   parked calls per connection in order, elicitations, workers, in-flight counts, capability
-  entries in order, open calls, totals and ``top``, known connections) are equal, and the caps
-  and bookkeeping rules hold on it (R-INV-1, R-INV-2, R-INV-5, R-INV-6); then
-  ``check_invariants(state)`` (R-INV-1 .. R-INV-6);
+  entries in order, open calls, totals and ``top``, known connections, the sampling flags, a
+  running tool's outstanding requests by id and per worker in order) are equal, and the caps
+  and bookkeeping rules hold on it (R-INV-1, R-INV-2, R-INV-5, R-INV-6, R-INV-7); then
+  ``check_invariants(state)`` (R-INV-1 .. R-INV-7);
 * **timers** (R-INV-4): the shell's armed timers, replayed from ``StartTimer``, ``CancelTimer``
   and ``TimerFired``, equal ``live_timers(state)``; a timer is never armed twice nor cancelled
-  when not armed; the running workers are exactly those with a worker timer (R-WORK-1);
+  when not armed; the running workers are exactly those with a worker timer (R-WORK-1), the
+  outstanding client requests exactly those with a client-request timer;
 * **delivery** (R-DLV-1, R-DLV-3, R-DROP-4, R-CLOSE-4): every request gets exactly one
   ``Reply``, to the connection and id it came with (a step that receives a request answers no
   other); a push-mode call's outcome is pushed once, to its owner; a call that ends gets an
   outcome unless it was dropped, and a drop delivers none; ``elicitation/create`` and
   ``notifications/cancelled`` go only to the elicitation's owner; a ``Push`` about a call names
-  its request id in ``related``; nothing is pushed on a detach;
+  its request id in ``related``; nothing is pushed on a detach; a tool's own request is pushed
+  to its call's owner and withdrawn only from it (R-CTX-4, R-CTX-6);
+* **resolution** (R-CTX-4 .. R-CTX-6), from the shell's side: every ``ToolRequested`` is either
+  resolved in its step (a refusal) or left outstanding; a ``Resolve`` goes only to a token that
+  waits, with the ref it asked from, once; a request that ends while its tool runs (answered,
+  timed out) is resolved, one whose tool ended is not;
 * **the eviction oracle** (R-AUTH-3, R-PARK-1, R-PARK-3, R-PARK-4), on every ASK the reducer
   receives, from the observed state before the step and independently of the model: a call
   evicted to make room was the oldest parked call of a connection holding the most, one that
@@ -33,7 +44,12 @@ The universe is small so that histories collide: connections ``a``, ``b``, ``c``
 name; callers ``p`` and ``q``. Worker events pick mostly live refs (from the ``StartWorker``
 effects seen) and sometimes stale or unknown ones; answers pick mostly live elicitation ids
 (from ``elicitation/create`` pushes) from their owner, and sometimes stale, foreign or garbage
-ones, with every kind of answer. Options are drawn per run (see :meth:`options_strategy`).
+ones, with every kind of answer. A running tool's own requests (``ToolRequested``) come mostly
+from running tools, sometimes from authorizers, read callbacks or stale refs, with well-formed
+or malformed params and other methods; answers to them come from the owner or another
+connection (result objects, garbage, JSON-RPC errors), and the timer rule fires their timers.
+Progress and logs (R-CTX-2, R-CTX-3) are not drawn: the reference model leaves them out.
+Options are drawn per run (see :meth:`options_strategy`).
 
 Reusing it
 ----------
@@ -52,12 +68,17 @@ The implementation under test is reached only through five hooks, which default 
 
 ``tools`` is a tuple of ``(name, sensitive)``. A subclass can also narrow the runs it draws:
 :meth:`options_strategy`, the ``*_VALUES`` tuples of worker results, ``ANSWERS``,
-``CAPABILITIES``, and ``PRECONNECT`` (every connection subscribes and initializes with form
-elicitation before the first rule; by default drawn per run). ``seen`` counts the oracle's
+``CLIENT_ANSWERS``, ``TOOL_REQUESTS``, ``CAPABILITIES``, and ``PRECONNECT`` (every connection
+subscribes and initializes with ``PRECONNECT_CAPABILITIES`` before the first rule; by default
+drawn per run). ``seen`` counts the oracle's
 verdicts and what the steps exercised (evictions, busy answers, timeouts, withdrawn prompts,
 forgotten connections...), so a test can check that a run was not idle; give a subclass its own
 ``seen`` to count apart. :meth:`ReducerMachine.begin` and :meth:`ReducerMachine.apply` replay a
-history by hand, outside Hypothesis, with every check.
+history by hand, outside Hypothesis, with every check. :class:`ContextMachine` is such a
+subclass: a profile where tools run at once and ask their client (R-CTX-4 .. R-CTX-6).
+An ``observe_fn`` must fill ``Observation.can_sample``, ``client_requests`` and
+``worker_requests`` (they default to empty, so an observer written before them still builds,
+and fails as soon as a tool's request is outstanding).
 """
 
 from __future__ import annotations
@@ -88,6 +109,7 @@ from askgate.core.effects import (
     KillWorker,
     Push,
     Reply,
+    Resolve,
     RunRead,
     RunTool,
     StartTimer,
@@ -106,6 +128,7 @@ from askgate.core.events import (
     TimerFired,
     ToolCallReceived,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
@@ -113,6 +136,10 @@ from askgate.core.events import (
 from askgate.core.options import Options
 
 from .reference import (
+    CLIENT_REQUEST_TIMER,
+    ELICIT,
+    MODEL_REQUEST_PREFIX,
+    SAMPLE,
     TOO_MANY_ON_SERVER,
     TOO_MANY_PENDING,
     CallKey,
@@ -123,6 +150,7 @@ from .reference import (
 TimerKey = tuple[str, Any]
 Tools = tuple[tuple[str, bool], ...]
 ELICITATION_ID = re.compile(r"^askgate-elicit-[A-Za-z0-9_-]{22}$")  # R-ID-1
+CLIENT_REQUEST_ID = re.compile(r"^askgate-request-[A-Za-z0-9_-]{22}$")  # R-CTX-4, R-ID-1
 ID_KEY = b"askgate-model-machine-key-0123456789"
 
 CONNS: tuple[str, ...] = ("a", "b", "c")
@@ -135,6 +163,14 @@ UNKNOWN_REF = 10**6  # a ref no worker ever had
 ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
 PARAMS: dict[str, Any] = {"uri": "file:///tmp/x"}
 AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
+FORM: dict[str, Any] = {
+    "message": "Who are you?",
+    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+}
+SAMPLING: dict[str, Any] = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+    "maxTokens": 100,
+}
 
 
 def same(a: object, b: object) -> bool:
@@ -175,17 +211,22 @@ def small_options(
     max_total: int = 6,
     max_in_flight: int = 4,
     max_caps: int = 3,
+    max_requests: int = 3,
+    min_in_flight: int = 1,
+    min_share: int = 1,
+    min_caps: int = 1,
 ) -> Options:
-    """Small caps, so that they fill within a few steps."""
+    """Small caps, so that they fill within a few steps (``min_*`` narrow a profile without
+    filtering; a share of ``None`` is half of ``max_in_flight``)."""
     per_conn = draw(st.integers(1, max_parked))
     total = draw(st.integers(per_conn, max(per_conn, max_total)))
-    in_flight = draw(st.integers(1, max_in_flight))
-    share = draw(st.none() | st.integers(1, in_flight))
+    in_flight = draw(st.integers(min_in_flight, max_in_flight))
+    share = draw(st.none() | st.integers(min(min_share, in_flight), in_flight))
     return Options(
         elicitation_timeout_ms=draw(st.sampled_from([1_000, 1, 60_000])),
         max_parked_elicitations=per_conn,
         max_parked_elicitations_total=total,
-        max_client_capabilities=draw(st.integers(1, max_caps)),
+        max_client_capabilities=draw(st.integers(min_caps, max_caps)),
         max_in_flight=in_flight,
         max_in_flight_per_connection=share,
         callback_timeout_ms=draw(st.sampled_from([5_000, 1, 300_000])),
@@ -194,6 +235,7 @@ def small_options(
         ),
         has_read_authorizer=draw(st.booleans()),
         has_unknown_tool_reply=draw(st.booleans()),
+        max_client_requests_per_call=draw(st.integers(1, max_requests)),
     )
 
 
@@ -211,6 +253,10 @@ class ReducerMachine(RuleBasedStateMachine):
         {"elicitation": True},
         None,
         {"elicitation": {"form": True}},
+        {"elicitation": {}, "sampling": {}},
+        {"sampling": {}},
+        {"elicitation": {"form": {}}, "sampling": {"tools": {}}},
+        {"elicitation": {}, "sampling": True},
     )
     AUTHORIZE_VALUES: ClassVar[tuple[object, ...]] = (
         Ask("May I?"),
@@ -253,7 +299,44 @@ class ReducerMachine(RuleBasedStateMachine):
         (None, {"code": -32603, "message": "boom"}),
         ({"action": "accept", "content": {"approve": True}}, {"code": -1, "message": "late"}),
     )
+    # A running tool's own requests: (method, params), well-formed and not (R-CTX-4).
+    TOOL_REQUESTS: ClassVar[tuple[tuple[object, object], ...]] = (
+        (ELICIT, FORM),
+        (ELICIT, FORM),
+        (SAMPLE, SAMPLING),
+        (SAMPLE, SAMPLING),
+        (ELICIT, {**FORM, "mode": "url", "url": "https://example.com"}),
+        (SAMPLE, {**SAMPLING, "temperature": 0.5}),
+        (ELICIT, {"message": 7, "requestedSchema": {}}),
+        (ELICIT, {"message": "hi"}),
+        (ELICIT, {"message": "hi", "requestedSchema": []}),
+        (ELICIT, SAMPLING),
+        (SAMPLE, {"messages": {}, "maxTokens": 10}),
+        (SAMPLE, {"messages": [], "maxTokens": True}),
+        (SAMPLE, {"messages": [], "maxTokens": 1.0}),
+        (SAMPLE, FORM),
+        (SAMPLE, None),
+        ("roots/list", {}),
+        ("tools/call", FORM),
+        (None, FORM),
+    )
+    # Answers to a tool's own request: (result, error) (R-CTX-5).
+    CLIENT_ANSWERS: ClassVar[tuple[tuple[object, object], ...]] = (
+        ({"action": "accept", "content": {"name": "Ada"}}, None),
+        ({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}, None),
+        ({"action": "decline"}, None),
+        ({}, None),
+        ("accept", None),
+        (None, None),
+        ([{"action": "accept"}], None),
+        (None, {"code": -32600, "message": "no", "data": {"why": "user"}}),
+        (None, {"code": "-1", "message": 7}),
+        (None, {"code": True, "message": "a bool is no code"}),
+        (None, "boom"),
+        ({"action": "accept"}, {"code": -1, "message": "late"}),
+    )
     PRECONNECT: ClassVar[bool | None] = None  # None: drawn per run
+    PRECONNECT_CAPABILITIES: ClassVar[object] = {"elicitation": {}}
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -288,6 +371,11 @@ class ReducerMachine(RuleBasedStateMachine):
             parked_total=s.parked_total,
             in_flight_total=s.in_flight_total,
             top=s.top,
+            can_sample={conn: c.can_sample for conn, c in s.conns.items() if c.has_caps},
+            client_requests={
+                rid: (r.key, r.ref, r.token, r.method) for rid, r in s.client_requests.items()
+            },
+            worker_requests={ref: list(rids) for ref, rids in s.worker_requests.items()},
         )
 
     def options_strategy(self) -> st.SearchStrategy[Options]:
@@ -303,14 +391,19 @@ class ReducerMachine(RuleBasedStateMachine):
         self.obs: Observation | None = None
         self.now = 0
         self.steps = 0
-        # id bijections, reducer <-> model: "eid" for elicitation ids, "ref" for worker refs
-        self.to_model: dict[str, dict[object, object]] = {"eid": {}, "ref": {}}
-        self.to_real: dict[str, dict[object, object]] = {"eid": {}, "ref": {}}
+        # id bijections, reducer <-> model: "eid" for elicitation ids, "rid" for a running tool's
+        # request ids, "ref" for worker refs
+        self.to_model: dict[str, dict[object, object]] = {"eid": {}, "rid": {}, "ref": {}}
+        self.to_real: dict[str, dict[object, object]] = {"eid": {}, "rid": {}, "ref": {}}
         self.armed: dict[TimerKey, int] = {}  # the shell's armed timers and their deadlines
         self.disarmed: list[TimerKey] = []
         self.running: dict[int, Job] = {}  # the shell's running workers
         self.started: list[int] = []
-        self.eids: list[str] = []
+        self.eids: list[str] = []  # in minting order, never sorted (see elicitation_answered)
+        self.rids: list[str] = []  # the same for a running tool's request ids
+        self.suffixes: set[str] = set()  # R-ID-1: one counter for both kinds of id
+        self.waiting: dict[Hashable, int] = {}  # the shell's tools waiting: token -> ref
+        self.tokens = 0
         self.awaiting_reply: set[CallKey] = set()
         self.awaiting_push: set[CallKey] = set()
         self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
@@ -341,7 +434,7 @@ class ReducerMachine(RuleBasedStateMachine):
         if preconnect:
             for conn in CONNS:
                 self.apply(SubscriberAttached(conn))
-                self.apply(ClientInitialized(conn, {"elicitation": {}}))
+                self.apply(ClientInitialized(conn, self.PRECONNECT_CAPABILITIES))
 
     # -- the rules -------------------------------------------------------------------------------
     # Hypothesis orders rules by their number of arguments and draws the first ones more often.
@@ -488,6 +581,83 @@ class ReducerMachine(RuleBasedStateMachine):
         result, error = data.draw(st.sampled_from(self.ANSWERS), label="answer")
         self.apply(ElicitationAnswered(conn, eid, result, self.now, error))
 
+    def _token(self) -> str:
+        self.tokens += 1
+        return f"token-{self.tokens}"
+
+    def _tool_request(self, ref: int, data: st.DataObject) -> ToolRequested:
+        method, params = data.draw(st.sampled_from(self.TOOL_REQUESTS), label="tool request")
+        return ToolRequested(ref, self._token(), method, params, self.now)
+
+    def _running_tools(self) -> list[int]:
+        """The refs of the running tools, in the order they were started."""
+        return [r for r in self.started if isinstance(self.running.get(r), RunTool)]
+
+    def _ask(self, ref: int, data: st.DataObject) -> None:
+        """The tool of worker ``ref`` asks its client; the client may answer at once."""
+        sent: list[str] = [
+            str(e.message["id"])
+            for e in self.apply(self._tool_request(ref, data))
+            if isinstance(e, Push) and "id" in e.message
+        ]
+        answer_now: bool = bool(sent) and data.draw(st.booleans(), label="answered at once")
+        if answer_now:
+            self._answer_client_request(sent[0], data)
+
+    @precondition(lambda self: bool(self._running_tools()))
+    @rule(data=st.data())
+    def tool_requested(self, data: st.DataObject) -> None:
+        """Running tools ask their client (R-CTX-4), a few at once so that the per-call cap
+        fills; sometimes an authorizer, a read callback or the unknown-tool hook does (R-CTX-1).
+        Refs in the order they were started."""
+        for _ in range(data.draw(st.integers(1, 3), label="burst")):
+            tools = self._running_tools()
+            others = [r for r in self.started if r in self.running and r not in tools]
+            if not tools:
+                return
+            pool = others if others and data.draw(st.integers(0, 4), label="other") == 0 else tools
+            self._ask(data.draw(st.sampled_from(pool), label="asking ref"), data)
+
+    @rule(data=st.data())
+    def tool_asks_its_client(self, data: st.DataObject) -> None:
+        """A call whose tool runs (allowed, if there is an authorizer) and asks its client at
+        once: the way to a tool's own requests (R-CTX-4)."""
+        conn = self._caller_conn(data)
+        request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+        mode: Any = data.draw(st.sampled_from(("reply", "push")), label="mode")
+        caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+        effects = self.apply(
+            ToolCallReceived(conn, request_id, PLAIN, ARGUMENTS, self.now, mode, caller)
+        )
+        authorizers = [
+            e.ref for e in effects if isinstance(e, StartWorker) and isinstance(e.job, Authorize)
+        ]
+        if authorizers:
+            effects = self.apply(WorkerFinished(authorizers[0], Allow(), self.now))
+        tools = [
+            e.ref for e in effects if isinstance(e, StartWorker) and isinstance(e.job, RunTool)
+        ]
+        if tools:
+            for _ in range(data.draw(st.integers(1, 3), label="burst")):
+                if tools[0] in self.running:  # an answer at once cannot end it, but be safe
+                    self._ask(tools[0], data)
+
+    @precondition(lambda self: self.obs is not None and bool(self.obs.client_requests))
+    @rule(data=st.data())
+    def client_request_answered(self, data: st.DataObject) -> None:
+        """The owner answers a tool's own request (or, sometimes, another connection does)."""
+        assert self.obs is not None
+        # In minting order, never sorted: the ids are keyed by a per-run secret (R-ID-1).
+        live = [r for r in self.rids if r in self.obs.client_requests]
+        self._answer_client_request(data.draw(st.sampled_from(live), label="live request id"), data)
+
+    def _answer_client_request(self, rid: str, data: st.DataObject) -> None:
+        assert self.obs is not None
+        owner = self.obs.client_requests[rid][0][0]
+        conn = data.draw(st.sampled_from([owner, owner, owner, *CONNS]), label="answered on")
+        result, error = data.draw(st.sampled_from(self.CLIENT_ANSWERS), label="client answer")
+        self.apply(ElicitationAnswered(conn, rid, result, self.now, error))
+
     @rule(
         conn=st.sampled_from(CONNS),
         request_id=st.sampled_from((*REQUEST_IDS, True, 1.0, None)),
@@ -503,7 +673,15 @@ class ReducerMachine(RuleBasedStateMachine):
         self.apply(CallerExited(caller, self.now))
 
     @rule(
-        kind=st.sampled_from(("stale worker", "stale timer", "stray answer", "bad request id")),
+        kind=st.sampled_from(
+            (
+                "stale worker",
+                "stale timer",
+                "stray answer",
+                "bad request id",
+                "request from no tool",
+            )
+        ),
         conn=st.sampled_from(CONNS),
         data=st.data(),
     )
@@ -518,14 +696,26 @@ class ReducerMachine(RuleBasedStateMachine):
             else:
                 self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
         elif kind == "stale timer":  # cancelled just as it went off, or never armed
-            never: list[TimerKey] = [("worker", UNKNOWN_REF), ("elicitation", "askgate-x")]
+            never: list[TimerKey] = [
+                ("worker", UNKNOWN_REF),
+                ("elicitation", "askgate-x"),
+                (CLIENT_REQUEST_TIMER, "askgate-request-x"),
+            ]
             key = data.draw(st.sampled_from([*self.disarmed, *never]), label="stale timer")
             self.apply(TimerFired(key, self.now))
         elif kind == "stray answer":  # late, unknown or malformed (R-CLOSE-5)
             stale_ids = [e for e in self.eids if e not in self.obs.elicitations]
-            garbage: list[object] = ["askgate-elicit-AAAAAAAAAAAAAAAAAAAAAA", 0, None, ["x"]]
+            stale_ids += [r for r in self.rids if r not in self.obs.client_requests]
+            garbage: list[object] = [
+                "askgate-elicit-AAAAAAAAAAAAAAAAAAAAAA",
+                "askgate-request-AAAAAAAAAAAAAAAAAAAAAA",
+                0,
+                None,
+                ["x"],
+            ]
             eid = data.draw(st.sampled_from([*stale_ids, *garbage]), label="stray id")
-            result, error = data.draw(st.sampled_from(self.ANSWERS), label="answer")
+            answers = self.ANSWERS + self.CLIENT_ANSWERS
+            result, error = data.draw(st.sampled_from(answers), label="answer")
             self.apply(ElicitationAnswered(conn, eid, result, self.now, error))
         elif kind == "bad request id":  # R-ADM-0
             rid = data.draw(st.sampled_from(BAD_REQUEST_IDS), label="bad id")
@@ -533,6 +723,14 @@ class ReducerMachine(RuleBasedStateMachine):
                 self.apply(ReadRequested(conn, rid, READ_METHODS[0], PARAMS, self.now))
             else:
                 self.apply(ToolCallReceived(conn, rid, PLAIN, ARGUMENTS, self.now))
+        elif kind == "request from no tool":  # R-CTX-1
+            # A tool whose worker was killed asks anyway, or an authorizer, a read callback or
+            # the unknown-tool hook does.
+            stale = [r for r in self.started if r not in self.running]
+            tools = self._running_tools()
+            others = [r for r in self.started if r in self.running and r not in tools]
+            ref = data.draw(st.sampled_from([*stale, *others, UNKNOWN_REF]), label="no tool")
+            self.apply(self._tool_request(ref, data))
 
     # -- one step on both sides ------------------------------------------------------------------
 
@@ -544,11 +742,13 @@ class ReducerMachine(RuleBasedStateMachine):
 
     def _model_event(self, ev: Event) -> Event:
         """The event with the reducer's ids replaced by the model's."""
-        if isinstance(ev, WorkerFinished | WorkerFailed):
+        if isinstance(ev, WorkerFinished | WorkerFailed | ToolRequested):
             ref: Any = self._model_id("ref", ev.ref)
             return attrs.evolve(ev, ref=ref)
         if isinstance(ev, ElicitationAnswered):
-            return attrs.evolve(ev, elicitation_id=self._model_id("eid", ev.elicitation_id))
+            ident = self._model_id("eid", ev.elicitation_id)
+            ident = self._model_id("rid", ident)
+            return attrs.evolve(ev, elicitation_id=ident)
         if isinstance(ev, TimerFired):
             kind, ident = ev.key
             return attrs.evolve(ev, key=(kind, self._model_id(_id_kind(kind), ident)))
@@ -572,6 +772,7 @@ class ReducerMachine(RuleBasedStateMachine):
         after = self._observe_and_compare(ev)
         self._replay_shell(effects, after)
         self._check_delivery(ev, effects, before, after)
+        self._check_resolution(ev, effects, after)
         self._eviction_oracle(ev, effects, before, after)
         self._note_count_changes(before, after)
         self._tally(ev, effects, before, after)
@@ -601,10 +802,53 @@ class ReducerMachine(RuleBasedStateMachine):
                     seen["parked call dropped with its connection"] += 1
         if isinstance(ev, TimerFired) and ev.key[1] in (before.workers | before.elicitations):
             seen[f"{ev.key[0]} timed out"] += 1
+        self._tally_context(ev, effects, before, after)
         if isinstance(ev, WorkerFinished | WorkerFailed | TimerFired) and not effects:
             seen["stale event ignored"] += 1
         if before.known - after.known:
             seen["connection forgotten"] += 1
+
+    def _tally_context(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        """What a step did with a running tool's own requests (R-CTX-1, R-CTX-4 .. R-CTX-6)."""
+        seen = type(self).seen
+        resolves = [e for e in effects if isinstance(e, Resolve)]
+        if isinstance(ev, ToolRequested):
+            if resolves and isinstance(resolves[0].outcome, Failure):
+                data = resolves[0].outcome.data
+                reason = data.get("error") if isinstance(data, dict) else data
+                seen[f"client request refused: {reason}"] += 1
+                if reason == "not_running":
+                    job = self.running.get(ev.ref)
+                    asker = "a stale ref" if job is None else type(job).__name__
+                    seen[f"client request refused: not_running, from {asker}"] += 1
+            elif len(after.client_requests) > len(before.client_requests):
+                seen[f"client request sent: {ev.method}"] += 1
+        elif isinstance(ev, ElicitationAnswered) and (
+            isinstance(ev.elicitation_id, str) and ev.elicitation_id in before.client_requests
+        ):
+            if not resolves:
+                seen["client request: foreign answer ignored"] += 1
+            elif isinstance(resolves[0].outcome, Failure):
+                data = resolves[0].outcome.data
+                invalid = isinstance(data, dict) and data.get("error") == "invalid_answer"
+                seen["client request: invalid answer" if invalid else "client request: error"] += 1
+            else:
+                seen["client request answered"] += 1
+        elif isinstance(ev, TimerFired) and str(ev.key[1]) in before.client_requests:
+            seen["client request timed out"] += 1
+        gone = before.client_requests.keys() - after.client_requests.keys()
+        if gone and not resolves:
+            withdrawn = any(
+                isinstance(e, Push) and e.message.get("method") == "notifications/cancelled"
+                for e in effects
+            )
+            how = "withdrawn" if withdrawn else "withdrawn silently (connection gone)"
+            seen[f"client request {how}: {type(ev).__name__}"] += 1
+        for ids in after.worker_requests.values():
+            if len(ids) == self.options.max_client_requests_per_call:
+                seen["client requests at the per-call cap"] += 1
 
     # -- effects, modulo ids ---------------------------------------------------------------------
 
@@ -625,6 +869,15 @@ class ReducerMachine(RuleBasedStateMachine):
             assert isinstance(real, str), f"R-ID-1: elicitation id {real!r} is not a string"
             assert ELICITATION_ID.match(real), f"R-ID-1: malformed elicitation id {real!r}"
             self.eids.append(real)
+        elif kind == "rid":
+            assert isinstance(real, str), f"R-CTX-4: request id {real!r} is not a string"
+            assert CLIENT_REQUEST_ID.match(real), f"R-CTX-4: malformed request id {real!r}"
+            self.rids.append(real)
+        if kind in ("eid", "rid"):
+            assert isinstance(real, str)
+            suffix = real[-22:]
+            assert suffix not in self.suffixes, f"R-ID-1: {real!r} reuses a counter value"
+            self.suffixes.add(suffix)
         else:
             assert isinstance(real, int), f"worker ref {real!r} is not an int"
             self.started.append(real)
@@ -662,7 +915,7 @@ class ReducerMachine(RuleBasedStateMachine):
             if r.key[0] != m.key[0] or len(r.key) != 2:
                 return False
             kind = _id_kind(r.key[0])
-            minted = isinstance(r, StartTimer) and kind == "eid"
+            minted = isinstance(r, StartTimer) and kind in ("eid", "rid")
             self._bind(kind, r.key[1], m.key[1], minted=minted)
             if isinstance(r, StartTimer) and isinstance(m, StartTimer):
                 return same(r.deadline, m.deadline)
@@ -676,19 +929,26 @@ class ReducerMachine(RuleBasedStateMachine):
                 return False
             if not same(r.related, m.related):  # R-DLV-1; not part of Push's equality
                 return False
-            if method == "elicitation/create":
-                self._bind("eid", message.get("id"), m.message["id"], minted=True)
+            if method in (ELICIT, SAMPLE):
+                kind = _kind_of_model_id(m.message["id"])
+                self._bind(kind, message.get("id"), m.message["id"], minted=True)
                 message["id"] = m.message["id"]
             elif method == "notifications/cancelled" and isinstance(message.get("params"), dict):
                 params = dict(message["params"])
-                self._bind(
-                    "eid", params.get("requestId"), m.message["params"]["requestId"], minted=False
-                )
+                model_id = m.message["params"]["requestId"]
+                kind = _kind_of_model_id(model_id)
+                self._bind(kind, params.get("requestId"), model_id, minted=False)
                 params["requestId"] = m.message["params"]["requestId"]
                 message["params"] = params
             return same(message, m.message)
         if isinstance(r, Emit) and isinstance(m, Emit):
             return same((r.name, r.fields), (m.name, m.fields))
+        if isinstance(r, Resolve) and isinstance(m, Resolve):
+            # The ref the tool asked from, as the model was told it (a stale or unknown ref
+            # was never bound, and is its own name on both sides).
+            if not same(self._model_id("ref", r.ref), m.ref):
+                return False
+            return same(r.token, m.token) and same_outcome(r.outcome, m.outcome)
         raise AssertionError(f"unknown effect {r!r}")
 
     # -- state -----------------------------------------------------------------------------------
@@ -706,11 +966,20 @@ class ReducerMachine(RuleBasedStateMachine):
             assert isinstance(model_ref, int)
             return model_ref
 
+        def rid(r: str) -> str:
+            assert r in self.to_model["rid"], f"the state holds request {r!r}, never pushed"
+            return str(self.to_model["rid"][r])
+
         return dataclasses.replace(
             obs,
             parked={conn: [eid(e) for e in eids] for conn, eids in obs.parked.items()},
             elicitations={eid(e): key for e, key in obs.elicitations.items()},
             workers={ref(r): key for r, key in obs.workers.items()},
+            client_requests={
+                rid(r): (key, ref(w), token, method)
+                for r, (key, w, token, method) in obs.client_requests.items()
+            },
+            worker_requests={ref(w): [rid(r) for r in rs] for w, rs in obs.worker_requests.items()},
         )
 
     def _observe_and_compare(self, ev: Event | None) -> Observation:
@@ -745,6 +1014,19 @@ class ReducerMachine(RuleBasedStateMachine):
         assert not set(obs.caps_unsubscribed) & obs.subscribed, "R-INV-3: entry in wrong group"
         holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open}
         assert obs.known == holders, f"R-INV-6: kept {set(obs.known)}, holding {holders}"
+        assert obs.can_sample.keys() == obs.can_elicit.keys(), "R-CAP-4: sampling flag per entry"
+        listed: list[str] = []
+        for ref, ids in obs.worker_requests.items():
+            assert ids, f"R-INV-7: worker {ref!r} listed with no request"
+            n = len(ids)
+            assert n <= opts.max_client_requests_per_call, f"R-INV-7: worker {ref!r} has {n}"
+            listed += ids
+        assert sorted(listed) == sorted(obs.client_requests), "R-INV-7: the per-worker lists"
+        for rid, (key, ref, _, method) in obs.client_requests.items():
+            assert obs.workers.get(ref) == key, f"R-INV-7: {rid!r}'s worker does not serve {key}"
+            assert obs.open.get(key, ("",))[0] == "running", f"R-INV-7: {rid!r}: {key} not running"
+            assert rid in obs.worker_requests.get(ref, []), f"R-INV-7: {rid!r} not in its list"
+            assert method in (ELICIT, SAMPLE), f"R-CTX-4: {rid!r} asks {method!r}"
 
     # -- the shell's view: timers and workers ----------------------------------------------------
 
@@ -769,6 +1051,11 @@ class ReducerMachine(RuleBasedStateMachine):
         assert set(self.running) == worker_timers == set(after.workers), (
             f"R-WORK-1: running {set(self.running)}, timers {worker_timers}, "
             f"state {set(after.workers)}"
+        )
+        request_timers = {ident for kind, ident in self.armed if kind == CLIENT_REQUEST_TIMER}
+        assert request_timers == set(after.client_requests), (
+            f"R-INV-7: client-request timers {request_timers}, "
+            f"outstanding {set(after.client_requests)}"
         )
 
     # -- delivery --------------------------------------------------------------------------------
@@ -802,7 +1089,22 @@ class ReducerMachine(RuleBasedStateMachine):
                     self.awaiting_push.add(key)
         for p in (e for e in effects if isinstance(e, Push)):
             msg = p.message
-            if msg.get("method") == "elicitation/create":
+            if msg.get("id") in after.client_requests or msg.get("method") == SAMPLE:
+                asked = after.client_requests.get(msg.get("id"))  # type: ignore[arg-type]
+                assert asked is not None, f"R-CTX-4: {msg!r} is no outstanding request"
+                assert asked[0][0] == p.conn, "R-CTX-4: a tool's request to a non-owner"
+                assert same(asked[0][1], p.related), f"R-DLV-1: asks for {asked}, {p.related=}"
+                assert msg.get("method") == asked[3], f"R-CTX-4: {msg!r} is not a {asked[3]}"
+            elif (
+                msg.get("method") == "notifications/cancelled"
+                and msg.get("params", {}).get("requestId") in before.client_requests
+            ):
+                rid = msg["params"]["requestId"]
+                asked = before.client_requests[rid]
+                assert asked[0][0] == p.conn, "R-CTX-6: withdrawn from a non-owner"
+                assert same(asked[0][1], p.related), f"R-DLV-1: withdraws {asked}, {p.related=}"
+                assert rid not in after.client_requests, "R-CTX-6: withdrawn but outstanding"
+            elif msg.get("method") == "elicitation/create":
                 owner = after.elicitations.get(msg.get("id"))  # type: ignore[arg-type]
                 assert owner is not None, "R-PARK-2: a prompt for no parked call"
                 assert owner[0] == p.conn, "R-PARK-2: a prompt to a non-owner"
@@ -838,6 +1140,36 @@ class ReducerMachine(RuleBasedStateMachine):
         assert self.awaiting_reply == unanswered, "R-DLV-1: requests awaiting a reply"
         pushed = {key for key, (_, replied) in after.open.items() if replied}
         assert self.awaiting_push == pushed, "R-DLV-3: calls awaiting a pushed outcome"
+
+    # -- resolution: the shell's tools waiting on their own requests ---------------------------
+
+    def _check_resolution(self, ev: Event, effects: list[Effect], after: Observation) -> None:
+        """R-CTX-4 .. R-CTX-6 from the shell's side, whatever the model says."""
+        resolves = [e for e in effects if isinstance(e, Resolve)]
+        resolved: set[Hashable] = set()
+        for r in resolves:
+            assert r.token not in resolved, f"R-CTX-5: {r.token!r} resolved twice in a step"
+            resolved.add(r.token)
+            if isinstance(ev, ToolRequested) and r.token == ev.token:
+                assert same(r.ref, ev.ref), f"R-CTX-4: {r!r} resolves another ref's request"
+                continue
+            assert r.token in self.waiting, f"R-CTX-5: {r!r} resolves a token nobody waits on"
+            assert self.waiting[r.token] == r.ref, f"R-CTX-5: {r!r} to the wrong ref"
+        outstanding = {token: ref for _, ref, token, _ in after.client_requests.values()}
+        if isinstance(ev, ToolRequested):
+            asked = ev.token in outstanding
+            what = "both sent and refused" if asked else "neither sent nor refused"
+            assert asked != (ev.token in resolved), f"R-CTX-4: {ev!r} {what}"
+            if asked:
+                assert outstanding[ev.token] == ev.ref, "R-CTX-4: sent under another ref"
+        for token, ref in self.waiting.items():
+            if token in outstanding:
+                assert token not in resolved, f"R-CTX-5: {token!r} resolved but outstanding"
+            elif ref in after.workers:  # its tool still runs: answered or timed out
+                assert token in resolved, f"R-CTX-6: {token!r} ended without a Resolve"
+            else:  # its tool ended: nothing waits
+                assert token not in resolved, f"R-CTX-6: {token!r} resolved after its tool ended"
+        self.waiting = outstanding
 
     # -- the eviction oracle ---------------------------------------------------------------------
 
@@ -921,8 +1253,55 @@ class ReducerMachine(RuleBasedStateMachine):
                 self.count_changed_at[conn] = self.steps
 
 
+class ContextMachine(ReducerMachine):
+    """A profile that puts pressure on a running tool's own requests (R-CTX-4 .. R-CTX-6).
+
+    No tool authorizer, so that calls run at once; every connection subscribes and advertises
+    elicitation and sampling before the first rule; three capability entries (nobody is evicted
+    at the start), room for two workers per connection, one or two requests per call. Running
+    tools then ask, and their clients answer, time out, cancel and go away.
+    """
+
+    seen: ClassVar[Counter[str]] = Counter()
+    PRECONNECT = True
+    PRECONNECT_CAPABILITIES: ClassVar[object] = {"elicitation": {}, "sampling": {}}
+    # Mostly well-formed requests, so that most are sent.
+    TOOL_REQUESTS = (
+        *[(ELICIT, FORM)] * 6,
+        *[(SAMPLE, SAMPLING)] * 6,
+        *ReducerMachine.TOOL_REQUESTS,
+    )
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options(
+            authorizer=st.just(False),
+            min_in_flight=4,
+            max_in_flight=4,
+            min_share=2,
+            min_caps=3,
+            max_caps=3,
+            max_requests=2,
+        )
+
+
 def _id_kind(timer_kind: object) -> str:
-    return "eid" if timer_kind == "elicitation" else "ref"
+    if timer_kind == "elicitation":
+        return "eid"
+    if timer_kind == CLIENT_REQUEST_TIMER:
+        return "rid"
+    return "ref"
+
+
+def _kind_of_model_id(model_id: object) -> str:
+    """A model id says its kind: a running tool's request or an approval prompt."""
+    return "rid" if str(model_id).startswith(MODEL_REQUEST_PREFIX) else "eid"
+
+
+def same_outcome(a: object, b: object) -> bool:
+    """:func:`same`, looking into :class:`Failure` values (R-CTX-4 .. R-CTX-6)."""
+    if isinstance(a, Failure) and isinstance(b, Failure):
+        return same((a.code, a.message, a.data), (b.code, b.message, b.data))
+    return same(a, b)
 
 
 def machine_for(

@@ -11,6 +11,16 @@ The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failur
 the protocol layer of spec/protocol.md (``MessageReceived``, ``ResourceUpdated``,
 ``LogEmitted``, ``CatalogChanged``, tool definitions, built-in list methods) is not modelled.
 
+Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
+tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
+per-call cap; the request pushed to the owner with its timer), R-CTX-5 (answers only from the
+owner), R-CTX-6 (the timeout, and the withdrawal on every way a worker ends) and R-CAP-4's
+sampling flag. It keeps them as one list of outstanding requests, oldest first; a worker's
+requests are the entries naming its ref. Progress and logs (R-CTX-2, R-CTX-3) are left out:
+whether they reach the wire depends on a progress token in ``tools/call``'s ``_meta`` and on
+``logging/setLevel``, protocol state the model does not keep, so ``ToolProgressed`` and
+``ToolLogged`` are not events it takes.
+
 ``apply(event)`` returns the effects the spec requires, in the order the reducer emits them (the
 spec fixes the order only where it matters: an eviction before the park it makes room for). A
 ``Push`` about a call names its request id in ``related`` (R-DLV-1); ``Push`` compares without
@@ -24,6 +34,9 @@ bijection between the reducer's ids and the model's, established in order of fir
 (see :mod:`askgate.models.machine`), and translates ids back when it feeds events to the model.
 That keeps the model independent of how R-ID-1 derives an id; the machine checks the id's
 format and that no id is ever reused (a reused id cannot be bound to a second model id).
+A tool's own requests get ids of their own kind (``model-request-0``, ...: R-CTX-4's
+``askgate-request-`` ids); the model counts them apart from elicitation ids, since what the
+spec fixes (both kinds drawn from one counter, so no suffix repeats) is the machine's to check.
 
 Readings of the spec
 --------------------
@@ -36,11 +49,23 @@ Readings of the spec
   tests/test_model.py pins the difference until the spec settles it).
 * When an approval finds its tool unregistered *and* the bounds full, R-TOOL-2 answers first
   (``-32601``), as the reducer does; the spec names both and orders neither.
+* R-CTX-4's ``elicitation/create`` is sent with exactly ``mode: "form"``, ``message`` and
+  ``requestedSchema`` (anything else the tool put in its params, such as a ``mode`` of its own,
+  is not sent: we only ask with forms, R-CAP-4); ``sampling/createMessage`` with the params as
+  the tool gave them. The model keeps no negotiated revision, so it always adds the ``mode``
+  (the machine never negotiates one; the reducer adds it when none was).
+* R-CTX-5's "the client's code when it is an integer" excludes booleans, as R-ADM-0 does; an
+  ``error`` that is not an object has no code, message or data.
+* R-CTX-6's withdrawal happens where the worker ends: after its ``KillWorker`` or
+  ``CancelTimer`` and before the call's outcome (or its empty reply, for a drop), requests
+  oldest first, each its ``CancelTimer`` then its ``notifications/cancelled``.
 
 Text the spec does not fix
 --------------------------
-The JSON-RPC error ``message`` of ``-32600``, ``-32601`` and ``-32603`` and the ``reason`` of a
-``notifications/cancelled`` are not normative; they are written here as the reducer writes them
+The JSON-RPC error ``message`` of ``-32600``, ``-32601`` and ``-32603``, the ``message`` of the
+``Failure`` values handed to a tool (R-CTX-4 .. R-CTX-6; their code and ``data.error`` are
+normative) and the ``reason`` of a ``notifications/cancelled`` (but R-CTX-6's ``timed out`` and
+``request cancelled``) are not normative; they are written here as the reducer writes them
 today, so a difference there is a wording change, not a broken rule. The ``size`` field of the
 ``client_capabilities_evicted`` telemetry is taken as the number of entries after the eviction.
 """
@@ -49,8 +74,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from askgate.core.effects import (
     Allow,
@@ -66,6 +91,7 @@ from askgate.core.effects import (
     KillWorker,
     Push,
     Reply,
+    Resolve,
     RunRead,
     RunTool,
     StartTimer,
@@ -84,6 +110,7 @@ from askgate.core.events import (
     TimerFired,
     ToolCallReceived,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
@@ -120,6 +147,37 @@ DUPLICATE_ID_MESSAGE = "Request id already in flight on this connection"
 CALLBACK_FAILED_MESSAGE = "MCP callback failed"
 
 MODEL_ELICITATION_PREFIX = "model-elicit-"
+MODEL_REQUEST_PREFIX = "model-request-"
+
+# A running tool's own requests (R-CTX-4 .. R-CTX-6): the methods, the timer kind, the reasons
+# of the failures handed to the tool (``data.error``), and the reasons of the withdrawals.
+ELICIT = "elicitation/create"
+SAMPLE = "sampling/createMessage"
+CLIENT_REQUEST_TIMER = "client_request"
+NOT_RUNNING = "not_running"
+INVALID_REQUEST = "invalid_request"
+CLIENT_CANNOT_ELICIT = "client_cannot_elicit"
+CLIENT_CANNOT_SAMPLE = "client_cannot_sample"
+TOO_MANY_REQUESTS = "too_many_requests"
+REQUEST_TIMED_OUT = "timed_out"
+INVALID_ANSWER = "invalid_answer"
+WITHDRAWN_TIMED_OUT = "timed out"
+WITHDRAWN_CANCELLED = "request cancelled"
+
+# Not normative (see the module docstring): the message of each failure handed to a tool.
+FAILURE_MESSAGES = {
+    NOT_RUNNING: "only a running tool can send requests",
+    INVALID_REQUEST: (
+        "elicitation/create needs a string message and an object requestedSchema; "
+        "sampling/createMessage needs an array of messages and an integer maxTokens"
+    ),
+    CLIENT_CANNOT_ELICIT: "the client cannot be asked (elicitation)",
+    CLIENT_CANNOT_SAMPLE: "the client did not offer sampling",
+    TOO_MANY_REQUESTS: "too many requests to the client outstanding",
+    REQUEST_TIMED_OUT: "the client did not answer in time",
+    INVALID_ANSWER: "the client's answer is not an object",
+}
+CLIENT_ERROR_MESSAGE = "the client answered with an error"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +275,17 @@ def elicitation_cancelled_message(elicitation_id: str, reason: str) -> JsonObjec
     }
 
 
+def client_request_message(request_id: str, method: str, params: JsonObject) -> JsonObject:
+    """A running tool's own request, pushed to its call's owner (R-CTX-4)."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def context_failure(reason: str) -> Failure:
+    """A failure handed to a tool (R-CTX): ``-32602`` for ``invalid_request``, else ``-32603``."""
+    code = -32602 if reason == INVALID_REQUEST else -32603
+    return Failure(code, FAILURE_MESSAGES[reason], {"error": reason})
+
+
 # ---------------------------------------------------------------------------------------------
 # Small predicates, each one sentence of the spec
 
@@ -238,6 +307,52 @@ def advertises_form_elicitation(capabilities: object) -> bool:
     if len(elicitation) == 0:
         return True
     return isinstance(elicitation.get("form"), dict)
+
+
+def advertises_sampling(capabilities: object) -> bool:
+    """R-CTX-4: ``capabilities.sampling`` is an object."""
+    return isinstance(capabilities, dict) and isinstance(capabilities.get("sampling"), dict)
+
+
+def is_integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def request_params(method: object, params: object) -> JsonObject | None:
+    """R-CTX-4: the params sent for a tool's request, or ``None`` when it is malformed."""
+    if method == ELICIT:
+        if not isinstance(params, dict):
+            return None
+        if not isinstance(params.get("message"), str):
+            return None
+        if not isinstance(params.get("requestedSchema"), dict):
+            return None
+        return {
+            "mode": "form",
+            "message": params["message"],
+            "requestedSchema": params["requestedSchema"],
+        }
+    if method == SAMPLE:
+        if not isinstance(params, dict):
+            return None
+        if not isinstance(params.get("messages"), list):
+            return None
+        if not is_integer(params.get("maxTokens")):
+            return None
+        return dict(params)
+    return None
+
+
+def client_error_outcome(error: object) -> Failure:
+    """R-CTX-5: a JSON-RPC error answer, handed to the tool."""
+    fields = error if isinstance(error, dict) else {}
+    code = fields.get("code")
+    message = fields.get("message")
+    return Failure(
+        code if is_integer(code) else -32603,
+        message if isinstance(message, str) else CLIENT_ERROR_MESSAGE,
+        fields.get("data"),
+    )
 
 
 def approves(result: object) -> bool:
@@ -296,6 +411,19 @@ class CapEntry:
     can_elicit: bool
     live: bool
     joined: int
+    can_sample: bool = False  # R-CTX-4
+
+
+@dataclass
+class ModelRequest:
+    """A running tool's outstanding request to its client (R-CTX-4)."""
+
+    id: str
+    conn: Hashable  # the call's owner
+    request_id: Hashable  # the call's request id
+    ref: int  # the worker of the tool that asked
+    token: Hashable
+    method: str
 
 
 @dataclass(frozen=True)
@@ -319,6 +447,12 @@ class Observation:
     parked_total: int
     in_flight_total: int
     top: int
+    # A running tool's outstanding requests (R-CTX-4, R-INV-7); defaults for observers that
+    # predate them.
+    can_sample: dict[Hashable, bool] = field(default_factory=dict)  # conn -> sampling advertised
+    # request id -> (the call, the worker that asked, its token, the method)
+    client_requests: dict[str, tuple[CallKey, int, Hashable, str]] = field(default_factory=dict)
+    worker_requests: dict[int, list[str]] = field(default_factory=dict)  # ref -> ids, oldest first
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,6 +473,8 @@ class ReferenceModel:
         self.ticks = 0
         self.next_ref = 1
         self.next_elicitation = 0
+        self.requests: list[ModelRequest] = []  # a running tool's outstanding requests (R-CTX-4)
+        self.next_request = 0
 
     # -- what a checker reads ----------------------------------------------------------------
 
@@ -390,14 +526,20 @@ class ReferenceModel:
         return known
 
     def live_timers(self) -> set[tuple[str, object]]:
-        """R-INV-4: one timer per parked call and per worker."""
+        """R-INV-4: one timer per parked call, per worker and per outstanding client request."""
         timers: set[tuple[str, object]] = set()
         for c in self.calls:
             if c.stage == PARKED:
                 timers.add(("elicitation", c.elicitation_id))
             else:
                 timers.add(("worker", c.worker))
+        for r in self.requests:
+            timers.add((CLIENT_REQUEST_TIMER, r.id))
         return timers
+
+    def requests_of(self, ref: int) -> list[ModelRequest]:
+        """The outstanding requests of the tool running in worker ``ref``, oldest first."""
+        return [r for r in self.requests if r.ref == ref]
 
     def observe(self) -> Observation:
         conns = self.known_connections()
@@ -419,6 +561,11 @@ class ReferenceModel:
             parked_total=self.parked_total(),
             in_flight_total=self.workers_total(),
             top=self.top(),
+            can_sample={e.conn: e.can_sample for e in self.entries},
+            client_requests={
+                r.id: ((r.conn, r.request_id), r.ref, r.token, r.method) for r in self.requests
+            },
+            worker_requests={r.ref: [x.id for x in self.requests_of(r.ref)] for r in self.requests},
         )
 
     # -- the step ------------------------------------------------------------------------------
@@ -452,6 +599,8 @@ class ReferenceModel:
             self._caller_exited(event.caller, out)
         elif isinstance(event, TimerFired):
             self._timer_fired(event.key, event.now, out)
+        elif isinstance(event, ToolRequested):
+            self._tool_requested(event, out)
         else:
             raise TypeError(f"not an event: {event!r}")
         return out
@@ -467,7 +616,8 @@ class ReferenceModel:
             return  # R-CAP-1
         live = conn in self.subscribed
         can = advertises_form_elicitation(capabilities)
-        self.entries.append(CapEntry(conn, can, live, self._tick()))
+        sample = advertises_sampling(capabilities)
+        self.entries.append(CapEntry(conn, can, live, self._tick(), sample))
         limit = self.options.max_client_capabilities
         if len(self.entries) > limit:  # R-CAP-3
             unsubscribed = [e for e in self.entries if not e.live]
@@ -606,6 +756,7 @@ class ReferenceModel:
             out.append(KillWorker(ref))
             out.append(CancelTimer(("worker", ref)))
             call.worker = None
+            self._withdraw_requests(ref, notify=notify, out=out)  # R-CTX-6
         if not call.replied:
             out.append(Reply(call.conn, call.request_id, None))
         self.calls.remove(call)
@@ -639,6 +790,7 @@ class ReferenceModel:
             out.append(KillWorker(worker))  # R-WORK-2
         else:
             out.append(CancelTimer(("worker", worker)))  # R-WORK-3
+        self._withdraw_requests(worker, notify=True, out=out)  # R-CTX-6
         rid = call.request_id
         if call.stage == AUTHORIZING:
             if how != "finished":
@@ -766,6 +918,10 @@ class ReferenceModel:
         return None
 
     def _answered(self, ev: ElicitationAnswered, out: list[Effect]) -> None:
+        request = self._outstanding(ev.elicitation_id)
+        if request is not None:
+            self._request_answered(request, ev, out)  # R-CTX-5
+            return
         call = self._parked_call(ev.elicitation_id)
         if call is None or call.conn != ev.conn:
             return  # R-CLOSE-5: unknown, late and foreign answers look alike
@@ -785,6 +941,10 @@ class ReferenceModel:
         kind, ident = key
         if kind == "worker" and isinstance(ident, int) and not isinstance(ident, bool):
             self._worker_ended(ident, "timed_out", None, now, out)
+        elif kind == CLIENT_REQUEST_TIMER:
+            request = self._outstanding(ident)
+            if request is not None:
+                self._request_timed_out(request, out)  # R-CTX-6
         elif kind == "elicitation":
             call = self._parked_call(ident)
             if call is None:
@@ -795,9 +955,98 @@ class ReferenceModel:
             out.append(Push(call.conn, withdrawn, call.request_id))  # R-CLOSE-4
             self._deny(call, "ask", TIMED_OUT, out)  # R-CLOSE-2
 
+    # -- a running tool's own requests (R-CTX-1, R-CTX-4 .. R-CTX-6) -----------------------------
+
+    def _running_tool(self, ref: object) -> ModelCall | None:
+        """R-CTX-1: the call whose tool runs in worker ``ref``, if it is a running tool."""
+        call = self._call_of_worker(ref)
+        if call is None or call.stage != RUNNING or not call.is_tool:
+            return None
+        return call
+
+    def _can_sample(self, conn: Hashable) -> bool:
+        """R-CTX-4: a live subscriber and an entry whose ``capabilities.sampling`` is an object."""
+        e = self.entry(conn)
+        return conn in self.subscribed and e is not None and e.can_sample
+
+    def _tool_requested(self, ev: ToolRequested, out: list[Effect]) -> None:
+        """R-CTX-4: refused in the spec's order, else pushed to the owner with a timer."""
+        ref, token = ev.ref, ev.token
+        call = self._running_tool(ref)
+        if call is None:
+            out.append(Resolve(ref, token, context_failure(NOT_RUNNING)))  # R-CTX-1
+            return
+        params = request_params(ev.method, ev.params)
+        if params is None:
+            out.append(Resolve(ref, token, context_failure(INVALID_REQUEST)))
+            return
+        method = str(ev.method)
+        if method == ELICIT and not self.can_be_asked(call.conn):  # R-CAP-4
+            out.append(Resolve(ref, token, context_failure(CLIENT_CANNOT_ELICIT)))
+            return
+        if method == SAMPLE and not self._can_sample(call.conn):
+            out.append(Resolve(ref, token, context_failure(CLIENT_CANNOT_SAMPLE)))
+            return
+        if len(self.requests_of(ref)) >= self.options.max_client_requests_per_call:
+            out.append(Resolve(ref, token, context_failure(TOO_MANY_REQUESTS)))
+            return
+        request_id = f"{MODEL_REQUEST_PREFIX}{self.next_request}"
+        self.next_request += 1
+        assert isinstance(ref, int)
+        self.requests.append(
+            ModelRequest(request_id, call.conn, call.request_id, ref, token, method)
+        )
+        message = client_request_message(request_id, method, params)
+        out.append(Push(call.conn, message, call.request_id))
+        deadline = ev.now + self.options.elicitation_timeout_ms
+        out.append(StartTimer((CLIENT_REQUEST_TIMER, request_id), deadline))
+
+    def _outstanding(self, request_id: object) -> ModelRequest | None:
+        if not isinstance(request_id, str):
+            return None
+        for r in self.requests:
+            if r.id == request_id:
+                return r
+        return None
+
+    def _request_answered(
+        self, request: ModelRequest, ev: ElicitationAnswered, out: list[Effect]
+    ) -> None:
+        """R-CTX-5: only the owner's answer settles it."""
+        if ev.conn != request.conn:
+            return  # a foreign answer is ignored (R-CLOSE-5)
+        self.requests.remove(request)
+        out.append(CancelTimer((CLIENT_REQUEST_TIMER, request.id)))
+        outcome: object
+        if ev.error is not None:
+            outcome = client_error_outcome(ev.error)
+        elif isinstance(ev.result, dict):
+            outcome = ev.result
+        else:
+            outcome = context_failure(INVALID_ANSWER)
+        out.append(Resolve(request.ref, request.token, outcome))
+
+    def _request_timed_out(self, request: ModelRequest, out: list[Effect]) -> None:
+        """R-CTX-6: withdrawn from the owner, and the tool told it timed out."""
+        self.requests.remove(request)
+        withdrawn = elicitation_cancelled_message(request.id, WITHDRAWN_TIMED_OUT)
+        out.append(Push(request.conn, withdrawn, request.request_id))
+        out.append(Resolve(request.ref, request.token, context_failure(REQUEST_TIMED_OUT)))
+
+    def _withdraw_requests(self, ref: int, *, notify: bool, out: list[Effect]) -> None:
+        """R-CTX-6: the worker ``ref`` ended; its requests are withdrawn, nothing is resolved
+        (``notify`` is false when the connection went away)."""
+        for request in self.requests_of(ref):
+            self.requests.remove(request)
+            out.append(CancelTimer((CLIENT_REQUEST_TIMER, request.id)))
+            if notify:
+                withdrawn = elicitation_cancelled_message(request.id, WITHDRAWN_CANCELLED)
+                out.append(Push(request.conn, withdrawn, request.request_id))
+
 
 __all__ = [
     "ModelCall",
+    "ModelRequest",
     "Observation",
     "ReferenceModel",
     "approves",

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from askgate.core import Effect, Event, Push, State
-from askgate.models.machine import machine_for
+from askgate.core import Effect, Event, Push, Resolve, State, TimerFired
+from askgate.models.machine import ContextMachine, machine_for
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -38,6 +38,16 @@ def test_embedder_example_checks_askgate_core() -> None:
     assert reducer.events > 50
 
 
+QUICK = settings(
+    max_examples=300,
+    stateful_step_count=30,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],  # finding it is the point; shrinking would only take longer
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
 def test_embedder_example_fails_for_a_reducer_that_breaks_the_spec() -> None:
     example = _load("check_your_reducer")
 
@@ -50,13 +60,25 @@ def test_embedder_example_fails_for_a_reducer_that_breaks_the_spec() -> None:
 
     reducer = Forgetful()
     machine = machine_for(step_fn=reducer.step, initial_state_fn=reducer.initial_state)
-    quick = settings(
-        max_examples=300,
-        stateful_step_count=30,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],  # finding it is the point; shrinking would only take longer
-        suppress_health_check=[HealthCheck.too_slow],
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(machine, settings=QUICK)
+
+
+def test_embedder_example_fails_for_a_reducer_that_leaves_a_tool_waiting() -> None:
+    example = _load("check_your_reducer")
+
+    class Silent(example.YourReducer):  # type: ignore[name-defined, misc]
+        """Never tells a tool its request timed out: drops that Resolve (R-CTX-6)."""
+
+        def step(self, state: State, event: Event) -> tuple[State, list[Effect]]:
+            state, effects = super().step(state, event)
+            if isinstance(event, TimerFired) and event.key[0] == "client_request":
+                effects = [e for e in effects if not isinstance(e, Resolve)]
+            return state, effects
+
+    reducer = Silent()
+    machine = machine_for(
+        step_fn=reducer.step, initial_state_fn=reducer.initial_state, base=ContextMachine
     )
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(machine, settings=quick)
+        run_state_machine_as_test(machine, settings=QUICK)

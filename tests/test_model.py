@@ -12,6 +12,7 @@ case where the model and the reducer read the spec differently.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -27,15 +28,18 @@ from askgate.core import (
     CancelTimer,
     Deny,
     Effect,
+    ElicitationAnswered,
     Event,
     Options,
     Push,
     ReadRequested,
     Reply,
+    Resolve,
     StartWorker,
+    TimerFired,
     WorkerFinished,
 )
-from askgate.models.machine import ReducerMachine, machine_for, small_options
+from askgate.models.machine import ContextMachine, ReducerMachine, machine_for, small_options
 
 STEPS = 40
 
@@ -99,6 +103,34 @@ class Busy(ReducerMachine):
 
     def options_strategy(self) -> st.SearchStrategy[Options]:
         return small_options(authorizer=st.just(True), max_in_flight=2)
+
+
+class Context(ContextMachine):
+    """Tools run at once and everyone can be asked and sampled: running tools ask, and their
+    clients answer (or not, or from the wrong connection), time out, cancel and go away."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+
+
+class ContextChurn(ReducerMachine):
+    """Authorizers (which have no context), every capability draw, connections that come and
+    go, one or two requests per call: a running tool's requests meet every refusal."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+    AUTHORIZE_VALUES = (Allow(), Allow(), Allow(), Ask("May I?"), Deny("no"), None)
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options(min_in_flight=3, max_in_flight=4, max_requests=2)
+
+
+@functools.cache
+def context_run() -> Counter[str]:
+    return run(Context, 600)
+
+
+@functools.cache
+def context_churn_run() -> Counter[str]:
+    return run(ContextChurn, 300)
 
 
 def test_R_INV_1_model_machine_tight_caps() -> None:
@@ -168,6 +200,60 @@ def test_R_PARK_4_model_machine_eviction_oracle() -> None:
     assert seen["refused: server full"], seen
 
 
+def test_R_CTX_1_model_machine_only_a_running_tool_asks() -> None:
+    """Authorizers, read callbacks, the unknown-tool hook and stale refs ask too: refused."""
+    seen = context_churn_run() + context_run()
+    jobs = ("Authorize", "AuthorizeRead", "RunRead", "UnknownToolReply")
+    assert any(seen[f"client request refused: not_running, from {job}"] for job in jobs), seen
+    assert seen["client request refused: not_running, from a stale ref"], seen
+    assert seen["client request sent: elicitation/create"], seen
+
+
+def test_R_CTX_4_model_machine_requests_sent_or_refused_in_order() -> None:
+    """Every refusal, in the spec's order and with its Failure, and both methods sent."""
+    seen = context_churn_run() + context_run()
+    for reason in (
+        "invalid_request",
+        "client_cannot_elicit",
+        "client_cannot_sample",
+        "too_many_requests",
+    ):
+        assert seen[f"client request refused: {reason}"], (reason, seen)
+    assert seen["client request sent: elicitation/create"], seen
+    assert seen["client request sent: sampling/createMessage"], seen
+
+
+def test_R_CTX_5_model_machine_answers_only_from_the_owner() -> None:
+    seen = context_run()
+    assert seen["client request answered"], seen
+    assert seen["client request: foreign answer ignored"], seen
+    assert seen["client request: error"], seen
+    assert seen["client request: invalid answer"], seen
+
+
+def test_R_CTX_6_model_machine_requests_withdrawn_when_they_no_longer_matter() -> None:
+    """Timed out (withdrawn and resolved), or withdrawn when the tool's worker ends: finished
+    or failed, timed out, cancelled or its caller gone (notified), its connection gone (not)."""
+    seen = context_run()
+    assert seen["client request timed out"], seen
+    ended = {
+        "finished": ["WorkerFinished", "WorkerFailed"],
+        "timed out": ["TimerFired"],
+        "dropped": ["CancelRequested", "CallerExited"],
+    }
+    for how, events in ended.items():
+        assert any(seen[f"client request withdrawn: {e}"] for e in events), (how, seen)
+    gone = ["SubscriberDetached", "SubscriberAttached"]
+    assert any(seen[f"client request withdrawn silently (connection gone): {e}"] for e in gone)
+
+
+def test_R_INV_7_model_machine_requests_belong_to_running_tools() -> None:
+    """The observed requests agree with the model's, per worker, in order, after every step."""
+    seen = context_run() + context_churn_run()
+    assert seen["client requests at the per-call cap"], seen
+    assert seen["client request answered"], seen
+
+
 # ---------------------------------------------------------------------------------------------
 # The checks can fail: planted bugs in the reducer's effects are caught.
 
@@ -192,21 +278,56 @@ def _planted(bug: str) -> type[ReducerMachine]:
     return machine_for(step_fn=step, base=Crowded)
 
 
+def _planted_in_context(bug: str) -> type[ReducerMachine]:
+    def step(state: Any, event: Event) -> tuple[Any, list[Effect]]:
+        if bug == "foreign answer accepted" and isinstance(event, ElicitationAnswered):  # R-CTX-5
+            request = state.client_requests.get(event.elicitation_id)
+            if request is not None:
+                event = ElicitationAnswered(
+                    request.key[0], event.elicitation_id, event.result, event.now, event.error
+                )
+        state, effects = core.step(state, event)
+        if bug == "timeout not resolved" and isinstance(event, TimerFired):  # R-CTX-6
+            if event.key[0] == "client_request":
+                effects = [e for e in effects if not isinstance(e, Resolve)]
+        elif bug == "request not withdrawn":  # R-CTX-6
+            effects = [
+                e
+                for e in effects
+                if not (
+                    isinstance(e, Push)
+                    and e.message.get("method") == "notifications/cancelled"
+                    and str(e.message["params"]["requestId"]).startswith("askgate-request-")
+                )
+            ]
+        return state, effects
+
+    return machine_for(step_fn=step, base=ContextMachine)
+
+
+PLANTED = settings(
+    max_examples=300,
+    stateful_step_count=STEPS,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
 @pytest.mark.parametrize("bug", ["no withdrawal", "two replies", "timer left armed"])
 def test_machine_catches_a_planted_bug(bug: str) -> None:
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(
-            _planted(bug),
-            settings=settings(
-                max_examples=300,
-                stateful_step_count=STEPS,
-                deadline=None,
-                derandomize=True,
-                database=None,
-                phases=[Phase.generate],
-                suppress_health_check=[HealthCheck.too_slow],
-            ),
-        )
+        run_state_machine_as_test(_planted(bug), settings=PLANTED)
+
+
+@pytest.mark.parametrize(
+    "bug", ["timeout not resolved", "foreign answer accepted", "request not withdrawn"]
+)
+def test_machine_catches_a_planted_bug_in_a_tools_requests(bug: str) -> None:
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(_planted_in_context(bug), settings=PLANTED)
 
 
 # ---------------------------------------------------------------------------------------------
