@@ -11,7 +11,10 @@ owners, and that the shell's timers and workers stay equal to the state's.
 
 The alphabet (:func:`alphabet`) names calls by ``(connection, request id)`` rather than by
 worker ref or elicitation id, so two states equal up to renaming have the same futures and one
-of them is enough.
+of them is enough. A running tool asks its client (``ToolRequested``, R-CTX-4) and each of its
+outstanding requests can be answered by its owner or a stranger, or time out (R-CTX-5,
+R-CTX-6); on every transition every ``Resolve`` goes to a tool that waits, once, and a tool's
+request is either sent or refused.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from askgate.core import (
     Options,
     Push,
     Reply,
+    Resolve,
     Stage,
     StartTimer,
     StartWorker,
@@ -48,6 +52,7 @@ from askgate.core import (
     TimerFired,
     ToolCallReceived,
     ToolInfo,
+    ToolRequested,
     WorkerFailed,
     WorkerFinished,
     check_invariants,
@@ -61,6 +66,9 @@ REQUEST_IDS = (1, 2)
 TOOLS = (ToolInfo("echo", sensitive=False, derived=False),)
 APPROVE = {"action": "accept", "content": {"approve": True}}
 DECLINE = {"action": "decline"}
+FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
+ANSWER = {"action": "accept", "content": {}}
+TOKEN = "tool"  # the shell's name for a waiting tool: one per worker is enough here
 
 # Every path starts with the three connections live and initialized (a later detach, attach
 # and re-initialize of "c" makes it one that cannot be asked):
@@ -82,8 +90,10 @@ TIGHT = Options(
     max_in_flight=2,
     max_in_flight_per_connection=1,
     max_client_capabilities=3,
+    max_client_requests_per_call=1,
 )
-"""One parked call per connection, two in all: the per-connection cap and eviction."""
+"""One parked call per connection, two in all: the per-connection cap and eviction; one
+outstanding request per running tool (R-CTX-4)."""
 
 SHARED = Options(
     has_authorizer=True,
@@ -92,6 +102,7 @@ SHARED = Options(
     max_in_flight=2,
     max_in_flight_per_connection=1,
     max_client_capabilities=3,
+    max_client_requests_per_call=1,
 )
 """Two per connection, three in all: eviction of a top holder and the deny to an equal one."""
 
@@ -133,7 +144,14 @@ def alphabet(state: State) -> Iterator[Event]:
         else:
             yield WorkerFinished(call.worker, {"content": []}, 0)
             yield TimerFired(("worker", call.worker), 0)
+            if call.stage is Stage.RUNNING:  # R-CTX-4
+                yield ToolRequested(call.worker, TOKEN, "elicitation/create", FORM, 0)
         yield CancelRequested(owner, request_id, 0)
+    for asked, request in state.client_requests.items():  # R-CTX-5, R-CTX-6
+        owner = request.key[0]
+        yield ElicitationAnswered(owner, asked, ANSWER, 0)
+        yield ElicitationAnswered(next(c for c in CONNS if c != owner), asked, ANSWER, 0)
+        yield TimerFired(("client_request", asked), 0)
     for conn in CONNS:
         if conn in state.callers:
             yield CallerExited(conn, 0)
@@ -143,7 +161,16 @@ def canonical(state: State) -> Hashable:
     """``state`` up to renaming of worker refs, elicitation ids and counters."""
     calls = sorted(state.calls.values(), key=lambda call: call.seq)
     call_part = tuple(
-        (call.conn, call.request_id, call.stage, call.mode, call.replied, call.caller, call.name)
+        (
+            call.conn,
+            call.request_id,
+            call.stage,
+            call.mode,
+            call.replied,
+            call.caller,
+            call.name,
+            len(state.worker_requests.get(call.worker, ())),  # R-CTX-4: requests outstanding
+        )
         for call in calls
     )
     conns = tuple(
@@ -199,6 +226,7 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
         raise AssertionError(f"armed timers {timers} != live timers {live_timers(after)}")
     if workers != set(after.workers):
         raise AssertionError(f"running workers {workers} != state's {set(after.workers)}")
+    _check_resolves(before, event, after, effects)
     if any(n > 1 for n in replies.values()) or any(n > 1 for n in outcome_pushes.values()):
         raise AssertionError(f"a request answered twice: {replies} {outcome_pushes}")
     for key, call in before.calls.items():
@@ -226,6 +254,38 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
             raise AssertionError(f"outcome of {key} went to {owner}")
 
 
+def _check_resolves(before: State, event: Event, after: State, effects: list[Effect]) -> None:
+    """R-CTX-4 .. R-CTX-6: a tool's request is sent to its call's owner or refused; a
+    ``Resolve`` answers a request that was outstanding (or the one just refused), once."""
+    resolves = [e for e in effects if isinstance(e, Resolve)]
+    settled = set(before.client_requests) - set(after.client_requests)
+    sent = set(after.client_requests) - set(before.client_requests)
+    refused = 0
+    for r in resolves:
+        if isinstance(event, ToolRequested) and not sent and r.ref == event.ref:
+            refused += 1
+            continue
+        matching = [
+            rid
+            for rid in settled
+            if before.client_requests[rid].ref == r.ref
+            and before.client_requests[rid].token == r.token
+        ]
+        if not matching or r.ref not in after.workers:
+            raise AssertionError(f"{r!r} resolves no request outstanding for a running tool")
+        settled.discard(matching[0])
+    for rid in settled:  # ended unanswered: nothing waits only if its tool ended (R-CTX-6)
+        if before.client_requests[rid].ref in after.workers:
+            raise AssertionError(f"request {rid} ended while its tool runs, unresolved")
+    if isinstance(event, ToolRequested) and (len(sent) + refused) != 1:
+        raise AssertionError(f"{event!r}: {len(sent)} sent, {refused} refused")
+    for rid in sent:
+        request = after.client_requests[rid]
+        pushed = [e for e in effects if isinstance(e, Push) and e.message.get("id") == rid]
+        if len(pushed) != 1 or pushed[0].conn != request.key[0]:
+            raise AssertionError(f"request {rid} not pushed once to its owner: {pushed}")
+
+
 @attrs.frozen
 class Report:
     depth: int
@@ -240,6 +300,9 @@ def outcome_names(effects: list[Effect]) -> set[str]:
     """The deny details and error kinds in ``effects``: what situations a path reached."""
     names: set[str] = set()
     for effect in effects:
+        if isinstance(effect, Resolve):
+            data = getattr(effect.outcome, "data", None)
+            names.add(f"resolved: {data['error'] if isinstance(data, dict) else 'answer'}")
         message = effect.message if isinstance(effect, Reply | Push) else None
         if not message:
             continue
@@ -250,7 +313,11 @@ def outcome_names(effects: list[Effect]) -> set[str]:
         elif "error" in message:
             names.add(f"error {message['error']['code']}")
         elif message.get("method") == "notifications/cancelled":
-            names.add("withdrawn")
+            reason = message.get("params", {}).get("reason")
+            request = str(message.get("params", {}).get("requestId")).startswith("askgate-request-")
+            names.add(f"request withdrawn ({reason})" if request else "withdrawn")
+        elif str(message.get("id")).startswith("askgate-request-"):
+            names.add("request sent")
         elif "result" in message:
             names.add("result")
     return names
@@ -314,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         "alphabet: 3 connections (a prelude connects and initializes all three), 2 request ids "
         "per connection (reply and push mode), an unknown tool, every worker outcome, answers "
         "from owner and stranger, timers, cancels, caller exits, subscriber attach/detach, "
-        "initialize; 2 workers (1 per connection), 3 capability entries"
+        "initialize, a running tool's request and its answers (owner, stranger) and timeout; "
+        "2 workers (1 per connection), 3 capability entries, 1 request per running tool"
     )
     for name in args.config or sorted(CONFIGS):
         options = CONFIGS[name]

@@ -3,7 +3,9 @@
 ``make test`` explores every event sequence of 6 events after the prelude under the tight caps
 (one parked call per connection, two in all) and 5 under the shared caps; ``make verify`` goes
 deeper. Every state reached passes ``check_invariants``; every transition is checked for
-closed-exactly-once, owner-only delivery, and timers and workers in step with the state.
+closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and
+a running tool's own requests: sent to the owner or refused, resolved once, only while the tool
+waits (R-CTX-4 .. R-CTX-6).
 Each test below also asserts the exploration really reached the situation its rule is about.
 """
 
@@ -14,7 +16,7 @@ import functools
 import attrs
 import pytest
 
-from askgate.core import CancelTimer, Effect, Event, State, step
+from askgate.core import CancelTimer, Effect, Event, Resolve, State, TimerFired, step
 from askgate.models.explore import SHARED, TIGHT, ExplorationError, Report, explore
 
 
@@ -57,6 +59,23 @@ def test_R_DLV_1_exhaustive_one_reply_per_request_to_its_owner() -> None:
     assert {"ok?", "no", "authorizer failed", "error -32601"} <= tight().outcomes
 
 
+def test_R_CTX_4_exhaustive_a_tools_request_sent_or_refused() -> None:
+    outcomes = tight().outcomes
+    assert {"request sent", "resolved: too_many_requests"} <= outcomes
+    assert "resolved: client_cannot_elicit" in outcomes
+    assert "request sent" in shared().outcomes
+
+
+def test_R_CTX_5_exhaustive_answered_by_its_owner_only() -> None:
+    assert "resolved: answer" in tight().outcomes
+
+
+def test_R_CTX_6_exhaustive_timed_out_or_withdrawn_with_its_tool() -> None:
+    outcomes = tight().outcomes
+    assert {"resolved: timed_out", "request withdrawn (timed out)"} <= outcomes
+    assert "request withdrawn (request cancelled)" in outcomes
+
+
 def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
     after, effects = step(state, event)
     kept = [e for e in effects if not (isinstance(e, CancelTimer) and e.key[0] == "elicitation")]
@@ -71,7 +90,18 @@ def _miscounts_parked_calls(state: State, event: Event) -> tuple[State, list[Eff
     return after, effects
 
 
-@pytest.mark.parametrize("broken", [_forgets_elicitation_timer_cancels, _miscounts_parked_calls])
+def _leaves_a_timed_out_tool_waiting(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: drops the Resolve of a client request that timed out (R-CTX-6)."""
+    after, effects = step(state, event)
+    if isinstance(event, TimerFired) and event.key[0] == "client_request":
+        effects = [e for e in effects if not isinstance(e, Resolve)]
+    return after, effects
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [_forgets_elicitation_timer_cancels, _miscounts_parked_calls, _leaves_a_timed_out_tool_waiting],
+)
 def test_exploration_catches_a_broken_reducer(broken: object) -> None:
     with pytest.raises(ExplorationError, match="after:"):
         explore(TIGHT, depth=4, step_fn=broken)  # type: ignore[arg-type]
