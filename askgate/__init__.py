@@ -10,5 +10,15 @@ __version__ = "0.1.0"
 
 from askgate.core import Allow, Ask, Deny
 from askgate.server import ClientRequestError, Context, Server
+from askgate.transports.runtime import completes_without_suspending
 
-__all__ = ["Allow", "Ask", "ClientRequestError", "Context", "Deny", "Server", "__version__"]
+__all__ = [
+    "Allow",
+    "Ask",
+    "ClientRequestError",
+    "Context",
+    "Deny",
+    "Server",
+    "__version__",
+    "completes_without_suspending",
+]

@@ -14,6 +14,7 @@ import anyio
 
 from askgate.policy import Policy, parse_policy
 from askgate.server import Server
+from askgate.transports.runtime import completes_without_suspending
 
 DEMO_POLICY = "demo_policy.toml"
 
@@ -37,6 +38,7 @@ def build_demo(policy: Policy | None = None, *, configured: bool = False, **opti
     )
 
     @server.tool()
+    @completes_without_suspending  # it awaits nothing: run at once, without a task
     async def echo(text: str) -> str:
         """Echoes the text back (allowed)."""
         return text

@@ -819,11 +819,15 @@ class Server:
 
     def runs_eagerly(self, job: Job) -> bool:
         """Whether ``job``'s callback is marked ``completes_without_suspending`` (askgate's own
-        policy authorizers are): its worker then runs it at once, without a task."""
+        policy authorizers are, and tools may be): its worker then runs it at once, without a
+        task."""
         if isinstance(job, Authorize | FilterTools):
             return self._authorizer is not None and runs_eagerly(self._authorizer)
         if isinstance(job, AuthorizeRead):
             return self._read_authorizer is not None and runs_eagerly(self._read_authorizer)
+        if isinstance(job, RunTool):
+            tool = self._tools.get(job.tool)
+            return tool is not None and runs_eagerly(tool.func)
         return False
 
     def _context(self, conn: Hashable) -> Context:
@@ -846,7 +850,7 @@ class Server:
             context = self._context(conn)
             return await self._call(self._read_authorizer, job.method, job.params, context)
         if isinstance(job, RunTool):
-            return _ensure_json(await self._run_tool(conn, job.tool, job.arguments))
+            return await self._run_tool(conn, job.tool, job.arguments)
         if isinstance(job, RunRead):
             params = job.params if isinstance(job.params, dict) else {}
             return _ensure_json(await self._run_read(conn, job.method, params))
@@ -868,7 +872,17 @@ class Server:
     async def _run_tool(self, conn: Hashable, name: str, arguments: object) -> dict[str, Any]:
         tool = self._tools[name]
         value = await self._call(tool.func, **self._kwargs(conn, arguments, tool.context_param))
-        return shape_tool_result(value, tool.output_validator)
+        if type(value) is str and tool.output_validator is None:
+            # The common case, checked without encoding the whole result: a str is strict JSON
+            # unless it holds a lone surrogate, which UTF-8 refuses as the encoder would.
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise TypeError("a tool returned text JSON cannot carry") from None
+            return {"content": [_text_block(value)]}
+        result = shape_tool_result(value, tool.output_validator)
+        _ensure_json(result)
+        return result
 
     async def _filter_tools(self, conn: Hashable, names: tuple[str, ...]) -> list[str]:
         authorizer = self._authorizer

@@ -18,7 +18,15 @@ import anyio.abc
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from askgate import Allow, Ask, ClientRequestError, Context, Deny, Server
+from askgate import (
+    Allow,
+    Ask,
+    ClientRequestError,
+    Context,
+    Deny,
+    Server,
+    completes_without_suspending,
+)
 from askgate.core import OptionError, SubscriberAttached, live_timers
 from askgate.core.events import MessageReceived
 from askgate.server import derive_input_schema, shape_tool_result
@@ -814,3 +822,39 @@ async def test_R_CTX_1_an_authorizers_context_cannot_ask_the_client() -> None:
         conn.call(1, "steps")
         assert text_of(await conn.result(1)) == "done"
     assert seen == ["not_running"]
+
+
+# -- tools that complete without suspending -------------------------------------------------------
+
+
+async def test_R_WORK_3_a_tool_marked_eager_runs_at_once_and_one_that_suspends_fails() -> None:
+    server = Server("eager")
+
+    @server.tool()
+    @completes_without_suspending
+    async def quick(text: str, ctx: Context) -> str:
+        await ctx.log("info", f"quick {text}")  # feeds the runtime: does not suspend
+        return text.upper()
+
+    @server.tool()
+    @completes_without_suspending
+    async def liar() -> str:
+        await anyio.sleep(0)  # suspends: breaks the promise
+        return "never"
+
+    async with connected(server) as conn:
+        conn.request(1, "logging/setLevel", {"level": "info"})
+        await conn.reply(1)
+        conn.call(2, "quick", text="hi")
+        # The tool ran inside the feed that started it: its result is already written.
+        assert any(m.get("id") == 2 for m in conn.messages)
+        assert text_of(await conn.result(2)) == "HI"
+        log = await conn.wait_for(lambda m: m.get("method") == "notifications/message")
+        assert log["params"]["data"] == "quick hi"
+        conn.call(3, "liar")
+        result = await conn.result(3)
+        assert result["isError"] is True
+        assert result["structuredContent"] == {"error": "callback_failed"}
+        assert not conn.runtime.live_workers
+        conn.call(4, "quick", text="again")
+        assert text_of(await conn.result(4)) == "AGAIN"

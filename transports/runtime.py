@@ -46,6 +46,7 @@ import itertools
 import logging
 import math
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar, cast
@@ -132,9 +133,12 @@ class _Waiter:
 
 
 def completes_without_suspending(func: F) -> F:
-    """Marks an ``async def`` of askgate's own that never suspends (it awaits nothing that
-    waits), so that its worker may run it to completion at once. Not for user callbacks: a
-    marked callback that does suspend is stopped and reported as failed."""
+    """Marks an ``async def`` that never suspends (it awaits nothing that waits: no sleep, no
+    I/O, no client request), so that its worker runs it to completion at once, on the task that
+    started it, without a task and a cancel scope of its own: askgate's policy authorizers, and
+    tools that opt in. A marked callback that does suspend is stopped and reported as failed
+    (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
+    any ``async def`` that blocks does."""
     setattr(func, _EAGER_FLAG, True)
     return func
 
@@ -184,9 +188,13 @@ def _loop_clock() -> Callable[[], float]:
     """The running event loop's clock, looked up once (``anyio.current_time`` finds the
     backend on every call)."""
     try:
-        return asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         pass
+    else:
+        if type(loop).time is asyncio.BaseEventLoop.time:
+            return time.monotonic  # what that method returns, without the method call
+        return loop.time
     trio = sys.modules.get("trio")
     if trio is not None and trio.lowlevel.in_trio_run():
         clock: Callable[[], float] = trio.current_time
@@ -419,22 +427,21 @@ class Runtime:
             self._perform(effect)
 
     def _perform(self, effect: Effect) -> None:
-        if isinstance(effect, Reply | Push) and self._routes:
-            router = self._routes.get(effect.conn)
+        # Dispatched on the exact class, most frequent first (effect classes are final).
+        kind = type(effect)
+        if kind is StartTimer:
+            self._start_timer(effect.key, effect.deadline)  # type: ignore[union-attr]
+        elif kind is CancelTimer:
+            self._timers.pop(effect.key, None)  # type: ignore[union-attr]
+        elif kind is StartWorker:
+            self._start_worker(effect.ref, effect.conn, effect.job)  # type: ignore[union-attr]
+        elif kind is Reply or kind is Push:
+            message: Reply | Push = effect  # type: ignore[assignment]
+            router = self._routes.get(message.conn) if self._routes else None
             if router is not None:
-                router(effect)
-                return
-        if isinstance(effect, Reply):
-            if effect.message is not None:
-                self._send(effect.conn, effect.message)
-        elif isinstance(effect, StartTimer):
-            self._start_timer(effect.key, effect.deadline)
-        elif isinstance(effect, CancelTimer):
-            self._timers.pop(effect.key, None)
-        elif isinstance(effect, StartWorker):
-            self._start_worker(effect.ref, effect.conn, effect.job)
-        elif isinstance(effect, Push):
-            self._send(effect.conn, effect.message)
+                router(message)
+            elif message.message is not None:
+                self._send(message.conn, message.message)
         elif isinstance(effect, KillWorker):
             scope = self._workers.pop(effect.ref, None)
             if scope is not None:
@@ -587,6 +594,7 @@ class Runtime:
         """Runs a job whose callback completes without suspending, to the end, here; its report
         is queued for after the current step's effects (a kill before then drops it)."""
         report: Event
+        token = _WORKER.set(ref)  # a tool's Context finds its worker, as in a task
         try:
             coro = self._perform_job(conn, job)
             if not inspect.iscoroutine(coro):
@@ -604,6 +612,8 @@ class Runtime:
             # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
             logger.exception("callback failed: %s (worker %d)", type(job).__name__, ref)
             report = WorkerFailed(ref, self.now())
+        finally:
+            _WORKER.reset(token)
         self._workers[ref] = None
         if self._feeding:
             self._queue.append((ref, report))
