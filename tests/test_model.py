@@ -4,10 +4,12 @@ Every ``test_R_*`` test runs :class:`~askgate.models.machine.ReducerMachine` und
 options and events that put pressure on the rule the test is named after. Every run checks
 everything after every step: the effects against the model's (modulo minted ids), the observed
 state, ``check_invariants``, the shell's replayed timers against ``live_timers`` (R-INV-4),
-delivery (one reply per request, outcomes only to their owner), and the eviction oracle on every
+delivery (one reply per request, outcomes only to their owner), a running tool's requests
+resolved once and only while it waits (R-CTX-4 .. R-CTX-6), and the eviction oracle on every
 ASK (R-PARK-4). Each test then checks, from the machine's tally, that its run really exercised
-what it is named after. The last tests plant bugs to show the checks can fail, and pin the one
-case where the model and the reducer read the spec differently.
+what it is named after; the R-CTX and R-INV-7 tests share two runs (``Context``,
+``ContextChurn``), each run once per session. The last tests plant bugs to show the checks can
+fail, and pin the one case where the model and the reducer read the spec differently.
 """
 
 from __future__ import annotations
