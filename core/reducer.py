@@ -93,10 +93,13 @@ from .state import (
     Progress,
     Stage,
     State,
+    positional_constructor,
 )
 from .tools import ToolInfo, argument_problem, tool_info
 
 Out = list[Effect]
+_new_state = positional_constructor(State)
+_new_call = positional_constructor(Call)
 JsonObject = dict[str, Any]
 
 _NO_CONNS: Fifo[ConnId] = Fifo()
@@ -168,7 +171,7 @@ class _Draft:
         self.progress = state.progress
 
     def freeze(self) -> State:
-        return State(
+        return _new_state(
             self.options,
             self.id_key,
             self.tools,
@@ -403,7 +406,7 @@ def _open(
     c = _get_conn(d, conn)
     _put_conn(d, conn, c.with_requests(c.requests.set(request_id, True)))
     ref = _start_worker(d, key, job, now, out)
-    call = Call(
+    call = _new_call(
         conn, request_id, is_tool, name, arguments, mode, caller, stage, ref, "", False, d.next_seq
     )
     d.next_seq += 1

@@ -63,7 +63,7 @@ from askgate.core import (
     step,
 )
 from askgate.core.fifo import Fifo
-from askgate.core.state import EMPTY_CONN, Progress
+from askgate.core.state import EMPTY_CONN, Call, Progress, positional_constructor
 
 CONNS = ("a", "b", "c")
 IDS: tuple[object, ...] = (0, 1, "x")
@@ -398,3 +398,25 @@ def test_R_INV_7_check_catches_a_client_request_without_its_tool() -> None:
     _catches(attrs.evolve(state, options=tight), "R-INV-7")
     stale = attrs.evolve(state, progress=state.progress.set(("zz", 1), Progress("tok")))
     _catches(stale, "R-INV-7")
+
+
+def test_positional_constructors_build_the_same_frozen_objects() -> None:
+    """The hot path's constructors (core.state.positional_constructor) build what attrs'
+    ``__init__`` builds, and the result is as frozen."""
+    for state in STATES[::40]:
+        values = [getattr(state, f.name) for f in attrs.fields(State)]
+        built = positional_constructor(State)(*values)
+        assert built == State(*values)
+        assert type(built) is State
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            built.top = 99  # type: ignore[misc]
+        for call in state.calls.values():
+            fields = [getattr(call, f.name) for f in attrs.fields(Call)]
+            assert positional_constructor(Call)(*fields) == call
+
+    @attrs.frozen(slots=True)
+    class Checked:
+        n: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    with pytest.raises(TypeError, match="validates or converts"):
+        positional_constructor(Checked)
