@@ -30,6 +30,8 @@ from askgate.core import http as rules
 from askgate.server import Context
 from askgate.transports.http import HttpApp
 
+from .listener import close_listener
+
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 DEADLINE = 20.0
@@ -97,7 +99,7 @@ async def serving() -> AsyncIterator[tuple[HttpApp, str]]:
         finally:
             web.should_exit = True
             tg.cancel_scope.cancel()
-    sock.close()
+    close_listener(web, sock)
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -30,6 +30,7 @@ from askgate.server import Server
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, load_tokens
 from askgate.transports.http import HttpApp
 
+from .listener import close_listener
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -297,7 +298,7 @@ async def serving_server(server: Server, app_of: Any = None) -> AsyncIterator[tu
         finally:
             web.should_exit = True
             tg.cancel_scope.cancel()
-    sock.close()
+    close_listener(web, sock)
 
 
 class Asker:
@@ -606,6 +607,18 @@ async def test_R_HTTP_11_an_idle_session_is_reaped() -> None:
             assert (
                 await raw.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
             ).status_code == 404
+
+
+@pytest.mark.anyio
+async def test_two_servers_one_after_the_other_in_one_event_loop() -> None:
+    """The helper cancels uvicorn before its shutdown closes the listener, then closes it through
+    the loop (tests/listener.py). Closing only the socket left its fd in the loop's selector: the
+    next socket given that fd number was never polled (a listener: initialize hung) or could not
+    be registered (a client: "All connection attempts failed")."""
+    for _ in range(2):
+        async with serving() as (_app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+            with anyio.fail_after(DEADLINE):
+                await Raw(http, url).start()
 
 
 @pytest.mark.anyio

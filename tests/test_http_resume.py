@@ -27,6 +27,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.runtime import now_ms
 
+from .listener import close_listener
 from .test_conformance_fixture import _fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -193,7 +194,7 @@ async def serving(
             gate.open()
             web.should_exit = True
             tg.cancel_scope.cancel()
-    sock.close()
+    close_listener(web, sock)
 
 
 class Session:
@@ -473,7 +474,7 @@ async def test_R_HTTP_21_the_sdk_client_polls_the_conformance_tool() -> None:
         assert block.text.startswith("Reconnection test completed successfully")
         web.should_exit = True
         tg.cancel_scope.cancel()
-    sock.close()
+    close_listener(web, sock)
 
 
 @pytest.mark.anyio

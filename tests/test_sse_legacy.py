@@ -30,6 +30,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.sse_legacy import LegacySse
 
+from .listener import close_listener
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -138,7 +139,7 @@ async def serving(
         finally:
             web.should_exit = True
             tg.cancel_scope.cancel()
-    sock.close()
+    close_listener(web, sock)
 
 
 class Asker:
