@@ -44,6 +44,7 @@ def build_demo(policy: Policy | None = None, *, configured: bool = False, **opti
         return text
 
     @server.tool()
+    @completes_without_suspending
     async def guarded_echo(text: str) -> str:
         """Echoes the text back once you approve it (asks)."""
         return text

@@ -400,7 +400,7 @@ def lookup(
 
 
 def _replace(table: Sessions, session: Session) -> Sessions:
-    return attrs.evolve(table, by_id=table.by_id.set(session.id, session))
+    return Sessions(table.by_id.set(session.id, session), table.next_conn)
 
 
 def touch(table: Sessions, sid: str, now: int, streams: int = 0) -> Sessions:
@@ -409,7 +409,8 @@ def touch(table: Sessions, sid: str, now: int, streams: int = 0) -> Sessions:
     if session is None:
         return table
     opened = max(0, session.open_streams + streams)
-    return _replace(table, attrs.evolve(session, last_seen=now, open_streams=opened))
+    s = session  # on every request: built directly, not through attrs.evolve
+    return _replace(table, Session(s.id, s.principal, s.conn, now, opened, s.get_open))
 
 
 def open_get(table: Sessions, sid: str, now: int) -> tuple[Sessions, Rejection | None]:

@@ -8,6 +8,7 @@ entry, and never logged or put in an error message.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ AuthProvider = Callable[[Mapping[str, str], "str | None"], "str | None"]
 """``(headers, client_host) -> principal | None``."""
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request; the answer depends on the text only
 def is_loopback(host: str | None) -> bool:
     if host is None:
         return False

@@ -454,7 +454,7 @@ class HttpApp:
         every = min(REAP_EVERY_MS, max(1, self.options.idle_ms // 4)) / 1000
         while True:
             await anyio.sleep(every)
-            self.reap(now_ms())
+            self.reap(self._now())
 
     def reap(self, now: int) -> int:
         """Ends the sessions idle at ``now`` (R-HTTP-11); returns how many."""
@@ -474,12 +474,16 @@ class HttpApp:
         live = self._live.pop(sid, None)
         runtime = self._runtime
         if runtime is not None:
-            runtime.feed(SubscriberDetached(conn, now_ms()))  # drops its calls (R-DROP-3)
+            runtime.feed(SubscriberDetached(conn, self._now()))  # drops its calls (R-DROP-3)
             runtime.unroute(conn)
         if live is not None:
             live.close_all()
 
     # -- routing ---------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        """The runtime's clock (cheaper than looking the event loop up), or the loop's."""
+        return self._runtime.now() if self._runtime is not None else now_ms()
 
     def _router(self, live: _Live) -> Callable[[Reply | Push], None]:
         def deliver(effect: Reply | Push) -> None:
@@ -627,7 +631,7 @@ class HttpApp:
             return
         shape = rules.classify(body)
         runtime = self.runtime
-        now = now_ms()
+        now = self._now()
         extra: list[tuple[bytes, bytes]] = []
         if isinstance(found, rules.Session):
             session = found
@@ -721,7 +725,7 @@ class HttpApp:
             (b"x-accel-buffering", b"no"),
             *extra,
         ]
-        self.sessions = rules.touch(self.sessions, sid, now_ms(), +1)
+        self.sessions = rules.touch(self.sessions, sid, self._now(), +1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if not until_disconnect:
@@ -743,7 +747,7 @@ class HttpApp:
             # Disconnection is not cancellation: the call goes on, its messages buffered for a
             # resume (R-HTTP-19, R-HTTP-20).
             stream.detach(token)
-            self.sessions = rules.touch(self.sessions, sid, now_ms(), -1)
+            self.sessions = rules.touch(self.sessions, sid, self._now(), -1)
 
     async def _write_events(
         self, stream: _EventStream, token: object, first: bytes, send: Send
@@ -782,7 +786,7 @@ class HttpApp:
         replay = b""
         last_event_id = headers.get(rules.LAST_EVENT_ID_HEADER, "").strip()
         if last_event_id:  # R-HTTP-20: a resume
-            now = now_ms()
+            now = self._now()
             live.sweep(now)
             parsed = rules.parse_event_id(last_event_id)
             resumed = None if parsed is None else live.streams.get(parsed[0])
@@ -799,7 +803,7 @@ class HttpApp:
                 await self._stream_out(found.id, resumed, token, b"", receive, send, [])
                 return
             replay = resumed.frames_after(number)  # a GET's: then the new standalone stream
-        self.sessions, refused = rules.open_get(self.sessions, found.id, now_ms())  # R-HTTP-10
+        self.sessions, refused = rules.open_get(self.sessions, found.id, self._now())  # R-HTTP-10
         if refused is not None:
             await _reject(send, refused)
             return
@@ -813,7 +817,7 @@ class HttpApp:
             if live.get is stream:
                 live.get = None
             live.finished(stream, None)
-            self.sessions = rules.close_get(self.sessions, found.id, now_ms())
+            self.sessions = rules.close_get(self.sessions, found.id, self._now())
 
     async def _delete(self, headers: dict[str, str], principal: str, send: Send) -> None:
         _, rejection = rules.check_version(headers)
