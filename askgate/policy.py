@@ -105,7 +105,10 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
             text = f"<{type(value).__name__}>"
     cut = len(text) > limit
     text = text[:limit]
-    escaped = "".join(_escape_char(ch) for ch in text)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        escaped = text  # nothing to escape: printable ASCII has no control or format characters
+    else:
+        escaped = "".join(_escape_char(ch) for ch in text)
     return f'"{escaped}{"…" if cut else ""}"'
 
 

@@ -333,13 +333,17 @@ def resume(
 
 def forget(ended: Sequence[tuple[str, int]], now: int, options: HttpOptions) -> tuple[str, ...]:
     """R-HTTP-19: the tags of the ended streams to forget, given ``(tag, ended_at)`` oldest
-    first: every expired one, and the oldest beyond ``replay_streams``."""
+    first: the oldest beyond ``replay_streams``, and the expired ones from the oldest up to the
+    first that is not (this runs whenever a stream ends, so it stops there rather than scan
+    them all). One listed out of order waits for those before it; resuming checks a stream's
+    time itself, so an expired stream is never resumed either way."""
     extra = len(ended) - options.replay_streams
-    return tuple(
-        tag
-        for index, (tag, ended_at) in enumerate(ended)
-        if index < extra or expired(ended_at, now, options)
-    )
+    gone: list[str] = []
+    for index, (tag, ended_at) in enumerate(ended):
+        if index >= extra and not expired(ended_at, now, options):
+            break
+        gone.append(tag)
+    return tuple(gone)
 
 
 # -- sessions ----------------------------------------------------------------------------------

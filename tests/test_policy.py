@@ -8,11 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from askgate import Allow, Ask, Deny, Server
 from askgate.core.effects import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.demo import demo_policy
-from askgate.policy import QUOTE_LIMIT, PolicyError, load_policy, parse_policy, quote
+from askgate.policy import (
+    QUOTE_LIMIT,
+    PolicyError,
+    _escape_char,
+    load_policy,
+    parse_policy,
+    quote,
+)
 from askgate.transports.runtime import runs_eagerly
 
 pytestmark = pytest.mark.anyio
@@ -230,3 +239,12 @@ def test_serve_refuses_a_malformed_policy_file_with_exit_2(tmp_path: Path) -> No
     assert done.stdout == b""
     assert b"line 1" in done.stderr
     assert b"decision must be one of allow, ask, deny" in done.stderr
+
+
+@given(st.text(max_size=300))
+def test_quoting_takes_a_shortcut_only_where_nothing_needs_escaping(text: str) -> None:
+    """quote() skips the per-character escape for printable ASCII without quotes or
+    backslashes; the result is what escaping every character gives."""
+    slow = "".join(_escape_char(ch) for ch in text[:QUOTE_LIMIT])
+    cut = "…" if len(text) > QUOTE_LIMIT else ""
+    assert quote(text) == f'"{slow}{cut}"'

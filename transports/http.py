@@ -328,11 +328,9 @@ class _Live:
 
     def sweep(self, now: int) -> None:
         """R-HTTP-19: forgets the ended streams past their time or beyond the count."""
-        gone = set(rules.forget(self.ended, now, self.options))
-        if gone:
-            for tag in gone:
-                self.streams.pop(tag, None)
-            self.ended = collections.deque(e for e in self.ended if e[0] not in gone)
+        for tag in rules.forget(self.ended, now, self.options):  # a prefix of self.ended
+            self.streams.pop(tag, None)
+            self.ended.popleft()
 
     def close_stream(self, request_id: Hashable) -> None:
         """R-HTTP-21: a running tool asked to close its call's stream connection."""
