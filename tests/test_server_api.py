@@ -858,3 +858,22 @@ async def test_R_WORK_3_a_tool_marked_eager_runs_at_once_and_one_that_suspends_f
         assert not conn.runtime.live_workers
         conn.call(4, "quick", text="again")
         assert text_of(await conn.result(4)) == "AGAIN"
+
+
+async def test_R_CTX_3_a_plain_def_tool_logs_through_the_event_loop() -> None:
+    """A sync tool runs in a worker thread; it reaches its context as the Context docstring
+    says, with anyio.from_thread.run."""
+    server = Server("sync-ctx")
+
+    @server.tool()
+    def slow(ctx: Context) -> str:
+        anyio.from_thread.run(ctx.log, "warning", "from a thread")
+        return "done"
+
+    async with connected(server) as conn:
+        conn.request(1, "logging/setLevel", {"level": "info"})
+        await conn.reply(1)
+        conn.call(2, "slow")
+        assert text_of(await conn.result(2)) == "done"
+        log = await conn.wait_for(lambda m: m.get("method") == "notifications/message")
+        assert log["params"] == {"level": "warning", "data": "from a thread"}
