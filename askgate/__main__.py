@@ -21,6 +21,11 @@ _OPTION_FLAGS = (
     ("--max-in-flight-per-connection", "max_in_flight_per_connection", "workers per connection"),
     ("--max-client-capabilities", "max_client_capabilities", "capability entries kept"),
     ("--callback-timeout-ms", "callback_timeout_ms", "how long a callback may run (ms)"),
+    (
+        "--max-client-requests-per-call",
+        "max_client_requests_per_call",
+        "a running tool's requests to its client outstanding at once",
+    ),
 )
 
 

@@ -27,6 +27,7 @@ from askgate import (
     Server,
     completes_without_suspending,
 )
+from askgate.__main__ import _OPTION_FLAGS, main
 from askgate.core import OptionError, SubscriberAttached, live_timers
 from askgate.core.events import MessageReceived
 from askgate.server import derive_input_schema, shape_tool_result
@@ -877,3 +878,12 @@ async def test_R_CTX_3_a_plain_def_tool_logs_through_the_event_loop() -> None:
         assert text_of(await conn.result(2)) == "done"
         log = await conn.wait_for(lambda m: m.get("method") == "notifications/message")
         assert log["params"] == {"level": "warning", "data": "from a thread"}
+
+
+def test_R_OPT_1_every_cli_option_flag_reaches_the_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each numeric flag of `askgate serve` is validated as its option: 0 is refused, naming it."""
+    for flag, dest, _ in _OPTION_FLAGS:
+        assert main(["serve", "--demo", flag, "0"]) == 2, flag
+        assert dest in capsys.readouterr().err, flag
