@@ -13,6 +13,9 @@ import os
 import sys
 from typing import Any
 
+SHUTDOWN_GRACE_S = 5
+"""Seconds `askgate serve --http` lets open responses finish when told to stop."""
+
 _OPTION_FLAGS = (
     ("--elicitation-timeout-ms", "elicitation_timeout_ms", "how long a parked call waits (ms)"),
     ("--max-parked", "max_parked_elicitations", "parked calls per connection"),
@@ -184,8 +187,16 @@ def _serve_http(server: Any, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     logging.getLogger("askgate").info("serving Streamable HTTP on %s", url)
+    # An open SSE stream (GET /mcp, GET /sse) never ends by itself: uvicorn waits for open
+    # responses before the lifespan shutdown that closes them, so its wait is bounded.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=args.log_level, lifespan="on", access_log=False
+        app,
+        host=host,
+        port=port,
+        log_level=args.log_level,
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     uvicorn.Server(config).run()
     return 0

@@ -8,7 +8,11 @@ on a message or an event, under a deadline; no sleep synchronises anything.
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,7 +26,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 
 from askgate import Allow, Context
-from askgate.__main__ import main
+from askgate.__main__ import SHUTDOWN_GRACE_S, main
 from askgate.core import OptionError
 from askgate.core import http as rules
 from askgate.demo import build_demo
@@ -766,3 +770,151 @@ async def test_R_HTTP_3_bad_requests_get_their_status_and_leave_nothing_behind()
             assert len(app.sessions) == 1  # Alice's only
             assert app.runtime.state.parked_total == 0
             assert len(app.runtime.state.calls) == 0
+
+
+def _bare_call(request_id: int, tool: str) -> dict[str, Any]:
+    params = {"name": tool, "arguments": {}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def _waiting_server() -> tuple[Server, anyio.Event]:
+    """A server whose tool `wait` signals it started, then waits until cancelled; and `burst`,
+    which logs six times without ever suspending, then answers."""
+    started = anyio.Event()
+    server = Server(
+        "waiting",
+        authorizer=lambda *_: Allow(),
+        authorizer_source="configured",
+        read_authorizer=lambda *_: Allow(),
+    )
+
+    @server.tool()
+    async def wait() -> str:
+        started.set()
+        await anyio.Event().wait()
+        return "never"
+
+    @server.tool()
+    async def burst(ctx: Context) -> str:
+        for n in range(6):
+            await ctx.log("info", f"line {n}")
+        return "done"
+
+    return server, started
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_7_a_request_cancelled_before_its_answer_gets_a_stream_carrying_nothing() -> (
+    None
+):
+    server, started = _waiting_server()
+    with anyio.fail_after(20):
+        async with serving_server(server) as (_app, url), httpx2.AsyncClient() as http:
+            raw = await Raw(http, url).start()
+            call = CallStream()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call.run, raw, _bare_call(5, "wait"))
+                await started.wait()
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 5},
+                }
+                assert (await raw.post(cancel)).status_code == 202
+                await call.done.wait()
+            assert call.status == 200  # not 202: that answers notifications only
+            assert call.messages == []
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_7_messages_pushed_before_the_response_starts_are_all_sent() -> None:
+    """Six logs pushed in the step that runs the tool, before the POST's response opens its
+    stream, with a replay buffer of 3: none is trimmed away before the first connection."""
+    server, _ = _waiting_server()
+
+    def app_of(server: Server, port: int) -> HttpApp:
+        return HttpApp(server, options=rules.HttpOptions(port=port, replay_events=3))
+
+    with anyio.fail_after(20):
+        async with serving_server(server, app_of) as (_app, url), httpx2.AsyncClient() as http:
+            raw = await Raw(http, url).start()
+            level = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "logging/setLevel",
+                "params": {"level": "info"},
+            }
+            assert (await raw.post(level)).status_code == 200
+            call = CallStream()
+            await call.run(raw, _bare_call(2, "burst"))
+            logs = [m["params"]["data"] for m in call.messages if "method" in m]
+            assert logs == [f"line {n}" for n in range(6)]
+            assert call.messages[-1]["result"]["content"][0]["text"] == "done"
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_7_a_session_ended_while_its_body_arrives_is_404() -> None:
+    server, _ = _waiting_server()
+    with anyio.fail_after(20):
+        async with serving_server(server) as (_app, url), httpx2.AsyncClient() as http:
+            raw = await Raw(http, url).start()
+            body = json.dumps(_bare_call(3, "wait")).encode()
+            port = int(url.split(":")[2].split("/")[0])
+            head = (
+                f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+                "content-type: application/json\r\naccept: application/json, text/event-stream\r\n"
+                f"mcp-session-id: {raw.sid}\r\nmcp-protocol-version: 2025-06-18\r\n"
+                f"content-length: {len(body)}\r\n\r\n"
+            ).encode()
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                await stream.send(head + body[:5])
+                gone = await http.delete(url, headers=raw.headers())
+                assert gone.status_code == 204
+                await stream.send(body[5:])
+                reply = b""
+                while b"\r\n" not in reply:
+                    reply += await stream.receive()
+            assert reply.startswith(b"HTTP/1.1 404"), reply
+
+
+def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
+    """An open SSE stream never ends by itself; `askgate serve --http` still stops when told
+    to (uvicorn's wait for open responses is bounded: askgate.__main__.SHUTDOWN_GRACE_S)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    command = [
+        sys.executable,
+        "-m",
+        "askgate",
+        "serve",
+        "--demo",
+        "--http",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "info",
+    ]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for _ in range(200):  # bounded: uvicorn says when it listens
+            line = proc.stderr.readline()
+            if not line or "Uvicorn running on" in line:
+                break
+        assert proc.poll() is None, "the server did not start"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(f"GET /sse HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode())
+            seen = b""
+            while b"event: endpoint" not in seen:
+                chunk = client.recv(4096)
+                assert chunk, "the stream closed before its endpoint event"
+                seen += chunk
+            began = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=SHUTDOWN_GRACE_S + 20)
+            assert time.monotonic() - began < SHUTDOWN_GRACE_S + 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

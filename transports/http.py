@@ -160,9 +160,9 @@ class _EventStream:
         self.last += 1
         self.log.append((self.last, data))
         self.size += len(data)
-        if self.writer is not None:
+        if self.writer is not None or not self.opened:  # before its first connection too
             self.unwritten += len(data)
-            if self.unwritten > STREAM_HIGH_WATER:
+            if self.unwritten > STREAM_HIGH_WATER and self.writer is not None:
                 logger.warning(
                     "closed a stream's connection: its reader stalled (%d bytes waiting)",
                     self.unwritten,
@@ -189,7 +189,10 @@ class _EventStream:
         """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
         connection has not taken."""
         log = self.log
-        limit = self.cursor if self.writer is not None else self.last
+        waiting = self.writer is not None or (
+            not self.opened and self.unwritten <= STREAM_HIGH_WATER
+        )  # a stream not yet opened keeps what its first connection will write, up to the cap
+        limit = self.cursor if waiting else self.last
         while (
             len(log) > 1
             and log[0][0] <= limit
@@ -633,7 +636,11 @@ class HttpApp:
         extra: list[tuple[bytes, bytes]] = []
         if isinstance(found, rules.Session):
             session = found
-            live = self._live[session.id]
+            known = self._live.get(session.id)
+            if known is None:  # ended (DELETE, reaped) while its body was being read
+                await _reject(send, rules.Rejection(404, "Not Found: unknown session"))
+                return
+            live = known
         else:
             if shape.kind != "initialize":
                 await _reject(send, rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
@@ -680,7 +687,9 @@ class HttpApp:
                 self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
         if stream.done and not stream.last:
             if stream.final is None:
-                await _respond(send, 202, extra=extra)
+                # The call ended with no answer (cancelled, its session ended): a stream that
+                # carries nothing, never 202, which answers notifications only (R-HTTP-7).
+                await _respond(send, 200, b"", "text/event-stream", extra)
             else:
                 await _respond(send, 200, stream.final, "application/json", extra)
             return
