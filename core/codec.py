@@ -314,6 +314,8 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
             return _parse_error("message over the byte cap")
         if _deeper_than(data, MAX_DEPTH):
             return _parse_error(f"nesting deeper than {MAX_DEPTH}")
+        if b"\x00" in data:  # never JSON outside a string either; rapidjson stops reading there
+            return _parse_error("not JSON")
         msg = _parse(data)
     except _DuplicateKeyError:
         return _parse_error("duplicate key")

@@ -181,6 +181,8 @@ def test_R_WIRE_2_the_cap_is_checked_before_parsing() -> None:
         b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"a\nb"}}',  # raw newline in a string
         TOOLS_CALL + TOOLS_CALL,  # two objects on one line
         TOOLS_CALL + b"x",
+        TOOLS_CALL + b"\x00garbage",  # rapidjson stops reading at a NUL: the rest must not hide
+        TOOLS_CALL + b"\x00",
         b'{"jsonrpc":"2.0","id":1,"method":"ping"} // comment',
         b'{"jsonrpc":"2.0","id":1,"method":"ping",}',  # trailing comma
         b"{'jsonrpc':'2.0','id':1,'method':'ping'}",
