@@ -468,3 +468,23 @@ async def test_R_HTTP_14_caps_and_eviction_hold_across_both_transports() -> None
                     assert (await http.delete(f"{base}/mcp", headers=headers)).status_code == 204
                 assert got[0]["method"] == "elicitation/create"
                 old.stop.set()
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_16_stopping_the_app_detaches_every_legacy_connection() -> None:
+    """The app stops while a client holds /sse open with a call parked: the connection is
+    detached (its call dropped) while the runtime still runs, and the session table is emptied."""
+    with anyio.fail_after(DEADLINE):
+        async with httpx2.AsyncClient(timeout=DEADLINE) as http, anyio.create_task_group() as tg:
+            async with serving() as (app, _pair, base):
+                conn = await Events(http, base, {}).start(tg)
+                assert (await conn.post(_call(1))).status_code == 202
+                assert (await conn.next_message())["method"] == "elicitation/create"
+                runtime = app.runtime
+                assert runtime.state.parked_total == 1
+            # the app stopped with the client still connected
+            assert runtime.state.parked_total == 0
+            assert len(runtime.state.calls) == 0
+            assert not runtime.state.conns
+            assert len(app.sessions) == 0
+            conn.stop.set()

@@ -49,6 +49,7 @@ class LegacySse:
         self.app = app
         self.keepalive_ms = keepalive_ms
         self._streams: dict[str, _Stream] = {}
+        self._conns: dict[str, Hashable] = {}  # each open session's reducer connection
 
     def route(self, path: str, method: str) -> legacy.Route | None:
         """The legacy endpoint a request is for, or ``None``."""
@@ -62,9 +63,10 @@ class LegacySse:
         return len(self._streams)
 
     def close_all(self) -> None:
-        """Ends every open stream (the app is stopping); each ends its session as it closes."""
-        for stream in list(self._streams.values()):
-            stream.finish(None)
+        """The app is stopping: ends every open session now, while the runtime still runs, so
+        each connection is detached and its calls dropped (R-HTTP-16); the streams finish."""
+        for sid, conn in list(self._conns.items()):
+            self._end(sid, conn)
 
     async def handle(
         self,
@@ -97,6 +99,7 @@ class LegacySse:
             return
         session = minted
         stream = self._streams[session.id] = _Stream()
+        self._conns[session.id] = session.conn
         app.sessions = rules.touch(app.sessions, session.id, now, +1)  # open: never idle
         runtime.attach(session.conn, stream.put)
         runtime.feed(SubscriberAttached(session.conn, now))
@@ -108,6 +111,7 @@ class LegacySse:
     def _end(self, sid: str, conn: Hashable) -> None:
         """R-HTTP-16: the stream closed; the session and its connection end."""
         stream = self._streams.pop(sid, None)
+        self._conns.pop(sid, None)
         if stream is not None:
             stream.finish(None)
         app = self.app
