@@ -918,3 +918,66 @@ def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+class _GetWatched(HttpApp):
+    """An app that reports each GET it finished serving."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.get_done = anyio.Event()
+
+    async def _get(self, *args: Any) -> None:
+        try:
+            await super()._get(*args)
+        finally:
+            self.get_done.set()
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_19_a_stalled_reader_loses_its_connection_and_frees_the_session() -> None:
+    """A GET whose client stops reading: past the stall cap the connection is closed, even with
+    a write blocked on it, so the session has no open stream and may open a new GET."""
+
+    def app_of(server: Server, port: int) -> HttpApp:
+        return _GetWatched(server, options=rules.HttpOptions(port=port))
+
+    server = build_demo(configured=True)
+    with anyio.fail_after(30):
+        async with serving_server(server, app_of) as (app, url), httpx2.AsyncClient() as http:
+            assert isinstance(app, _GetWatched)
+            raw = await Raw(http, url).start()
+            level = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "logging/setLevel",
+                "params": {"level": "info"},
+            }
+            assert (await raw.post(level)).status_code == 200
+            port = int(url.split(":")[2].split("/")[0])
+            stalled = socket.socket()
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.connect(("127.0.0.1", port))
+            try:
+                request = (
+                    f"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+                    "accept: text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\n"
+                    f"mcp-session-id: {raw.sid}\r\n\r\n"
+                ).encode()
+                stalled.sendall(request)
+                for _ in range(1000):  # bounded: until the server holds the GET open
+                    if app.sessions.by_id[raw.sid].get_open:
+                        break
+                    await anyio.wait_all_tasks_blocked()
+                assert app.sessions.by_id[raw.sid].get_open
+                chunk = "x" * 100_000
+                # 16 MB to a reader that never reads: the kernel's buffers take a few MB, and the
+                # rest waits in the stream until it passes the 4 MiB cap.
+                for _ in range(160):
+                    server.log("info", chunk)
+                    await anyio.lowlevel.checkpoint()
+                await app.get_done.wait()
+                session = app.sessions.by_id[raw.sid]
+                assert (session.open_streams, session.get_open) == (0, False)
+            finally:
+                stalled.close()

@@ -143,6 +143,7 @@ class _EventStream:
         self.cursor = 0  # the newest event the connection took
         self.unwritten = 0  # bytes the connection has not taken
         self.writer: object | None = None
+        self.stopper: Callable[[], None] | None = None  # cancels the writer's loop
         self.closing: int | None = None  # R-HTTP-21: the connection ends after this event
         self.done = False
         self.final: bytes | None = None
@@ -169,6 +170,7 @@ class _EventStream:
                 )
                 self.writer = None  # R-HTTP-19: the stream goes on without it
                 self.unwritten = 0
+                self._stop_writer()  # it may be blocked writing to the stalled reader
         self._trim()
         self._signal()
 
@@ -220,13 +222,25 @@ class _EventStream:
         asked before the stream had any connection applies to its first one (R-HTTP-21)."""
         if self.writer is not None or after:
             self.closing = None
+        self._stop_writer()  # the connection that wrote it before ends, even mid-write
         self.writer = token
         self.cursor = after
         self.unwritten = sum(len(data) for n, data in self.log if n > after)
         self._signal()  # the connection that wrote it before ends
 
+    def writing(self, token: object, stop: Callable[[], None]) -> None:
+        """``stop`` ends the write loop of connection ``token`` (its cancel scope)."""
+        if self.writer is token:
+            self.stopper = stop
+
+    def _stop_writer(self) -> None:
+        stop, self.stopper = self.stopper, None
+        if stop is not None:
+            stop()
+
     def detach(self, token: object) -> None:
         if self.writer is token:
+            self.stopper = None
             self.writer = None
             self.unwritten = 0
             self.closing = None
@@ -757,6 +771,15 @@ class HttpApp:
             self.sessions = rules.touch(self.sessions, sid, self._now(), -1)
 
     async def _write_events(
+        self, stream: _EventStream, token: object, first: bytes, send: Send
+    ) -> None:
+        # A stall or a take-over stops this loop even while a write to a reader that stopped
+        # reading blocks (R-HTTP-19, R-HTTP-20); the response is left unfinished and closed.
+        with anyio.CancelScope() as scope:
+            stream.writing(token, scope.cancel)
+            await self._write_loop(stream, token, first, send)
+
+    async def _write_loop(
         self, stream: _EventStream, token: object, first: bytes, send: Send
     ) -> None:
         quiet = self.options.keepalive_ms / 1000
