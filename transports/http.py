@@ -222,7 +222,7 @@ class _EventStream:
         asked before the stream had any connection applies to its first one (R-HTTP-21)."""
         if self.writer is not None or after:
             self.closing = None
-        self._stop_writer()  # the connection that wrote it before ends, even mid-write
+        self.stopper = None  # the connection that wrote it before ends at its next take
         self.writer = token
         self.cursor = after
         self.unwritten = sum(len(data) for n, data in self.log if n > after)
@@ -773,8 +773,9 @@ class HttpApp:
     async def _write_events(
         self, stream: _EventStream, token: object, first: bytes, send: Send
     ) -> None:
-        # A stall or a take-over stops this loop even while a write to a reader that stopped
-        # reading blocks (R-HTTP-19, R-HTTP-20); the response is left unfinished and closed.
+        # A stall stops this loop even while a write to a reader that stopped reading blocks
+        # (R-HTTP-19); the response is left unfinished and its connection closed. (A take-over,
+        # R-HTTP-20, ends the old connection cleanly at its next take instead.)
         with anyio.CancelScope() as scope:
             stream.writing(token, scope.cancel)
             await self._write_loop(stream, token, first, send)
