@@ -66,15 +66,14 @@ def _key(request_id: object) -> tuple[type, object]:
 
 
 class _Stream:
-    """The messages for one response: pushed in order, then finished (or closed)."""
+    """The messages of a legacy ``/sse`` stream (transports/sse_legacy.py): pushed in order,
+    then finished (or closed)."""
 
     def __init__(self) -> None:
         self.items: list[bytes] = []
         self.done = False
         self.final: bytes | None = None
         self.pending = 0
-        self.sent_any = False
-        self.eids: list[str] = []
         self._wake: anyio.Event | None = None
 
     def put(self, data: bytes) -> None:
@@ -99,12 +98,6 @@ class _Stream:
     def _signal(self) -> None:
         if self._wake is not None:
             self._wake.set()
-
-    async def ready(self) -> None:
-        """Returns once a message is waiting or the stream is finished."""
-        while not self.items and not self.done:
-            self._wake = anyio.Event()
-            await self._wake.wait()
 
     async def take(self) -> tuple[list[bytes], bool]:
         """The messages waiting (the final one last) and whether the stream is finished."""
@@ -401,10 +394,6 @@ async def _reject(
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": rejection.reason}}
     )
     await _respond(send, rejection.status, body, "application/json", extra)
-
-
-def _sse(data: bytes) -> bytes:
-    return b"event: message\ndata: " + data + b"\n\n"
 
 
 class HttpApp:
