@@ -21,8 +21,7 @@ from .codec import Invalid, decode, encode
 SSE_PATH: Final = "/sse"
 MESSAGES_PATH: Final = "/messages"
 SESSION_PARAM: Final = "sessionId"
-DEFAULT_KEEPALIVE_MS: Final = 15_000
-KEEPALIVE: Final = b": keepalive\n\n"
+KEEPALIVE: Final = rules.KEEPALIVE  # the same comment as on Streamable HTTP streams
 """An SSE comment: readers skip it, and a dead peer shows up as a failed write (R-HTTP-14)."""
 
 

@@ -488,3 +488,10 @@ async def test_R_HTTP_16_stopping_the_app_detaches_every_legacy_connection() -> 
             assert not runtime.state.conns
             assert len(app.sessions) == 0
             conn.stop.set()
+
+
+def test_R_HTTP_14_the_keepalive_period_is_the_apps() -> None:
+    app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(keepalive_ms=1234))
+    assert app.legacy is not None
+    assert app.legacy.keepalive_ms == 1234
+    assert LegacySse(app, keepalive_ms=50).keepalive_ms == 50

@@ -41,7 +41,9 @@ logger = logging.getLogger("askgate.http.sse")
 class LegacySse:
     """The legacy pair of one :class:`HttpApp`: its open ``/sse`` streams, by session id."""
 
-    def __init__(self, app: HttpApp, *, keepalive_ms: int = legacy.DEFAULT_KEEPALIVE_MS) -> None:
+    def __init__(self, app: HttpApp, *, keepalive_ms: int | None = None) -> None:
+        if keepalive_ms is None:  # the app's, as for its Streamable HTTP streams (R-HTTP-22)
+            keepalive_ms = app.options.keepalive_ms
         if not isinstance(keepalive_ms, int) or isinstance(keepalive_ms, bool) or keepalive_ms < 1:
             raise ValueError(
                 f"askgate refuses to start: keepalive_ms={keepalive_ms!r} must be >= 1"
