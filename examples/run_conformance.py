@@ -240,6 +240,9 @@ def run_suite(node: Path, entry: Path, suite: Suite, url: str, verbose: bool) ->
         exit_code = process.wait()
     finally:
         watchdog.cancel()
+        if process.poll() is None:  # interrupted: leave no suite running
+            process.kill()
+            process.wait()
     (out / "output.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     totals = [TOTAL.search(line) for line in lines]
     found = [m for m in totals if m is not None]
@@ -275,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Runs the MCP conformance suite on askgate.")
     parser.add_argument("--verbose", action="store_true", help="print every line of each suite")
     args = parser.parse_args(argv)
+    # A SIGTERM ends the run through the finally blocks below (the fixture and any suite are
+    # stopped), as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         node = ensure_node()
         entries = {suite.version: ensure_suite(suite.version) for suite in SUITES}
