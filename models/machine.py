@@ -1060,6 +1060,36 @@ class ReducerMachine(RuleBasedStateMachine):
 
     # -- delivery --------------------------------------------------------------------------------
 
+    def _check_withdrawals(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        """R-CTX-6 by the machine's own account, not the model's: every client request that
+        ended in this step was answered (a Resolve, no withdrawal), timed out (a Resolve and a
+        withdrawal), or its tool ended (a withdrawal, unless its connection left or rebound)."""
+        withdrawn = [
+            p.message["params"]["requestId"]
+            for p in effects
+            if isinstance(p, Push)
+            and p.message.get("method") == "notifications/cancelled"
+            and p.message.get("params", {}).get("requestId") in before.client_requests
+        ]
+        assert len(withdrawn) == len(set(withdrawn)), f"R-CTX-6: withdrawn twice: {withdrawn}"
+        resolved = {e.token for e in effects if isinstance(e, Resolve)}
+        for rid, (key, _ref, token, _method) in before.client_requests.items():
+            if rid in after.client_requests:
+                continue
+            left = isinstance(ev, SubscriberDetached | SubscriberAttached) and ev.conn == key[0]
+            timed_out = isinstance(ev, TimerFired) and ev.key == ("client_request", rid)
+            if timed_out:
+                assert token in resolved, f"R-CTX-6: {rid} timed out unresolved"
+                assert rid in withdrawn, f"R-CTX-6: {rid} timed out but was not withdrawn"
+            elif token in resolved:
+                assert rid not in withdrawn, f"R-CTX-5: {rid} answered and withdrawn"
+            elif left:
+                assert rid not in withdrawn, f"R-CTX-6: {rid} withdrawn from a leaver"
+            else:
+                assert rid in withdrawn, f"R-CTX-6: {rid} ended with its tool, not withdrawn"
+
     def _check_delivery(
         self, ev: Event, effects: list[Effect], before: Observation, after: Observation
     ) -> None:
@@ -1123,6 +1153,7 @@ class ReducerMachine(RuleBasedStateMachine):
                 assert key in self.awaiting_push, f"R-DLV-3: {p!r} answers no pushed call"
                 self.awaiting_push.discard(key)
                 outcomes.add(key)
+        self._check_withdrawals(ev, effects, before, after)
         dropping = isinstance(
             ev, CancelRequested | CallerExited | SubscriberDetached | SubscriberAttached
         )

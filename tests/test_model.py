@@ -342,3 +342,30 @@ def test_R_READ_2_read_authorizer_ask_without_a_string_prompt_is_off_contract() 
     effects = machine.apply(ReadRequested("a", 1, "resources/read", {"uri": "file:///x"}, 0))
     (ref,) = [e.ref for e in effects if isinstance(e, StartWorker)]
     machine.apply(WorkerFinished(ref, Ask(None), 0))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bug", ["timeout not resolved", "request not withdrawn"])
+def test_R_CTX_6_machine_catches_a_tools_request_bug_the_model_shares(bug: str) -> None:
+    """The machine's own checks, not only the comparison with the model: the same bug planted
+    in the model's effects must still be caught (what an embedder relies on)."""
+    base = _planted_in_context(bug)
+
+    class SameBugInModel(base):  # type: ignore[valid-type, misc]
+        def _compare_effects(self, ev: Event, real: list[Effect], model: list[Effect]) -> None:
+            if bug == "timeout not resolved" and isinstance(ev, TimerFired):
+                if ev.key[0] == "client_request":
+                    model = [e for e in model if not isinstance(e, Resolve)]
+            elif bug == "request not withdrawn":
+                model = [
+                    e
+                    for e in model
+                    if not (
+                        isinstance(e, Push)
+                        and e.message.get("method") == "notifications/cancelled"
+                        and str(e.message["params"]["requestId"]).startswith("model-request-")
+                    )
+                ]
+            super()._compare_effects(ev, real, model)
+
+    with pytest.raises(AssertionError, match="R-CTX-6"):
+        run_state_machine_as_test(SameBugInModel, settings=PLANTED)
