@@ -1,10 +1,17 @@
-"""Closing the socket uvicorn listened on, once the tests have cancelled its ``serve``."""
+"""Serving an ASGI app with uvicorn on 127.0.0.1 for the length of a test, and closing its
+listener properly afterwards."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
+import anyio
 import uvicorn
+
+App = TypeVar("App")
 
 
 def close_listener(web: uvicorn.Server, sock: socket.socket) -> None:
@@ -20,3 +27,29 @@ def close_listener(web: uvicorn.Server, sock: socket.socket) -> None:
     for server in getattr(web, "servers", []):
         server.close()
     sock.close()
+
+
+@asynccontextmanager
+async def uvicorn_serving(make_app: Callable[[int], App]) -> AsyncIterator[tuple[App, int]]:
+    """``make_app(port)`` served by uvicorn on a free port of 127.0.0.1 (its lifespan off: the
+    caller runs the app); yields the app and the port. On leaving, uvicorn's serve is cancelled
+    and its listener closed through the event loop (:func:`close_listener`)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    app = make_app(port)
+    asgi: Any = app
+    web = uvicorn.Server(
+        uvicorn.Config(asgi, lifespan="off", log_level="warning", access_log=False)
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(web.serve, [sock])
+            try:
+                yield app, port
+            finally:
+                web.should_exit = True
+                tg.cancel_scope.cancel()
+    finally:
+        close_listener(web, sock)

@@ -10,7 +10,6 @@ listening before uvicorn starts; every wait is on a message, under a deadline.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +20,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
@@ -30,7 +28,7 @@ from askgate.core import http as rules
 from askgate.server import Context
 from askgate.transports.http import HttpApp
 
-from .listener import close_listener
+from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -85,21 +83,13 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def serving() -> AsyncIterator[tuple[HttpApp, str]]:
     """The fixture's server over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = HttpApp(_fixture().build_server(), options=rules.HttpOptions(port=port))
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    web = uvicorn.Server(config)
-    async with app.running(), anyio.create_task_group() as tg:
-        tg.start_soon(web.serve, [sock])
-        try:
-            yield app, f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            tg.cancel_scope.cancel()
-    close_listener(web, sock)
+    server = _fixture().build_server()
+
+    def make(port: int) -> HttpApp:
+        return HttpApp(server, options=rules.HttpOptions(port=port))
+
+    async with uvicorn_serving(make) as (app, port), app.running():
+        yield app, f"http://127.0.0.1:{port}/mcp"
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -21,7 +21,6 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
@@ -34,7 +33,7 @@ from askgate.server import Server
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, load_tokens
 from askgate.transports.http import HttpApp
 
-from .listener import close_listener
+from .listener import uvicorn_serving
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -288,21 +287,15 @@ async def serving(app_of: Any = None, **options: Any) -> AsyncIterator[tuple[Htt
 @asynccontextmanager
 async def serving_server(server: Server, app_of: Any = None) -> AsyncIterator[tuple[HttpApp, str]]:
     """``server`` over HTTP on 127.0.0.1, a free port; yields the app and its URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = app_of(server, port) if app_of else HttpApp(server, options=rules.HttpOptions(port=port))
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    web = uvicorn.Server(config)
-    async with app.running(), anyio.create_task_group() as tg:
-        tg.start_soon(web.serve, [sock])
-        try:
-            yield app, f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            tg.cancel_scope.cancel()
-    close_listener(web, sock)
+
+    def make(port: int) -> HttpApp:
+        if app_of is not None:
+            made: HttpApp = app_of(server, port)
+            return made
+        return HttpApp(server, options=rules.HttpOptions(port=port))
+
+    async with uvicorn_serving(make) as (app, port), app.running():
+        yield app, f"http://127.0.0.1:{port}/mcp"
 
 
 class Asker:

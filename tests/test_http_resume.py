@@ -8,7 +8,6 @@ event or a connection's end, under a deadline; no sleep synchronises anything.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +16,6 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 
 from askgate import Allow, Context
@@ -27,7 +25,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.runtime import now_ms
 
-from .listener import close_listener
+from .listener import uvicorn_serving
 from .test_conformance_fixture import _fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -175,26 +173,17 @@ def build_server(gate: Gate) -> Server:
 async def serving(
     gate: Gate, bearer: bool = False, **options: Any
 ) -> AsyncIterator[tuple[HttpApp, str]]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = HttpApp(
-        build_server(gate),
-        auth=BearerAuth(TOKENS) if bearer else None,
-        options=rules.HttpOptions(port=port, **options),
-    )
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    web = uvicorn.Server(config)
-    async with app.running(), anyio.create_task_group() as tg:
-        tg.start_soon(web.serve, [sock])
+    server = build_server(gate)
+
+    def make(port: int) -> HttpApp:
+        auth = BearerAuth(TOKENS) if bearer else None
+        return HttpApp(server, auth=auth, options=rules.HttpOptions(port=port, **options))
+
+    async with uvicorn_serving(make) as (app, port), app.running():
         try:
             yield app, f"http://127.0.0.1:{port}/mcp"
         finally:
             gate.open()
-            web.should_exit = True
-            tg.cancel_scope.cancel()
-    close_listener(web, sock)
 
 
 class Session:
@@ -458,23 +447,18 @@ async def test_R_HTTP_21_without_priming_closing_does_nothing() -> None:
 
 @pytest.mark.anyio
 async def test_R_HTTP_21_the_sdk_client_polls_the_conformance_tool() -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    app = HttpApp(_fixture().build_server(), options=rules.HttpOptions(port=port, retry_ms=10))
-    web = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
-    async with app.running(), anyio.create_task_group() as tg:
-        tg.start_soon(web.serve, [sock])
+    server = _fixture().build_server()
+
+    def make(port: int) -> HttpApp:
+        return HttpApp(server, options=rules.HttpOptions(port=port, retry_ms=10))
+
+    async with uvicorn_serving(make) as (app, port), app.running():
         with anyio.fail_after(DEADLINE):
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
                 result = await client.call_tool("test_reconnection", {})
         block = result.content[0]
         assert isinstance(block, types.TextContent)
         assert block.text.startswith("Reconnection test completed successfully")
-        web.should_exit = True
-        tg.cancel_scope.cancel()
-    close_listener(web, sock)
 
 
 @pytest.mark.anyio

@@ -9,7 +9,6 @@ deadline; no sleep synchronises anything.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +17,6 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
@@ -30,7 +28,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.sse_legacy import LegacySse
 
-from .listener import close_listener
+from .listener import uvicorn_serving
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -120,26 +118,16 @@ async def serving(
 ) -> AsyncIterator[tuple[HttpApp, Watched, str]]:
     """The demo (configured) on 127.0.0.1, a free port; yields the app, its legacy pair and the
     base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = HttpApp(
-        build_demo(configured=True, **options),
-        auth=auth,
-        options=rules.HttpOptions(port=port, max_body=max_body),
-    )
-    pair = Watched(app, keepalive_ms=keepalive_ms)
-    app.legacy = pair
-    web = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
-    async with app.running(), anyio.create_task_group() as tg:
-        tg.start_soon(web.serve, [sock])
-        try:
-            yield app, pair, f"http://127.0.0.1:{port}"
-        finally:
-            web.should_exit = True
-            tg.cancel_scope.cancel()
-    close_listener(web, sock)
+    server = build_demo(configured=True, **options)
+
+    def make(port: int) -> HttpApp:
+        app = HttpApp(server, auth=auth, options=rules.HttpOptions(port=port, max_body=max_body))
+        app.legacy = Watched(app, keepalive_ms=keepalive_ms)
+        return app
+
+    async with uvicorn_serving(make) as (app, port), app.running():
+        assert isinstance(app.legacy, Watched)
+        yield app, app.legacy, f"http://127.0.0.1:{port}"
 
 
 class Asker:
