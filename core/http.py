@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Final
+from typing import Final, Literal
 
 import attrs
 from immutables import Map
@@ -248,6 +248,16 @@ def route_push(message: Mapping[str, object], related: object) -> PushRoute:
     request_id = message.get("id")
     remember = request_id if isinstance(method, str) and isinstance(request_id, str) else None
     return PushRoute(related, withdraws, remember)
+
+
+def request_answer(done: bool, events: int, replied: bool) -> Literal["json", "nothing", "stream"]:
+    """R-HTTP-7: how a request's POST is answered, once the first message about its call is
+    known (or the wait for one ended): its JSON reply when the call ended with a reply and
+    nothing came before it; a stream carrying nothing when it ended with no answer (cancelled,
+    its session ended; never a 202, which answers notifications); else an SSE stream."""
+    if done and not events:
+        return "json" if replied else "nothing"
+    return "stream"
 
 
 # -- resumable streams (R-HTTP-17 .. R-HTTP-22) ---------------------------------------------

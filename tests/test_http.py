@@ -974,3 +974,11 @@ async def test_R_HTTP_19_a_stalled_reader_loses_its_connection_and_frees_the_ses
                 assert (session.open_streams, session.get_open) == (0, False)
             finally:
                 stalled.close()
+
+
+def test_R_HTTP_7_how_a_request_post_is_answered() -> None:
+    assert rules.request_answer(done=True, events=0, replied=True) == "json"
+    assert rules.request_answer(done=True, events=0, replied=False) == "nothing"  # never 202
+    assert rules.request_answer(done=True, events=2, replied=True) == "stream"
+    assert rules.request_answer(done=False, events=0, replied=False) == "stream"  # keep-alive
+    assert rules.request_answer(done=False, events=1, replied=False) == "stream"

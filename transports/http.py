@@ -688,13 +688,12 @@ class HttpApp:
                     await stream.first()
             finally:
                 self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
-        if stream.done and not stream.last:
-            if stream.final is None:
-                # The call ended with no answer (cancelled, its session ended): a stream that
-                # carries nothing, never 202, which answers notifications only (R-HTTP-7).
-                await _respond(send, 200, b"", "text/event-stream", extra)
-            else:
-                await _respond(send, 200, stream.final, "application/json", extra)
+        answer = rules.request_answer(stream.done, stream.last, stream.final is not None)
+        if answer == "nothing":
+            await _respond(send, 200, b"", "text/event-stream", extra)
+            return
+        if answer == "json":
+            await _respond(send, 200, stream.final or b"", "application/json", extra)
             return
         if not stream.done:
             live.pending.setdefault(key, stream)
