@@ -82,6 +82,7 @@ from stdio_bench import (
     tree_cpu_seconds,
 )
 from stdio_bench import combine as combine_rounds
+from stdio_bench import table as stdio_table
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "askgate-http-bench", "version": "0.1.0"}
@@ -770,25 +771,7 @@ def combine(rounds: list[Result]) -> Result:
 
 
 def table(results: list[Result]) -> str:
-    ok = [r for r in results if r.ok]
-    lines: list[str] = []
-    if ok:
-        width = max(12, *(len(r.label) for r in ok))
-        lines.append(f"{'':30}" + "".join(f"{r.label:>{width + 2}}" for r in ok))
-        for key, title in ROWS:
-            cells = "".join(f"{_cell(r.figures.get(key)):>{width + 2}}" for r in ok)
-            lines.append(f"{title:30}{cells}")
-        base = ok[0]
-        lines.extend(_versus(other, base) for other in ok[1:])
-        saturated = [r.label for r in ok if (r.figures.get("client_cpu_utilisation") or 0) > 0.9]
-        if saturated:
-            lines.append(
-                "warning: the client was near one full core against "
-                + ", ".join(saturated)
-                + "; the throughput there may be the client's limit"
-            )
-    lines.extend(f"FAILED {r.label}: {r.error}" for r in results if not r.ok)
-    return "\n".join(lines)
+    return stdio_table(results, ROWS, _versus)
 
 
 def ratio(other: Result, base: Result, key: str, lower_is_better: bool = False) -> float | None:

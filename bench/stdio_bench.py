@@ -59,7 +59,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -628,17 +628,25 @@ ROWS = [
 ]
 
 
-def table(results: list[Result]) -> str:
+def table(
+    results: list[Result],
+    rows: list[tuple[str, str]] | None = None,
+    versus: Callable[[Result, Result], str] | None = None,
+) -> str:
+    """The figures side by side (``rows``: key and title; default this benchmark's), each
+    server against the first (``versus``), and the servers that failed."""
+    rows = ROWS if rows is None else rows
+    versus = _versus if versus is None else versus
     ok = [r for r in results if r.ok]
     lines: list[str] = []
     if ok:
         width = max(12, *(len(r.label) for r in ok))
         lines.append(f"{'':30}" + "".join(f"{r.label:>{width + 2}}" for r in ok))
-        for key, title in ROWS:
+        for key, title in rows:
             cells = "".join(f"{_cell(r.figures.get(key)):>{width + 2}}" for r in ok)
             lines.append(f"{title:30}{cells}")
         base = ok[0]
-        lines.extend(_versus(other, base) for other in ok[1:])
+        lines.extend(versus(other, base) for other in ok[1:])
         saturated = [r.label for r in ok if (r.figures.get("client_cpu_utilisation") or 0) > 0.9]
         if saturated:
             lines.append(
