@@ -620,15 +620,14 @@ class Server:
                 validator = _checked_schema(dict(output_schema), f"{what} output_schema")
                 definition["outputSchema"] = dict(output_schema)
             _ensure_definition(definition, what)
-            sensitive = notes.get("destructiveHint") is True or notes.get("sensitive") is True
-            try:
-                info = tool_info(tool_name, sensitive, derived, definition)
+            try:  # the annotations make it sensitive (R-TOOL-1)
+                info = tool_info(tool_name, False, derived, definition)
             except OptionError as bad:
                 raise TypeError(f"{what}: input_schema {bad.rule}") from None
             self._tools[tool_name] = _Tool(info, func, context_param, validator)
             if self._runtime is not None:
                 self._runtime.feed(
-                    ToolRegistered(tool_name, sensitive, derived, now_ms(), definition)
+                    ToolRegistered(tool_name, info.sensitive, derived, now_ms(), definition)
                 )
             return func
 

@@ -152,7 +152,9 @@ def read_params_error(
     elif method == "completion/complete":
         if not isinstance(p.get("ref"), dict):
             return m.error(request_id, m.INVALID_PARAMS, "completion/complete requires a ref")
-    elif method == "logging/setLevel" and p.get("level") not in LOG_RANK:
+    elif method == "logging/setLevel" and not (
+        isinstance(p.get("level"), str) and p["level"] in LOG_RANK
+    ):
         return m.error(
             request_id,
             m.INVALID_PARAMS,

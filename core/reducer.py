@@ -518,7 +518,11 @@ def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
 
 
 def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
-    if _admit(d, ev.conn, ev.request_id, out):
+    if not _admit(d, ev.conn, ev.request_id, out):
+        return
+    if not isinstance(ev.tool, str):  # R-PROTO-6
+        out.append(Reply(ev.conn, ev.request_id, _bad_tools_call(ev.request_id)))
+    else:
         _tool_call(
             d, ev.conn, ev.request_id, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out
         )
@@ -561,10 +565,40 @@ def _tool_call(
     _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out)
 
 
+def _bad_tools_call(rid: Any) -> JsonObject:
+    problem = "tools/call requires a string name and an object of arguments"
+    return m.error(rid, m.INVALID_PARAMS, problem)
+
+
 def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
-    if _admit(d, ev.conn, ev.request_id, out):
-        params = ev.params if isinstance(ev.params, dict) else None
-        _read(d, ev.conn, ev.request_id, ev.method, params, ev.now, ev.caller, out)
+    conn, method = ev.conn, ev.method
+    rid: Any = ev.request_id
+    if not _admit(d, conn, rid, out):
+        return
+    params = ev.params if isinstance(ev.params, dict) else None
+    if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-7
+        shown = str(method)[:64]
+        out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
+        return
+    _checked_read(d, conn, rid, method, params, ev.now, ev.caller, out)
+
+
+def _checked_read(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    method: str,
+    params: JsonObject | None,
+    now: int,
+    caller: Hashable | None,
+    out: Out,
+) -> None:
+    """An admitted read request: its params checked, then read (R-PROTO-7)."""
+    problem_reply = protocol.read_params_error(rid, method, params)
+    if problem_reply is not None:
+        out.append(Reply(conn, rid, problem_reply))
+    else:
+        _read(d, conn, rid, method, params, now, caller, out)
 
 
 def _read(
@@ -1094,9 +1128,8 @@ def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out
     if method == "tools/call":
         p = params or {}
         name, arguments = p.get("name"), p.get("arguments", {})
-        if not isinstance(name, str) or not isinstance(arguments, dict):
-            problem = "tools/call requires a string name and an object of arguments"
-            out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
+        if not isinstance(name, str) or not isinstance(arguments, dict):  # R-PROTO-6
+            out.append(Reply(conn, rid, _bad_tools_call(rid)))
             return
         _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)
         meta = p.get("_meta")
@@ -1104,11 +1137,7 @@ def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out
         if is_request_id(token) and (conn, rid) in d.calls:
             d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
     elif method in protocol.READ_METHODS:  # R-PROTO-7
-        problem_reply = protocol.read_params_error(rid, method, params)
-        if problem_reply is not None:
-            out.append(Reply(conn, rid, problem_reply))
-        else:
-            _read(d, conn, rid, method, params, ev.now, ev.caller, out)
+        _checked_read(d, conn, rid, method, params, ev.now, ev.caller, out)
     elif method == "ping":  # R-PROTO-4
         out.append(Reply(conn, rid, m.result(rid, {})))
     elif method == "initialize":  # R-PROTO-3
@@ -1120,13 +1149,12 @@ def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out
 
 
 def _initialize(d: _Draft, conn: ConnId, rid: Any, params: JsonObject, out: Out) -> None:
+    capabilities = params.get("capabilities")  # R-CAP-1: recorded when there is no entry
+    _record_capabilities(d, conn, capabilities if isinstance(capabilities, dict) else {}, out)
     c = _get_conn(d, conn)
     version = c.version
     if not version:
         version = protocol.negotiate(params.get("protocolVersion"))
-        capabilities = params.get("capabilities")
-        _record_capabilities(d, conn, capabilities if isinstance(capabilities, dict) else {}, out)
-        c = _get_conn(d, conn)
         _put_conn(d, conn, attrs.evolve(c, version=version))
     out.append(Reply(conn, rid, m.result(rid, protocol.initialize_result(d.options, version))))
 

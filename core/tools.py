@@ -54,4 +54,8 @@ def tool_info(name: str, sensitive: bool, derived: bool, definition: object) -> 
             raise OptionError(
                 "inputSchema", name, f"is not a valid JSON Schema: {problem}"
             ) from None
+    notes = definition.get("annotations") if isinstance(definition, dict) else None
+    if isinstance(notes, dict):  # R-TOOL-1: the annotations make a tool sensitive too
+        sensitive = sensitive or notes.get("destructiveHint") is True
+        sensitive = sensitive or notes.get("sensitive") is True
     return ToolInfo(name, bool(sensitive), bool(derived), definition, validator)

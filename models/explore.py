@@ -191,7 +191,8 @@ def canonical(state: State) -> Hashable:
 
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
-    """The per-step properties: closed exactly once, owner-only delivery, timers and workers."""
+    """The per-step properties: closed exactly once (R-INV-8), owner-only delivery (R-INV-9),
+    timers and workers."""
     check_invariants(after)
     replies: dict[tuple[Hashable, Hashable], int] = {}
     outcome_pushes: dict[tuple[Hashable, Hashable], int] = {}
@@ -247,11 +248,10 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
         key = (event.conn, event.request_id)
         if key not in before.calls and key not in after.calls and replies.get(key) != 1:
             raise AssertionError(f"new request {key} answered {replies.get(key, 0)} times")
-    for key in (*replies, *outcome_pushes):
-        owner = key[0]
-        found = before.calls.get(key) or after.calls.get(key)
-        if found is not None and found.conn != owner:
-            raise AssertionError(f"outcome of {key} went to {owner}")
+    received = (getattr(event, "conn", None), getattr(event, "request_id", None))
+    for key in (*replies, *outcome_pushes):  # R-INV-9: to the connection that asked, only
+        if key not in before.calls and key not in after.calls and key != received:
+            raise AssertionError(f"{key} answered, but that connection has no such request")
 
 
 def _check_resolves(before: State, event: Event, after: State, effects: list[Effect]) -> None:

@@ -161,7 +161,10 @@ PLAIN, SENSITIVE, UNKNOWN = "echo", "rm", "ghost"
 READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get")
 UNKNOWN_REF = 10**6  # a ref no worker ever had
 ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
-PARAMS: dict[str, Any] = {"uri": "file:///tmp/x"}
+PARAMS: dict[str, dict[str, Any]] = {  # well-formed params of each read method (R-PROTO-7)
+    "resources/read": {"uri": "file:///tmp/x"},
+    "prompts/get": {"name": "greet"},
+}
 AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
 FORM: dict[str, Any] = {
     "message": "Who are you?",
@@ -524,7 +527,7 @@ class ReducerMachine(RuleBasedStateMachine):
         request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
         method = data.draw(st.sampled_from(READ_METHODS), label="method")
         caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
-        self.apply(ReadRequested(conn, request_id, method, PARAMS, self.now, caller))
+        self.apply(ReadRequested(conn, request_id, method, PARAMS[method], self.now, caller))
 
     def _caller_conn(self, data: st.DataObject) -> str:
         """Mostly a connection that can be asked, else any."""
@@ -720,7 +723,8 @@ class ReducerMachine(RuleBasedStateMachine):
         elif kind == "bad request id":  # R-ADM-0
             rid = data.draw(st.sampled_from(BAD_REQUEST_IDS), label="bad id")
             if data.draw(st.booleans(), label="read"):
-                self.apply(ReadRequested(conn, rid, READ_METHODS[0], PARAMS, self.now))
+                method = READ_METHODS[0]
+                self.apply(ReadRequested(conn, rid, method, PARAMS[method], self.now))
             else:
                 self.apply(ToolCallReceived(conn, rid, PLAIN, ARGUMENTS, self.now))
         elif kind == "request from no tool":  # R-CTX-1

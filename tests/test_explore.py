@@ -16,7 +16,7 @@ import functools
 import attrs
 import pytest
 
-from askgate.core import CancelTimer, Effect, Event, Resolve, State, TimerFired, step
+from askgate.core import CancelTimer, Effect, Event, Reply, Resolve, State, TimerFired, step
 from askgate.models.explore import SHARED, TIGHT, ExplorationError, Report, explore
 
 
@@ -96,6 +96,34 @@ def _leaves_a_timed_out_tool_waiting(state: State, event: Event) -> tuple[State,
     if isinstance(event, TimerFired) and event.key[0] == "client_request":
         effects = [e for e in effects if not isinstance(e, Resolve)]
     return after, effects
+
+
+def _answers_twice(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: every outcome it replies is sent twice."""
+    after, effects = step(state, event)
+    twice = [e for e in effects if isinstance(e, Reply) and e.message is not None]
+    return after, [*effects, *twice]
+
+
+def _copies_to_a_stranger(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: the outcome of a call of connection "a" also goes to "b"."""
+    after, effects = step(state, event)
+    leaked = [
+        attrs.evolve(e, conn="b")
+        for e in effects
+        if isinstance(e, Reply) and e.conn == "a" and e.message is not None
+    ]
+    return after, [*effects, *leaked]
+
+
+def test_R_INV_8_exploration_catches_a_call_closed_twice() -> None:
+    with pytest.raises(ExplorationError, match="answered twice"):
+        explore(TIGHT, depth=4, step_fn=_answers_twice)
+
+
+def test_R_INV_9_exploration_catches_an_outcome_sent_to_a_stranger() -> None:
+    with pytest.raises(ExplorationError, match="that connection has no such request"):
+        explore(TIGHT, depth=4, step_fn=_copies_to_a_stranger)
 
 
 @pytest.mark.parametrize(

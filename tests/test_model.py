@@ -18,6 +18,7 @@ import functools
 from collections import Counter
 from typing import Any, ClassVar
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -369,3 +370,37 @@ def test_R_CTX_6_machine_catches_a_tools_request_bug_the_model_shares(bug: str) 
 
     with pytest.raises(AssertionError, match="R-CTX-6"):
         run_state_machine_as_test(SameBugInModel, settings=PLANTED)
+
+
+# ---------------------------------------------------------------------------------------------
+# R-INV-8 and R-INV-9 are properties of steps: the machine checks them by itself, so a bug the
+# model shares is still caught.
+
+
+def _same_bug_in_both(bug: str) -> type[ReducerMachine]:
+    def plant(effects: list[Effect]) -> list[Effect]:
+        answered = [e for e in effects if isinstance(e, Reply) and e.message is not None][:1]
+        if bug == "answered twice":
+            return [*effects, *answered]
+        strangers = [attrs.evolve(e, conn="b" if e.conn != "b" else "a") for e in answered]
+        return [*effects, *strangers]
+
+    def step(state: Any, event: Event) -> tuple[Any, list[Effect]]:
+        state, effects = core.step(state, event)
+        return state, plant(effects)
+
+    class SameBugInModel(machine_for(step_fn=step, base=Crowded)):  # type: ignore[misc]
+        def _compare_effects(self, ev: Event, real: list[Effect], model: list[Effect]) -> None:
+            super()._compare_effects(ev, real, plant(model))
+
+    return SameBugInModel
+
+
+def test_R_INV_8_machine_catches_a_call_answered_twice_even_if_the_model_agrees() -> None:
+    with pytest.raises(AssertionError, match="R-DLV-1"):
+        run_state_machine_as_test(_same_bug_in_both("answered twice"), settings=PLANTED)
+
+
+def test_R_INV_9_machine_catches_an_outcome_to_a_stranger_even_if_the_model_agrees() -> None:
+    with pytest.raises(AssertionError, match="R-DLV-1"):
+        run_state_machine_as_test(_same_bug_in_both("to a stranger"), settings=PLANTED)

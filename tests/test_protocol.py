@@ -14,12 +14,14 @@ from askgate.core import (
     CatalogChanged,
     Deny,
     Effect,
+    Emit,
     Failure,
     FilterTools,
     LogEmitted,
     MessageReceived,
     OptionError,
     Push,
+    ReadRequested,
     Reply,
     ResourceUpdated,
     RunRead,
@@ -27,6 +29,7 @@ from askgate.core import (
     StartWorker,
     SubscriberAttached,
     SubscriberDetached,
+    ToolCallReceived,
     ToolInfo,
     ToolRegistered,
     ToolUnregistered,
@@ -145,6 +148,26 @@ def test_R_PROTO_3_second_initialize_changes_nothing() -> None:
     assert only_reply(effects)["result"]["protocolVersion"] == "2025-06-18"
 
 
+def test_R_PROTO_3_an_initialize_after_eviction_makes_the_connection_askable_again() -> None:
+    h = stdio(has_authorizer=True, max_client_capabilities=1)
+    h.feed(SubscriberAttached("t"))
+    send(h, "s", initialize("2025-06-18"))
+    effects = send(h, "t", initialize("2025-06-18"))  # the cap is 1: "s" is evicted
+    assert [e for e in effects if isinstance(e, Emit)]
+    assert not h.state.conns["s"].can_elicit
+    h.call("s", 1, arguments={"text": "t"})
+    effects = h.finish(h.worker(), Ask("ok?"))
+    assert deny_payload(only_reply(effects))["decision"] == "ask"  # the deny-on-ASK
+    assert not pushes(effects)
+    effects = send(h, "s", initialize("2025-11-25"))  # initializes again: recorded afresh
+    assert only_reply(effects)["result"]["protocolVersion"] == "2025-06-18"
+    assert h.state.conns["s"].can_elicit
+    assert not h.state.conns["t"].can_elicit
+    h.call("s", 2, arguments={"text": "t"})
+    effects = h.finish(h.worker(), Ask("ok?"))
+    assert [p.message["method"] for p in pushes(effects)] == ["elicitation/create"]
+
+
 def test_R_PROTO_3_elicitation_mode_only_for_clients_that_know_it() -> None:
     for version, has_mode in (("2025-06-18", False), ("2025-11-25", True)):
         h = stdio(has_authorizer=True)
@@ -184,6 +207,14 @@ def test_R_PROTO_6_tools_call_params_must_be_well_formed(params: object) -> None
     assert not h.state.calls
 
 
+@pytest.mark.parametrize("tool", [None, 5, ["echo"], {"name": "echo"}])
+def test_R_PROTO_6_a_tool_call_event_naming_no_string_is_invalid_params(tool: object) -> None:
+    h = stdio()
+    effects = h.feed(ToolCallReceived("s", 1, tool, {}, 0))  # type: ignore[arg-type]
+    assert only_reply(effects)["error"]["code"] == -32602
+    assert not h.state.calls
+
+
 def test_R_PROTO_6_arguments_are_validated_before_the_authorizer() -> None:
     h = stdio(has_authorizer=True)
     effects = send(h, "s", request(1, "tools/call", {"name": "echo", "arguments": {"text": 5}}))
@@ -217,13 +248,30 @@ def test_R_PROTO_6_a_tool_with_a_broken_schema_is_refused_at_registration() -> N
         ("completion/complete", {"ref": "x"}),
         ("logging/setLevel", {"level": "loud"}),
         ("logging/setLevel", {}),
+        ("logging/setLevel", {"level": []}),
+        ("logging/setLevel", {"level": {"a": 1}}),
+        ("logging/setLevel", {"level": 3}),
     ],
 )
 def test_R_PROTO_7_read_params_are_checked_before_the_gate(method: str, params: object) -> None:
+    for read_authorizer in (True, False):
+        h = stdio(has_read_authorizer=read_authorizer)
+        for effects in (
+            send(h, "s", request(1, method, params)),
+            h.feed(ReadRequested("s", 2, method, params, 0)),
+        ):
+            assert only_reply(effects)["error"]["code"] == -32602
+            assert not [e for e in effects if isinstance(e, StartWorker)]
+        assert not h.state.calls
+        assert only_reply(send(h, "s", request(3, "ping")))["result"] == {}  # still serving
+
+
+@pytest.mark.parametrize("method", ["tools/call", "ping", "initialize", "nope", ["resources/read"]])
+def test_R_PROTO_7_a_read_event_names_a_read_method(method: object) -> None:
     h = stdio(has_read_authorizer=True)
-    effects = send(h, "s", request(1, method, params))
-    assert only_reply(effects)["error"]["code"] == -32602
-    assert not [e for e in effects if isinstance(e, StartWorker)]
+    effects = h.feed(ReadRequested("s", 1, method, {"uri": "u"}, 0))  # type: ignore[arg-type]
+    assert only_reply(effects)["error"]["code"] == -32601
+    assert not h.state.calls
 
 
 def test_R_PROTO_7_reads_go_through_the_read_authorizer_then_are_answered() -> None:

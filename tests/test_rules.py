@@ -129,6 +129,27 @@ def test_R_TOOL_1_registration_events_change_what_is_callable() -> None:
     assert only_reply(h.effects)["error"]["code"] == -32601
 
 
+@pytest.mark.parametrize(
+    ("annotations", "sensitive"),
+    [
+        ({"destructiveHint": True}, True),
+        ({"sensitive": True}, True),
+        ({"destructiveHint": False, "readOnlyHint": True}, False),
+        ({"destructiveHint": "true"}, False),  # only the JSON true counts
+        ("not an object", False),
+    ],
+)
+def test_R_TOOL_1_annotations_make_a_registered_tool_sensitive(
+    annotations: object, sensitive: bool
+) -> None:
+    h = Harness()
+    definition = {"name": "wipe", "inputSchema": {"type": "object"}, "annotations": annotations}
+    h.feed(ToolRegistered("wipe", definition=definition))  # the event's flag left False
+    effects = h.call("a", 1, "wipe")
+    assert h.state.tools["wipe"].sensitive is sensitive
+    assert bool([e for e in effects if isinstance(e, StartWorker)]) is not sensitive
+
+
 def test_R_TOOL_2_tool_unregistered_while_parked_is_not_run() -> None:
     h = Harness(has_authorizer=True)
     h.connect("a")
@@ -905,7 +926,7 @@ def test_R_WORK_2_a_worker_past_its_deadline_is_killed() -> None:
     effects = h.feed(TimerFired(("worker", 1), 50))
     assert effects[0] == KillWorker(1)
     assert deny_free_busy(only_reply(effects)) == {"error": "callback_timeout"}
-    h.feed(ReadRequested("a", 2, "prompts/get", {}, 0))
+    h.feed(ReadRequested("a", 2, "prompts/get", {"name": "p"}, 0))
     effects = h.feed(TimerFired(("worker", h.worker()), 50))
     assert only_reply(effects)["error"]["data"] == {
         "error": "callback_timeout",
@@ -922,10 +943,10 @@ def test_R_WORK_3_raising_or_off_contract_callbacks_answer_callback_failed() -> 
     h.call("a", 2)
     effects = h.finish(h.worker(), "not a result object")
     assert deny_free_busy(only_reply(effects)) == {"error": "callback_failed"}
-    h.feed(ReadRequested("a", 3, "resources/read", {}, 0))
+    h.feed(ReadRequested("a", 3, "resources/read", {"uri": "u"}, 0))
     effects = h.feed(WorkerFailed(h.worker(), 0))
     assert only_reply(effects)["error"]["data"]["error"] == "callback_failed"
-    h.feed(ReadRequested("a", 4, "resources/read", {}, 0))
+    h.feed(ReadRequested("a", 4, "resources/read", {"uri": "u"}, 0))
     effects = h.finish(h.worker(), [1, 2])
     assert only_reply(effects)["error"]["data"]["error"] == "callback_failed"
     assert h.state.in_flight_total == 0
@@ -977,7 +998,7 @@ def test_R_READ_1_read_authorizer_gates_reads() -> None:
 def test_R_READ_2_read_denies_never_park_nor_echo_the_prompt(decision: object, detail: str) -> None:
     h = Harness(has_read_authorizer=True)
     h.connect("a")
-    h.feed(ReadRequested("a", 1, "resources/read", {}, 0))
+    h.feed(ReadRequested("a", 1, "resources/read", {"uri": "u"}, 0))
     effects = h.finish(1, decision)
     assert "secret operator prompt" not in repr(effects)
     assert not pushes(effects)

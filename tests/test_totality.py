@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from askgate.core import (
     EVENT_TRANSITIONS,
@@ -205,8 +207,7 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
     workers = set(before.workers)
     if isinstance(event, WorkerFinished | WorkerFailed):
         workers.discard(event.ref)  # it ended by itself
-    owners = {key: call.conn for key, call in before.calls.items()}
-    replied: set[object] = set()
+    replied: set[tuple[object, str]] = set()
     for effect in effects:
         match effect:
             case StartTimer(key=timer, deadline=deadline):
@@ -223,8 +224,9 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
                 assert ref in workers
                 workers.discard(ref)
             case Reply(conn=conn, request_id=rid, message=message):
-                assert (conn, rid) not in replied, f"two replies to {(conn, rid)}"
-                replied.add((conn, rid))
+                key = (conn, repr(rid))  # an embedder's malformed id may be unhashable
+                assert key not in replied, f"two replies to {(conn, rid)}"
+                replied.add(key)
                 if message is not None:
                     json.dumps(message, allow_nan=False)
             case Push(message=message):
@@ -236,9 +238,13 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
             case _:
                 raise AssertionError(f"not an effect: {effect!r}")
     assert workers == set(after.workers)
-    for call_key, conn in owners.items():
-        if call_key in after.calls:
-            assert after.calls[call_key].conn == conn
+    asked = {(conn, repr(rid)) for conn, rid in (*before.calls, *after.calls)}
+    if isinstance(event, MessageReceived):  # its requests' ids are inside the bytes
+        asked |= {key for key in replied if key[0] == event.conn}
+    elif isinstance(event, ToolCallReceived | ReadRequested):
+        asked.add((event.conn, repr(event.request_id)))
+    for key in replied:  # R-INV-9: only a connection that asked gets an answer
+        assert key in asked, f"{key} answered, but that connection asked nothing under that id"
 
 
 def _fired(event: Event) -> set[tuple[str, object]]:
@@ -299,6 +305,76 @@ def test_R_INV_4_totality_every_event_in_reached_states(index: int) -> None:
         }
         armed -= {e.key for e in effects if isinstance(e, CancelTimer)}
         assert armed == live_timers(after), event
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(("", "u", "echo", "rm", "info", "loud", "2025-06-18")),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+PARAM_KEYS = (
+    "name", "arguments", "uri", "level", "ref", "argument", "cursor", "capabilities",
+    "protocolVersion", "requestId", "reason", "_meta", "action", "content",
+)  # fmt: skip
+METHODS = (
+    "initialize", "ping", "tools/list", "tools/call", "resources/list",
+    "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
+    "prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
+    "notifications/cancelled", "notifications/initialized", "nope",
+)  # fmt: skip
+PARAMS_VALUES = (
+    st.dictionaries(st.sampled_from(PARAM_KEYS), JSON_VALUES, max_size=4)
+    | st.fixed_dictionaries({"_meta": st.dictionaries(st.just("progressToken"), JSON_VALUES)})
+    | JSON_VALUES
+)
+
+
+@st.composite
+def peer_events(draw: st.DrawFn, state: State) -> Event:
+    """An event carrying what a peer sent, with any JSON where a field comes from the peer."""
+    conn = draw(st.sampled_from(CONNS))
+    rid = draw(st.sampled_from(IDS) | JSON_VALUES)
+    eids = [*state.parked, *state.client_requests]
+    eid = draw(st.sampled_from(eids) | JSON_VALUES) if eids else draw(JSON_VALUES)
+    kind = draw(st.sampled_from(("message", "read", "call", "answer", "cancel", "initialized")))
+    if kind == "message":
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": draw(st.sampled_from(METHODS))}
+        if draw(st.booleans()):
+            message["id"] = rid
+        if draw(st.booleans()):
+            message["params"] = draw(PARAMS_VALUES)
+        return MessageReceived(conn, json.dumps(message).encode(), 0, caller="k")
+    if kind == "read":
+        method = draw(st.sampled_from(METHODS) | JSON_VALUES)
+        return ReadRequested(conn, rid, method, draw(PARAMS_VALUES), 0)  # type: ignore[arg-type]
+    if kind == "call":
+        tool = draw(st.sampled_from(("echo", "rm", "nope")) | JSON_VALUES)
+        return ToolCallReceived(conn, rid, tool, draw(JSON_VALUES), 0)  # type: ignore[arg-type]
+    if kind == "answer":
+        return ElicitationAnswered(conn, eid, draw(JSON_VALUES), 0, draw(JSON_VALUES))
+    if kind == "cancel":
+        return CancelRequested(conn, rid, 0)
+    return ClientInitialized(conn, draw(JSON_VALUES))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_R_PROTO_1_any_peer_input_in_any_reached_state_lands_in_a_valid_state(
+    data: st.DataObject,
+) -> None:
+    """Whatever a peer sends, in any field, in any reached state: never an exception, a state
+    that passes ``check_invariants`` and well-formed effects (bad input gets an answer)."""
+    before = data.draw(st.sampled_from(STATES), label="state")
+    event = data.draw(peer_events(before), label="event")
+    after, effects = step(before, event)
+    check_invariants(after)
+    check_effects(before, event, after, effects)
 
 
 def test_walks_reach_interesting_states() -> None:
