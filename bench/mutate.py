@@ -1,7 +1,8 @@
 """Mutation testing of the reducer: evidence that the checks can fail.
 
     python bench/mutate.py [--jobs N] [--budget SECONDS] [--only NAME ...] [--full]
-                           [--files TEST_FILE ...] [--source worktree|head] [--keep] [--list]
+                           [--files TEST_FILE ...] [--model-suite] [--source worktree|head]
+                           [--out PATH] [--keep] [--list]
 
 Each mutant below is one hand-written, plausible bug: an exact edit (old text -> new text) of
 one file under ``core/``; the old text must occur exactly once. For each mutant the repository
@@ -17,8 +18,16 @@ mutant runs; and each mutant checks that the module it imports holds the mutated
 
 A mutant is *killed* when a test file fails, *timeout* when it runs past its budget (counted as
 killed: the suite did not pass), *survived* when every file passes. Results go to
-``bench/results/mutation.json``; the exit status is 1 when a mutant survived that is not marked
-equivalent (see "Equivalent mutants" in spec/rules.md), or a mutant could not be applied.
+``bench/results/mutation.json`` (or ``--out``); the exit status is 1 when a mutant survived that
+is not marked equivalent (see "Equivalent mutants" in spec/rules.md), or a mutant could not be
+applied. A kill is credited to the first file that fails, in the order above, so the results
+say what the whole suite kills, not what each checker kills alone.
+
+``--model-suite`` measures the model-based suite alone: ``tests/test_explore.py`` (the exhaustive
+explorer) and ``tests/test_model.py`` (the Hypothesis machine against the reference model), no
+other test file, results in ``bench/results/mutation_model.json``. Mutants of what the model
+leaves out by design (``outside_model``: the wire codec, the protocol layer, progress and logs,
+the invariant checker itself) are not run; the report lists them with the reason.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "mutation.json"
+MODEL_RESULTS = ROOT / "bench" / "results" / "mutation_model.json"
 
 # Test files in the order they run for a mutant: the fastest, most pointed killers first.
 # A file that does not exist in the copy (test_model.py before it lands) is skipped.
@@ -61,6 +71,8 @@ REDUCER_SUITE = (
     "tests/test_model.py",
     "tests/test_mutation_kills.py",
 )
+# The model-based suite alone (``--model-suite``): the explorer first, it is the faster.
+MODEL_SUITE = ("tests/test_explore.py", "tests/test_model.py")
 SUITES: dict[str, tuple[str, ...]] = {
     # CrossHair checks only the contracts of decide.py: it runs for decide.py mutants, last.
     "core/decide.py": (*REDUCER_SUITE, "tests/test_crosshair.py"),
@@ -88,6 +100,9 @@ class Mutant:
     # has moved on): used when ``old`` does not occur. Exactly one spelling must occur, once.
     or_old: str = ""
     or_new: str = ""
+    # Why the model-based suite (the reference model and the explorer) cannot kill the mutant by
+    # design, when it mutates what the model leaves out (``--model-suite`` skips it).
+    outside_model: str = ""
 
     # The test files to run, when not those of SUITES (``--files``).
     files: tuple[str, ...] = ()
@@ -101,6 +116,30 @@ DECIDE = "core/decide.py"
 INVARIANTS = "core/invariants.py"
 OPTIONS = "core/options.py"
 CODEC = "core/codec.py"
+PROTOCOL = "core/protocol.py"
+
+# Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
+# covers ..."): ``--model-suite`` skips these and says so in its report.
+_WIRE = (
+    "the wire codec: the model and the explorer feed decoded events, never bytes "
+    "(MessageReceived is not modelled)"
+)
+_PROTOCOL_LAYER = (
+    "the protocol layer of spec/protocol.md (list methods, pagination, initialize) is not modelled"
+)
+_CHECKER = (
+    "a mutant of check_invariants, not of the reducer: the reducer behaves the same, so no "
+    "comparison of its effects or states with the model's can fail; only a test that feeds the "
+    "checker a corrupted state can"
+)
+_NOT_DRAWN = (
+    "progress and logs (R-CTX-2, R-CTX-3) depend on protocol state (a progressToken, "
+    "logging/setLevel) the model does not keep: ToolProgressed and ToolLogged are not drawn"
+)
+_NO_REVISION = (
+    "the model keeps no negotiated protocol revision (initialize is protocol state): the "
+    "machine never negotiates one, so the mode field is always sent"
+)
 
 _EVICTION = """\
     if verdict == "evict":  # R-PARK-3, R-PARK-4
@@ -159,6 +198,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-CAP-3", "R-INV-1"),
         "one capabilities entry more than max_client_capabilities is kept",
     ),
+    Mutant(
+        "page-size-plus-one",
+        PROTOCOL,
+        "ordered[offset : offset + page_size]",
+        "ordered[offset : offset + page_size + 1]",
+        ("R-PROTO-9",),
+        "a page holds one entry more than page_size: the next page repeats it",
+        outside_model=_PROTOCOL_LAYER,
+    ),
     # --- caps: one too few ------------------------------------------------------------------
     Mutant(
         "park-conn-cap-minus-one",
@@ -199,6 +247,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if len(d.cap_unsubscribed) + len(d.cap_live) >= limit:  # R-CAP-3\n",
         ("R-CAP-3",),
         "an entry is evicted when the map is merely full",
+    ),
+    Mutant(
+        "ctx-request-cap-minus-one",
+        REDUCER,
+        "    if len(outstanding) >= d.options.max_client_requests_per_call:\n",
+        "    if len(outstanding) >= d.options.max_client_requests_per_call - 1:\n",
+        ("R-CTX-4",),
+        "a tool is refused its last outstanding request to the client",
+    ),
+    Mutant(
+        "page-size-minus-one",
+        PROTOCOL,
+        "ordered[offset : offset + page_size]",
+        "ordered[offset : offset + page_size - 1]",
+        ("R-PROTO-9",),
+        "a page holds one entry fewer than page_size: the last of each page is never listed",
+        outside_model=_PROTOCOL_LAYER,
     ),
     Mutant(
         "share-default-rounds-up",
@@ -308,6 +373,15 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if kind != "TimerFired":\n        out.append(CancelTimer((WORKER_TIMER, ref)))\n',
         ("R-WORK-2",),
         "a worker past its deadline is answered for but left running",
+    ),
+    Mutant(
+        "worker-finish-keeps-timer",
+        REDUCER,
+        "    else:\n        out.append(CancelTimer((WORKER_TIMER, ref)))\n",
+        '    elif kind != "WorkerFinished":\n'
+        "        out.append(CancelTimer((WORKER_TIMER, ref)))\n",
+        ("R-WORK-3", "R-INV-4"),
+        "a worker that finishes normally keeps its timer armed (only a failed one's is cancelled)",
     ),
     Mutant(
         "stale-worker-event-acted-on",
@@ -519,6 +593,36 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-DLV-3", "R-DLV-1"),
         "a push-mode outcome is sent as a second Reply instead of a Push",
     ),
+    Mutant(
+        "push-mode-outcome-to-another-connection",
+        REDUCER,
+        "        out.append(Push(call.conn, message, call.request_id))\n",
+        "        out.append(Push(next(k[0] for k in d.calls if k[1] == call.request_id), "
+        "message, call.request_id))\n",
+        ("R-DLV-1", "R-DLV-3", "R-INV-9"),
+        "a push-mode outcome is routed by request id alone (ids are unique per connection only):"
+        " it goes to the first connection with an open call of that id",
+    ),
+    Mutant(
+        "prompt-to-another-connection",
+        REDUCER,
+        "    out.append(Push(call.conn, request, call.request_id))\n",
+        "    out.append(Push(next(k[0] for k in d.calls if k[1] == call.request_id), "
+        "request, call.request_id))\n",
+        ("R-PARK-2", "R-DLV-1", "R-INV-9"),
+        "an elicitation/create prompt is routed by request id alone: it goes to the first"
+        " connection with an open call of that id",
+    ),
+    Mutant(
+        "ctx-request-to-another-connection",
+        REDUCER,
+        "    out.append(Push(call.conn, m.client_request(rid, method, params), call.request_id))\n",
+        "    out.append(Push(next(k[0] for k in d.calls if k[1] == call.request_id), "
+        "m.client_request(rid, method, params), call.request_id))\n",
+        ("R-CTX-4", "R-INV-9"),
+        "a tool's own request (elicitation/create, sampling) is routed by request id alone: it"
+        " goes to the first connection with an open call of that id",
+    ),
     # --- admission --------------------------------------------------------------------------
     Mutant(
         "duplicate-id-check-removed",
@@ -664,6 +768,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:\n",
         ("R-INV-1",),
         "check_invariants does not check the per-connection parked cap",
+        outside_model=_CHECKER,
     ),
     Mutant(
         "check-misses-per-connection-share",
@@ -672,6 +777,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:\n",
         ("R-INV-1",),
         "check_invariants does not check the per-connection worker share",
+        outside_model=_CHECKER,
     ),
     Mutant(
         "check-misses-unsubscribed-parked-owner",
@@ -680,6 +786,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:\n",
         ("R-INV-5",),
         "check_invariants does not check that a parked call's owner is subscribed",
+        outside_model=_CHECKER,
     ),
     # --- a running tool's context (R-CTX) -----------------------------------------------------
     Mutant(
@@ -740,6 +847,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if True:\n",
         ("R-CTX-4",),
         "a 2025-06-18 client is sent the mode field it does not know",
+        outside_model=_NO_REVISION,
     ),
     Mutant(
         "ctx-authorizer-may-ask",
@@ -756,6 +864,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if progress.last is not None and value < progress.last:\n",
         ("R-CTX-2",),
         "a progress value equal to the last is sent again",
+        outside_model=_NOT_DRAWN,
     ),
     Mutant(
         "ctx-log-ignores-level",
@@ -764,6 +873,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if rank is None or wanted is None:\n",
         ("R-CTX-3",),
         "a tool's log below the caller's level is sent",
+        outside_model=_NOT_DRAWN,
     ),
     Mutant(
         "ctx-timeout-not-resolved",
@@ -788,6 +898,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("R-INV-7",),
         "check_invariants does not check a running tool's requests",
+        outside_model=_CHECKER,
     ),
     # --- the wire codec ---------------------------------------------------------------------
     Mutant(
@@ -797,6 +908,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if len(data) >= max_bytes:\n",
         ("R-WIRE-2",),
         "a message of exactly the byte cap is refused",
+        outside_model=_WIRE,
     ),
     Mutant(
         "codec-depth-minus-one",
@@ -805,6 +917,25 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return bool(signs) and max(accumulate(array("b", signs))) >= limit\n',
         ("R-WIRE-6",),
         "nesting of exactly 64 is refused",
+        outside_model=_WIRE,
+    ),
+    Mutant(
+        "codec-byte-cap-plus-one",
+        CODEC,
+        "        if len(data) > max_bytes:\n",
+        "        if len(data) > max_bytes + 1:\n",
+        ("R-WIRE-2",),
+        "a message one byte over the byte cap is parsed",
+        outside_model=_WIRE,
+    ),
+    Mutant(
+        "codec-depth-plus-one",
+        CODEC,
+        '    return bool(signs) and max(accumulate(array("b", signs))) > limit\n',
+        '    return bool(signs) and max(accumulate(array("b", signs))) > limit + 1\n',
+        ("R-WIRE-6",),
+        "nesting of 65 is accepted",
+        outside_model=_WIRE,
     ),
     Mutant(
         "codec-bool-id",
@@ -814,6 +945,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return isinstance(value, (str, int))\n",
         ("R-WIRE-8",),
         "true is accepted as an id on the wire",
+        outside_model=_WIRE,
     ),
 )
 
@@ -1120,6 +1252,15 @@ def _table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def _kills_by_file(killed: list[Outcome]) -> dict[str, int]:
+    """How many mutants each test file killed first (the first file that failed or timed out)."""
+    counts: dict[str, int] = {}
+    for o in killed:
+        first = next(r for r in o.runs if r.status in ("failed", "timeout"))
+        counts[first.file] = counts.get(first.file, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def _record(o: Outcome) -> dict[str, Any]:
     return {
         "name": o.mutant.name,
@@ -1132,6 +1273,7 @@ def _record(o: Outcome) -> dict[str, Any]:
         "killed_by": o.killed_by,
         "seconds": round(o.seconds, 2),
         "equivalent": o.mutant.equivalent,
+        "outside_model": o.mutant.outside_model,
         "error": o.error,
         "runs": [
             {
@@ -1163,11 +1305,30 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run only these test files (e.g. tests/test_model.py: what one checker kills alone)",
     )
-    parser.add_argument("--source", choices=("worktree", "head"), default="worktree")
+    parser.add_argument(
+        "--model-suite",
+        action="store_true",
+        help="run only the model-based suite (" + ", ".join(MODEL_SUITE) + "), skipping the "
+        "mutants outside the model; results in " + str(MODEL_RESULTS.relative_to(ROOT)),
+    )
+    parser.add_argument(
+        "--source",
+        choices=("worktree", "head"),
+        default="worktree",
+        help="copy the working tree (the default) or the committed HEAD (others' uncommitted "
+        "edits stay out)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the results file (default {RESULTS.relative_to(ROOT)}, or "
+        f"{MODEL_RESULTS.relative_to(ROOT)} with --model-suite)",
+    )
     args = parser.parse_args(argv)
+    out_path: Path = args.out or (MODEL_RESULTS if args.model_suite else RESULTS)
 
     names = [mutant.name for mutant in MUTANTS]
     if len(set(names)) != len(names):
@@ -1177,8 +1338,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mutant.name:42} {mutant.path:20} {mutant.what}")
         return 0
     chosen = [m for m in MUTANTS if args.only is None or m.name in args.only]
-    if args.files is not None:
-        chosen = [dataclasses.replace(m, files=tuple(args.files)) for m in chosen]
+    skipped: list[Mutant] = []
+    files = args.files
+    if args.model_suite:
+        skipped = [m for m in chosen if m.outside_model]
+        chosen = [m for m in chosen if not m.outside_model]
+        files = MODEL_SUITE if files is None else files
+    if files is not None:
+        chosen = [dataclasses.replace(m, files=tuple(files)) for m in chosen]
     unknown = set(args.only or ()) - set(names)
     if unknown:
         raise SystemExit(f"unknown mutants: {sorted(unknown)}")
@@ -1200,6 +1367,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(chosen)} mutants, {args.jobs} at a time, each with a budget of "
             f"{args.budget:.0f}s or 3x its files' unmutated time if more"
         )
+        for m in skipped:
+            print(f"  skipped  {m.name}: outside the model: {m.outside_model}")
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = [
                 pool.submit(
@@ -1241,6 +1410,10 @@ def main(argv: list[str] | None = None) -> int:
     for o in errors:
         print(f"error: {o.mutant.name}: {o.error}")
     scored = len(outcomes) - len(errors)
+    by_file = _kills_by_file(killed)
+    print("killed first by: " + ", ".join(f"{Path(f).name} {n}" for f, n in by_file.items()))
+    if skipped:
+        print(f"skipped, outside the model: {len(skipped)} ({', '.join(m.name for m in skipped)})")
     print(f"mutation score: {len(killed)}/{scored} killed ({wall:.0f}s wall, {args.jobs} jobs)")
 
     head = _git("rev-parse", "HEAD").decode().strip()
@@ -1255,6 +1428,7 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": args.jobs,
         "budget_seconds": args.budget,
         "full": args.full,
+        "test_files": list(files) if files is not None else "per mutant (SUITES)",
         "wall_seconds": round(wall, 1),
         "unmutated_seconds_per_file": timings,
         "mutants": len(outcomes),
@@ -1263,11 +1437,15 @@ def main(argv: list[str] | None = None) -> int:
         "timeouts": [o.mutant.name for o in outcomes if o.status == "timeout"],
         "errors": [o.mutant.name for o in errors],
         "score": f"{len(killed)}/{scored}",
+        "killed_first_by_file": by_file,
+        "skipped_outside_model": [
+            {"name": m.name, "file": m.path, "reason": m.outside_model} for m in skipped
+        ],
         "results": [_record(o) for o in outcomes],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out_path.relative_to(ROOT) if out_path.is_relative_to(ROOT) else out_path}")
     return 1 if unexplained or errors else 0
 
 
