@@ -31,9 +31,13 @@ check: lint typecheck test
 spec: $(STAMP)
 	$(BIN)/python -m askgate.specdoc .
 
-# Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes).
+# Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes): the cap
+# configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
+# capabilities, no authorizer) 8 and 9 deep.
 verify: $(STAMP)
-	$(BIN)/python -m askgate.models.explore --depth 10
+	$(BIN)/python -m askgate.models.explore --depth 10 --config tight --config shared
+	$(BIN)/python -m askgate.models.explore --depth 8 --config edges
+	$(BIN)/python -m askgate.models.explore --depth 9 --config open
 
 # CrossHair checks the pre:/post: contracts of the reducer's decision functions.
 crosshair: $(STAMP)

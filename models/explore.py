@@ -4,8 +4,15 @@ Breadth-first over every event sequence from a finite alphabet, up to a depth, d
 states up to renaming (worker refs, elicitation ids and counters are names, not meaning). In
 every state reached it checks ``check_invariants``; on every transition it checks that each
 request that ends gets exactly one ending (one ``Reply``, or in push mode one outcome ``Push``
-after the empty reply), that calls still open got no outcome, that outcomes go only to their
-owners, and that the shell's timers and workers stay equal to the state's.
+after the empty reply), an empty one exactly when it was dropped, that calls still open got no
+outcome, that a reused id is refused without touching its call, that outcomes, prompts and
+withdrawals go only to their owners (R-INV-8, R-INV-9), that no unregistered tool is started,
+and that the shell's timers and workers stay equal to the state's.
+
+Four configurations: ``tight`` and ``shared`` fill the parking caps; ``edges`` adds reads
+through a read authorizer, capability eviction, tools unregistered and registered again,
+malformed and reused ids, stale worker events and every refusing answer; ``open`` runs with no
+authorizer and a sensitive tool registered late.
 
     python -m askgate.models.explore [--depth N] [--max-states N]
 
@@ -37,12 +44,15 @@ from askgate.core import (
     Deny,
     Effect,
     ElicitationAnswered,
+    Emit,
     Event,
     KillWorker,
     Options,
     Push,
+    ReadRequested,
     Reply,
     Resolve,
+    RunTool,
     Stage,
     StartTimer,
     StartWorker,
@@ -52,7 +62,9 @@ from askgate.core import (
     TimerFired,
     ToolCallReceived,
     ToolInfo,
+    ToolRegistered,
     ToolRequested,
+    ToolUnregistered,
     WorkerFailed,
     WorkerFinished,
     check_invariants,
@@ -60,6 +72,7 @@ from askgate.core import (
     live_timers,
     step,
 )
+from askgate.core.state import Call
 
 CONNS = ("a", "b", "c")
 REQUEST_IDS = (1, 2)
@@ -69,6 +82,12 @@ DECLINE = {"action": "decline"}
 FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
 ANSWER = {"action": "accept", "content": {}}
 TOKEN = "tool"  # the shell's name for a waiting tool: one per worker is enough here
+READ_ID = 5
+REFUSALS: tuple[object, ...] = (
+    {"action": "cancel"},
+    {"action": "accept", "content": {"approve": False}},
+    {"action": "accept", "content": {"approve": "true"}},
+)
 
 # Every path starts with the three connections live and initialized (a later detach, attach
 # and re-initialize of "c" makes it one that cannot be asked):
@@ -106,7 +125,25 @@ SHARED = Options(
 )
 """Two per connection, three in all: eviction of a top holder and the deny to an equal one."""
 
-CONFIGS = {"tight": TIGHT, "shared": SHARED}
+EDGES = Options(
+    has_authorizer=True,
+    has_read_authorizer=True,
+    max_parked_elicitations=1,
+    max_parked_elicitations_total=2,
+    max_in_flight=2,
+    max_in_flight_per_connection=1,
+    max_client_capabilities=2,
+    max_client_requests_per_call=1,
+)
+"""The edges: reads through the read authorizer (R-READ-*), two capability entries for three
+connections (the prelude already evicts one, R-CAP-3), the tool unregistered and registered
+again (R-TOOL-2), malformed and reused request ids (R-ADM-0, R-ADM-1), stale worker events
+(R-WORK-4), and every kind of refusing answer (R-CLOSE-2)."""
+
+OPEN = Options(max_in_flight=2, max_in_flight_per_connection=1, max_client_requests_per_call=1)
+"""No authorizer: tools run at once, and a sensitive tool registered late is denied (R-ADM-3)."""
+
+CONFIGS = {"tight": TIGHT, "shared": SHARED, "edges": EDGES, "open": OPEN}
 
 
 class ExplorationError(AssertionError):
@@ -155,6 +192,42 @@ def alphabet(state: State) -> Iterator[Event]:
     for conn in CONNS:
         if conn in state.callers:
             yield CallerExited(conn, 0)
+    opts = state.options
+    if opts.has_read_authorizer or not opts.has_authorizer:
+        yield from _edges(state)
+
+
+def _edges(state: State) -> Iterator[Event]:
+    """The EDGES and OPEN configurations' extra events."""
+    if state.options.has_read_authorizer:
+        for conn in CONNS[:2]:
+            if (conn, READ_ID) not in state.calls:
+                yield ReadRequested(conn, READ_ID, "resources/read", {"uri": "demo://x"}, 0)
+        for call in state.calls.values():
+            if call.stage is Stage.READ_AUTHORIZING:  # R-READ-2 (its other outcomes: above)
+                yield WorkerFinished(call.worker, Allow(), 0)
+                yield WorkerFinished(call.worker, Ask("ok?"), 0)
+                yield WorkerFinished(call.worker, Deny("no"), 0)
+        for (owner, _), call in state.calls.items():
+            if call.stage is Stage.PARKED:
+                for refusal in REFUSALS:
+                    yield ElicitationAnswered(owner, call.elicitation_id, refusal, 0)
+    else:
+        if "rm" not in state.tools:
+            yield ToolRegistered("rm", sensitive=True)
+        yield ToolCallReceived("a", 4, "rm", None, 0)
+    if "echo" in state.tools:
+        yield ToolUnregistered("echo")
+    else:
+        yield ToolRegistered("echo")
+    yield ToolCallReceived("b", None, "echo", None, 0)  # R-ADM-0
+    for owner, rid in list(state.calls)[:1]:  # R-ADM-1: the id of an open call, again
+        yield ToolCallReceived(owner, rid, "echo", None, 0)
+    stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
+    if stale >= 0 and stale not in state.workers:
+        yield WorkerFinished(stale, Allow(), 0)
+        yield WorkerFailed(stale, 0)
+        yield TimerFired(("worker", stale), 0)
 
 
 def canonical(state: State) -> Hashable:
@@ -194,7 +267,7 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
     """The per-step properties: closed exactly once (R-INV-8), owner-only delivery (R-INV-9),
     timers and workers."""
     check_invariants(after)
-    replies: dict[tuple[Hashable, Hashable], int] = {}
+    replies: dict[tuple[Hashable, Hashable], list[Reply]] = {}
     outcome_pushes: dict[tuple[Hashable, Hashable], int] = {}
     timers = set(live_timers(before))
     workers = set(before.workers)
@@ -204,8 +277,7 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
         workers.discard(event.ref)
     for effect in effects:
         if isinstance(effect, Reply):
-            key = (effect.conn, effect.request_id)
-            replies[key] = replies.get(key, 0) + 1
+            replies.setdefault((effect.conn, effect.request_id), []).append(effect)
         elif isinstance(effect, Push) and "method" not in effect.message:
             key = (effect.conn, effect.message["id"])
             outcome_pushes[key] = outcome_pushes.get(key, 0) + 1
@@ -219,6 +291,8 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
             timers.discard(effect.key)
         elif isinstance(effect, StartWorker):
             workers.add(effect.ref)
+            if isinstance(effect.job, RunTool) and effect.job.tool not in after.tools:
+                raise AssertionError(f"{effect!r} runs a tool that is not registered (R-TOOL-2)")
         elif isinstance(effect, KillWorker):
             if effect.ref not in workers:
                 raise AssertionError(f"worker {effect.ref} killed but not running")
@@ -228,30 +302,74 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
     if workers != set(after.workers):
         raise AssertionError(f"running workers {workers} != state's {set(after.workers)}")
     _check_resolves(before, event, after, effects)
-    if any(n > 1 for n in replies.values()) or any(n > 1 for n in outcome_pushes.values()):
+    _check_prompts(before, after, effects)
+    if any(len(n) > 1 for n in replies.values()) or any(n > 1 for n in outcome_pushes.values()):
         raise AssertionError(f"a request answered twice: {replies} {outcome_pushes}")
+    received = (getattr(event, "conn", None), getattr(event, "request_id", None))
+    is_request = isinstance(event, ToolCallReceived | ReadRequested)
     for key, call in before.calls.items():
+        answer = replies.get(key, [None])[0]
+        if is_request and key == received:  # R-ADM-1: a reused id is refused, the call untouched
+            refused = answer is not None and answer.message is not None
+            if not refused or after.calls.get(key) != call:
+                raise AssertionError(f"{key}: a reused id was not refused, or touched the call")
+            continue
         ended = key not in after.calls
+        dropped = ended and _drops(event, call)
         if call.replied:  # push mode, parked earlier: the outcome, if any, is a push
-            if key in replies:
+            if answer is not None:
                 raise AssertionError(f"{key} replied twice")
             if not ended and key in outcome_pushes:
                 raise AssertionError(f"{key} got an outcome but is still open")
+            if ended and outcome_pushes.get(key, 0) != (0 if dropped else 1):
+                raise AssertionError(f"{key} ended with {outcome_pushes.get(key, 0)} outcomes")
         elif ended:
-            if replies.get(key) != 1:
+            if answer is None:
                 raise AssertionError(f"{key} ended without exactly one reply")
-        elif key in replies:
+            if (answer.message is None) != dropped:  # R-DROP-4: a drop answers with nothing
+                raise AssertionError(f"{key} ended by {event!r} with {answer.message!r}")
+        elif answer is not None:
             after_call = after.calls[key]
-            if not (after_call.replied and after_call.stage is Stage.PARKED):
+            parked_push = after_call.replied and after_call.stage is Stage.PARKED
+            if not parked_push or answer.message is not None:
                 raise AssertionError(f"{key} replied but still open and not parked in push mode")
-    if isinstance(event, ToolCallReceived):  # a request answered at once: exactly one reply
-        key = (event.conn, event.request_id)
-        if key not in before.calls and key not in after.calls and replies.get(key) != 1:
-            raise AssertionError(f"new request {key} answered {replies.get(key, 0)} times")
-    received = (getattr(event, "conn", None), getattr(event, "request_id", None))
+    if is_request and received not in before.calls and received not in after.calls:
+        answer = replies.get(received, [None])[0]  # a request answered at once: one answer
+        if answer is None or answer.message is None:
+            raise AssertionError(f"new request {received} answered {replies.get(received)}")
     for key in (*replies, *outcome_pushes):  # R-INV-9: to the connection that asked, only
         if key not in before.calls and key not in after.calls and key != received:
             raise AssertionError(f"{key} answered, but that connection has no such request")
+
+
+def _drops(event: Event, call: Call) -> bool:
+    """Whether ``event`` drops ``call`` (R-DROP-1 .. R-DROP-3): its cancel, its caller's exit,
+    or its connection's subscriber going (or being rebound)."""
+    if isinstance(event, CancelRequested):
+        return (event.conn, event.request_id) == (call.conn, call.request_id)
+    if isinstance(event, CallerExited):
+        return call.caller is not None and event.caller == call.caller
+    if isinstance(event, SubscriberDetached | SubscriberAttached):
+        return event.conn == call.conn
+    return False
+
+
+def _check_prompts(before: State, after: State, effects: list[Effect]) -> None:
+    """R-INV-9: a prompt goes to the owner of the call it parks, a withdrawal to the owner of
+    the call it was for, each naming that call's request id in ``related``."""
+    for push in (e for e in effects if isinstance(e, Push)):
+        method = push.message.get("method")
+        if method == "elicitation/create" and push.message.get("id") in after.parked:
+            owner = after.parked[push.message["id"]].key
+        elif method == "notifications/cancelled":
+            withdrawn = push.message.get("params", {}).get("requestId")
+            if withdrawn not in before.parked:
+                continue  # a tool's own request: _check_resolves
+            owner = before.parked[withdrawn].key
+        else:
+            continue
+        if (push.conn, push.related) != owner:
+            raise AssertionError(f"{method} for {owner} pushed to {push.conn} ({push.related})")
 
 
 def _check_resolves(before: State, event: Event, after: State, effects: list[Effect]) -> None:
@@ -300,6 +418,8 @@ def outcome_names(effects: list[Effect]) -> set[str]:
     """The deny details and error kinds in ``effects``: what situations a path reached."""
     names: set[str] = set()
     for effect in effects:
+        if isinstance(effect, Emit):
+            names.add(effect.name)
         if isinstance(effect, Resolve):
             data = getattr(effect.outcome, "data", None)
             names.add(f"resolved: {data['error'] if isinstance(data, dict) else 'answer'}")
@@ -312,6 +432,10 @@ def outcome_names(effects: list[Effect]) -> set[str]:
             names.add(str(payload.get("detail") or payload.get("error")))
         elif "error" in message:
             names.add(f"error {message['error']['code']}")
+            names.add(f"error {message['error']['code']}: {message['error']['message'][:40]}")
+            data = message["error"].get("data")
+            if isinstance(data, dict) and isinstance(data.get("detail"), str):
+                names.add(data["detail"])
         elif message.get("method") == "notifications/cancelled":
             reason = message.get("params", {}).get("reason")
             request = str(message.get("params", {}).get("requestId")).startswith("askgate-request-")
@@ -382,7 +506,10 @@ def main(argv: list[str] | None = None) -> int:
         "per connection (reply and push mode), an unknown tool, every worker outcome, answers "
         "from owner and stranger, timers, cancels, caller exits, subscriber attach/detach, "
         "initialize, a running tool's request and its answers (owner, stranger) and timeout; "
-        "2 workers (1 per connection), 3 capability entries, 1 request per running tool"
+        "2 workers (1 per connection), 1 request per running tool. edges adds reads through a "
+        "read authorizer, 2 capability entries for 3 connections, the tool unregistered and "
+        "registered again, malformed and reused ids, stale worker events, cancel and "
+        "unapproved answers; open has no authorizer and a sensitive tool registered late"
     )
     for name in args.config or sorted(CONFIGS):
         options = CONFIGS[name]

@@ -1,11 +1,11 @@
 """Exhaustive bounded exploration of the real reducer (``askgate.models.explore``).
 
 ``make test`` explores every event sequence of 6 events after the prelude under the tight caps
-(one parked call per connection, two in all) and 5 under the shared caps; ``make verify`` goes
-deeper. Every state reached passes ``check_invariants``; every transition is checked for
-closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and
-a running tool's own requests: sent to the owner or refused, resolved once, only while the tool
-waits (R-CTX-4 .. R-CTX-6).
+(one parked call per connection, two in all) and 5 under the shared caps, the edge cases and
+with no authorizer; ``make verify`` goes deeper. Every state reached passes
+``check_invariants``; every transition is checked for closed-exactly-once, owner-only
+delivery, and timers and workers in step with the state, and a running tool's own requests:
+sent to the owner or refused, resolved once, only while the tool waits (R-CTX-4 .. R-CTX-6).
 Each test below also asserts the exploration really reached the situation its rule is about.
 """
 
@@ -16,8 +16,29 @@ import functools
 import attrs
 import pytest
 
-from askgate.core import CancelTimer, Effect, Event, Reply, Resolve, State, TimerFired, step
-from askgate.models.explore import SHARED, TIGHT, ExplorationError, Report, explore
+from askgate.core import (
+    CancelTimer,
+    Effect,
+    Event,
+    Options,
+    Push,
+    Reply,
+    Resolve,
+    State,
+    TimerFired,
+    WorkerFinished,
+    step,
+)
+from askgate.models.explore import (
+    EDGES,
+    OPEN,
+    SHARED,
+    TIGHT,
+    ExplorationError,
+    Report,
+    StepFn,
+    explore,
+)
 
 
 @functools.cache
@@ -30,11 +51,25 @@ def shared() -> Report:
     return explore(SHARED, depth=5)
 
 
+@functools.cache
+def edges() -> Report:
+    return explore(EDGES, depth=5)
+
+
+@functools.cache
+def open_() -> Report:
+    return explore(OPEN, depth=5)
+
+
 def test_exploration_is_complete_and_large() -> None:
     assert tight().complete
     assert shared().complete
+    assert edges().complete
+    assert open_().complete
     assert tight().states > 10_000
     assert shared().states > 5_000
+    assert edges().states > 10_000
+    assert open_().states > 5_000
 
 
 def test_R_INV_1_exhaustive_caps_hold_in_every_state() -> None:
@@ -74,6 +109,37 @@ def test_R_CTX_6_exhaustive_timed_out_or_withdrawn_with_its_tool() -> None:
     outcomes = tight().outcomes
     assert {"resolved: timed_out", "request withdrawn (timed out)"} <= outcomes
     assert "request withdrawn (request cancelled)" in outcomes
+
+
+def test_R_CAP_3_exhaustive_capability_eviction_reached() -> None:
+    assert "client_capabilities_evicted" in edges().outcomes
+
+
+def test_R_ADM_0_exhaustive_malformed_ids_refused() -> None:
+    assert any(o.startswith("error -32600: Invalid request id") for o in edges().outcomes)
+
+
+def test_R_ADM_1_exhaustive_reused_ids_refused_and_the_call_untouched() -> None:
+    assert any(o.startswith("error -32600: Request id already") for o in edges().outcomes)
+
+
+def test_R_ADM_3_exhaustive_late_sensitive_tool_denied_without_authorizer() -> None:
+    assert "sensitive tool unguarded" in open_().outcomes
+    assert "result" in open_().outcomes
+
+
+def test_R_TOOL_2_exhaustive_an_unregistered_tool_is_never_run() -> None:
+    assert "error -32601: Tool not found: echo" in edges().outcomes
+
+
+def test_R_READ_2_exhaustive_reads_denied_never_parked() -> None:
+    assert {"interactive approval unsupported", "no", "error -32090"} <= edges().outcomes
+
+
+def test_R_CLOSE_2_exhaustive_every_refusal_reached() -> None:
+    refusals = {"declined", "cancelled", "not approved", "elicitation failed"}
+    assert refusals | {"elicitation timed out"} <= edges().outcomes
+    assert "too many elicitations pending on this server" in tight().outcomes
 
 
 def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
@@ -116,14 +182,75 @@ def _copies_to_a_stranger(state: State, event: Event) -> tuple[State, list[Effec
     return after, [*effects, *leaked]
 
 
-def test_R_INV_8_exploration_catches_a_call_closed_twice() -> None:
-    with pytest.raises(ExplorationError, match="answered twice"):
-        explore(TIGHT, depth=4, step_fn=_answers_twice)
+def _drops_push_outcomes(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: a push-mode call's outcome is never pushed."""
+    after, effects = step(state, event)
+    return after, [e for e in effects if not (isinstance(e, Push) and "method" not in e.message)]
 
 
-def test_R_INV_9_exploration_catches_an_outcome_sent_to_a_stranger() -> None:
-    with pytest.raises(ExplorationError, match="that connection has no such request"):
-        explore(TIGHT, depth=4, step_fn=_copies_to_a_stranger)
+def _empties_outcomes(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: a call's outcome is replied as nothing, as if it had been dropped."""
+    after, effects = step(state, event)
+    return after, [
+        attrs.evolve(e, message=None)
+        if isinstance(e, Reply) and e.message is not None and "result" in e.message
+        else e
+        for e in effects
+    ]
+
+
+def _answers_a_stale_worker(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: a stale worker's result is replied to the call it once served."""
+    after, effects = step(state, event)
+    if isinstance(event, WorkerFinished) and event.ref not in state.workers:
+        effects = [*effects, Reply("a", 1, {"jsonrpc": "2.0", "id": 1, "result": {}})]
+    return after, effects
+
+
+def _misroutes(method: str) -> StepFn:
+    def step_fn(state: State, event: Event) -> tuple[State, list[Effect]]:
+        """A wrong reducer: pushes of ``method`` go to the next connection."""
+        after, effects = step(state, event)
+        following = {"a": "b", "b": "c", "c": "a"}
+        return after, [
+            attrs.evolve(e, conn=following[str(e.conn)])
+            if isinstance(e, Push) and e.message.get("method") == method
+            else e
+            for e in effects
+        ]
+
+    return step_fn
+
+
+@pytest.mark.parametrize(
+    ("broken", "options", "complaint"),
+    [
+        (_answers_twice, TIGHT, "answered twice"),
+        (_drops_push_outcomes, TIGHT, "ended with 0 outcomes"),
+        (_empties_outcomes, TIGHT, "ended by|new request"),
+        (_answers_a_stale_worker, EDGES, "no such request|replied but still open"),
+    ],
+)
+def test_R_INV_8_exploration_catches_a_call_closed_twice_or_never(
+    broken: StepFn, options: Options, complaint: str
+) -> None:
+    with pytest.raises(ExplorationError, match=complaint):
+        explore(options, depth=4, step_fn=broken)
+
+
+@pytest.mark.parametrize(
+    ("broken", "complaint"),
+    [
+        (_copies_to_a_stranger, "that connection has no such request"),
+        (_misroutes("elicitation/create"), "elicitation/create for"),
+        (_misroutes("notifications/cancelled"), "notifications/cancelled for"),
+    ],
+)
+def test_R_INV_9_exploration_catches_an_outcome_or_prompt_sent_to_a_stranger(
+    broken: StepFn, complaint: str
+) -> None:
+    with pytest.raises(ExplorationError, match=complaint):
+        explore(TIGHT, depth=4, step_fn=broken)
 
 
 @pytest.mark.parametrize(
