@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from askgate.core import CALL_TRANSITIONS, EVENT_TRANSITIONS, PARKED_TRANSITIONS
+from askgate.models.reference import NOT_MODELLED
 
 RULE_HEADING = re.compile(r"^### (R-[A-Z]+-\d+) · (.+)$", re.MULTILINE)
 TEST_RULE = re.compile(r"^test_(R_[A-Z]+_\d+)(?:_|$)")
@@ -27,13 +28,19 @@ CHECKERS = {
 }
 
 
-def rules(root: Path) -> dict[str, str]:
-    """Every rule id in ``spec/*.md`` and its title, in file order."""
+def rules(root: Path, pattern: str = "*.md") -> dict[str, str]:
+    """Every rule id in ``spec/*.md`` (or the files ``pattern`` names) and its title, in file
+    order."""
     found: dict[str, str] = {}
-    for path in sorted((root / "spec").glob("*.md")):
+    for path in sorted((root / "spec").glob(pattern)):
         for rule, title in RULE_HEADING.findall(path.read_text(encoding="utf-8")):
             found[rule] = title.strip()
     return found
+
+
+def modelled(root: Path) -> set[str]:
+    """The rules the reference model implements: spec/rules.md but its NOT_MODELLED."""
+    return set(rules(root, "rules.md")) - NOT_MODELLED
 
 
 def tests_by_rule(root: Path) -> dict[str, list[tuple[str, str]]]:
@@ -103,18 +110,27 @@ def render_traceability(root: Path) -> str:
         "# Traceability (rendered by `make spec`; do not edit)",
         "",
         "Every rule of spec/, the tests named after it, and the kinds of checker that cover it:",
-        "*example* (a test by example), *model* (the Hypothesis machine against the reference",
-        "model), *exhaustive* (the bounded explorer), *totality* (every event in every state),",
-        "*crosshair* (contracts checked symbolically).",
+        "*example* (a test by example), *model* (the Hypothesis machines compare the reducer",
+        "with the reference model after every step: every rule of spec/rules.md the model",
+        "implements, that is all but `NOT_MODELLED` in models/reference.py), *exhaustive* (the",
+        "bounded explorer), *totality* (every event in every state), *crosshair* (contracts",
+        "checked symbolically).",
         "",
         "| rule | title | checkers | tests |",
         "| --- | --- | --- | --- |",
     ]
+    in_model = modelled(root)
     for rule, title in rules(root).items():
         tests = by_rule.get(rule, [])
-        checkers = sorted({CHECKERS.get(file, "example") for file, _ in tests})
-        names = "<br>".join(f"`{file}::{name}`" for file, name in tests) or "**none**"
-        lines.append(f"| {rule} | {title} | {', '.join(checkers) or '**none**'} | {names} |")
+        checkers = {CHECKERS.get(file, "example") for file, _ in tests}
+        cells = [f"`{file}::{name}`" for file, name in tests]
+        if rule in in_model:
+            checkers.add("model")
+            if not any(file == "test_model.py" for file, _ in tests):
+                cells.append("`test_model.py` (every machine: the model implements it)")
+        names = "<br>".join(cells) if tests else "**none**"
+        kinds = ", ".join(sorted(checkers)) or "**none**"
+        lines.append(f"| {rule} | {title} | {kinds} | {names} |")
     return "\n".join(lines) + "\n"
 
 

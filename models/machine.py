@@ -992,7 +992,7 @@ class ReducerMachine(RuleBasedStateMachine):
         expected = self.model.observe()
         for f in dataclasses.fields(Observation):
             a, b = getattr(real, f.name), getattr(expected, f.name)
-            assert a == b, f"{f.name} after {ev!r}:\n  reducer {a!r}\n  model   {b!r}"
+            assert same(a, b), f"{f.name} after {ev!r}:\n  reducer {a!r}\n  model   {b!r}"
         self._check_observed_rules(obs)
         return obs
 
@@ -1051,6 +1051,12 @@ class ReducerMachine(RuleBasedStateMachine):
                 del self.running[e.ref]
         live = self.live_timers_fn(self.state)
         assert set(self.armed) == live, f"R-INV-4: armed {set(self.armed)} != live {live}"
+        kinds = {"elicitation": "eid", "worker": "ref", CLIENT_REQUEST_TIMER: "rid"}
+        in_model_ids = {
+            (kind, self.to_model[kinds[kind]].get(ident, ident)) for kind, ident in self.armed
+        }
+        expected = self.model.live_timers()  # the spec's timers, apart from live_timers_fn
+        assert in_model_ids == expected, f"R-INV-4: armed {in_model_ids} != model's {expected}"
         worker_timers = {ident for kind, ident in self.armed if kind == "worker"}
         assert set(self.running) == worker_timers == set(after.workers), (
             f"R-WORK-1: running {set(self.running)}, timers {worker_timers}, "

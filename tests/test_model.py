@@ -38,6 +38,7 @@ from askgate.core import (
     ReadRequested,
     Reply,
     Resolve,
+    StartTimer,
     StartWorker,
     TimerFired,
     WorkerFinished,
@@ -404,3 +405,31 @@ def test_R_INV_8_machine_catches_a_call_answered_twice_even_if_the_model_agrees(
 def test_R_INV_9_machine_catches_an_outcome_to_a_stranger_even_if_the_model_agrees() -> None:
     with pytest.raises(AssertionError, match="R-DLV-1"):
         run_state_machine_as_test(_same_bug_in_both("to a stranger"), settings=PLANTED)
+
+
+def test_R_INV_4_machine_checks_timers_against_the_model_not_only_the_embedders_view() -> None:
+    """An embedder's reducer that never arms prompt timers, with a live-timers function and
+    model effects that agree, is still caught: the model keeps the spec's timers."""
+
+    def unarmed(effects: list[Effect]) -> list[Effect]:
+        return [
+            e
+            for e in effects
+            if not (isinstance(e, StartTimer | CancelTimer) and e.key[0] == "elicitation")
+        ]
+
+    def step(state: Any, event: Event) -> tuple[Any, list[Effect]]:
+        state, effects = core.step(state, event)
+        return state, unarmed(effects)
+
+    def live(state: Any) -> set[Any]:
+        return {key for key in core.live_timers(state) if key[0] != "elicitation"}
+
+    base = machine_for(step_fn=step, live_timers_fn=live, base=Crowded)
+
+    class SameBugInModel(base):  # type: ignore[valid-type, misc]
+        def _compare_effects(self, ev: Event, real: list[Effect], model: list[Effect]) -> None:
+            super()._compare_effects(ev, real, unarmed(model))
+
+    with pytest.raises(AssertionError, match="model's"):
+        run_state_machine_as_test(SameBugInModel, settings=PLANTED)
