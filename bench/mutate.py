@@ -958,11 +958,12 @@ def _git(*args: str) -> bytes:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=True).stdout
 
 
-def make_base(dest: Path, source: str) -> None:
-    """Copies the repository's files (as in the working tree, or as committed) into ``dest``."""
+def make_base(dest: Path, source: str, commit: str = "HEAD") -> None:
+    """Copies the repository's files (as in the working tree, or as committed in ``commit``)
+    into ``dest``."""
     dest.mkdir(parents=True)
     if source == "head":
-        with tarfile.open(fileobj=io.BytesIO(_git("archive", "HEAD"))) as archive:
+        with tarfile.open(fileobj=io.BytesIO(_git("archive", commit))) as archive:
             archive.extractall(dest, filter="tar")
         return
     names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split(b"\0")
@@ -1351,11 +1352,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown mutants: {sorted(unknown)}")
 
     began = time.monotonic()
+    # The commit copied (others may commit while the run lasts) and whether the copy differs.
+    head = _git("rev-parse", "HEAD").decode().strip()
+    dirty = bool(_git("status", "--porcelain", "--", "core", "tests", "models").strip())
     work = Path(tempfile.mkdtemp(prefix="askgate-mutate-"))
     outcomes: list[Outcome] = []
     try:
         base = work / "_base"
-        make_base(base, args.source)
+        make_base(base, args.source, head)
         if importlib.util.find_spec("hypothesis") is not None:
             (work / "_plugin").mkdir()
             (work / "_plugin" / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
@@ -1416,8 +1420,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped, outside the model: {len(skipped)} ({', '.join(m.name for m in skipped)})")
     print(f"mutation score: {len(killed)}/{scored} killed ({wall:.0f}s wall, {args.jobs} jobs)")
 
-    head = _git("rev-parse", "HEAD").decode().strip()
-    dirty = bool(_git("status", "--porcelain", "--", "core", "tests", "models").strip())
     report = {
         "command": " ".join(["python bench/mutate.py", *(sys.argv[1:] if argv is None else argv)]),
         "source": args.source,
