@@ -33,6 +33,7 @@ from askgate.core import (
     TimerFired,
     ToolInfo,
     ToolRegistered,
+    ToolRequested,
     ToolUnregistered,
     UnknownToolReply,
     WorkerFailed,
@@ -907,6 +908,33 @@ def test_R_DLV_3_push_mode_answers_nothing_then_pushes_the_outcome() -> None:
     h.call("a", 6, mode="push")
     effects = h.finish(h.worker(), Deny("no"))
     assert deny_payload(only_reply(effects))["detail"] == "no"
+
+
+def test_R_INV_9_same_request_id_on_two_connections_each_outcome_to_its_owner() -> None:
+    """Ids are unique per connection only: prompts, withdrawals and outcomes must follow the
+    connection, not the id."""
+    h = Harness(has_authorizer=True)
+    conns = ("a", "b", "c", "d")
+    eids = {}
+    for conn in conns:  # each parks under the id the others already hold open
+        h.connect(conn)
+        eids[conn] = h.park(conn, 7, mode="push")
+        assert [p.conn for p in pushes(h.effects)] == [conn]
+    for conn in conns:  # a running tool's request goes to its own caller too
+        ref = h.allow(conn, 9)
+        form = {"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}
+        effects = h.feed(ToolRequested(ref, "t", "elicitation/create", form, 0))
+        assert [p.conn for p in pushes(effects)] == [conn]
+    eid_a, eid_b = eids["a"], eids["b"]
+    effects = h.answer("b", eid_b, APPROVE)
+    effects = h.finish(h.worker(effects), {"content": [{"type": "text", "text": "b"}]})
+    assert [(p.conn, p.related) for p in pushes(effects)] == [("b", 7)]
+    effects = h.answer("a", eid_a, {"action": "decline"})
+    assert [(p.conn, p.related) for p in pushes(effects)] == [("a", 7)]
+    assert deny_payload(pushes(effects)[0].message)["detail"] == "declined"
+    h.park("a", 8)
+    effects = h.feed(CancelRequested("a", 8, 0))
+    assert {p.conn for p in pushes(effects)} == {"a"}  # the withdrawal
 
 
 # ---------------------------------------------------------------------------------------------
