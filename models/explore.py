@@ -204,6 +204,8 @@ def _edges(state: State) -> Iterator[Event]:
             if (conn, READ_ID) not in state.calls:
                 yield ReadRequested(conn, READ_ID, "resources/read", {"uri": "demo://x"}, 0)
         for call in state.calls.values():
+            if call.stage in (Stage.RUNNING, Stage.READ_RUNNING):  # R-WORK-3
+                yield WorkerFailed(call.worker, 0)
             if call.stage is Stage.READ_AUTHORIZING:  # R-READ-2 (its other outcomes: above)
                 yield WorkerFinished(call.worker, Allow(), 0)
                 yield WorkerFinished(call.worker, Ask("ok?"), 0)

@@ -142,6 +142,10 @@ def test_R_CLOSE_2_exhaustive_every_refusal_reached() -> None:
     assert "too many elicitations pending on this server" in tight().outcomes
 
 
+def test_R_WORK_3_exhaustive_failing_callbacks_answer_callback_failed() -> None:
+    assert {"callback_failed", "authorizer failed", "error -32603"} <= edges().outcomes
+
+
 def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
     after, effects = step(state, event)
     kept = [e for e in effects if not (isinstance(e, CancelTimer) and e.key[0] == "elicitation")]
