@@ -580,25 +580,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         shown = str(method)[:64]
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
         return
-    _checked_read(d, conn, rid, method, params, ev.now, ev.caller, out)
-
-
-def _checked_read(
-    d: _Draft,
-    conn: ConnId,
-    rid: Any,
-    method: str,
-    params: JsonObject | None,
-    now: int,
-    caller: Hashable | None,
-    out: Out,
-) -> None:
-    """An admitted read request: its params checked, then read (R-PROTO-7)."""
-    problem_reply = protocol.read_params_error(rid, method, params)
-    if problem_reply is not None:
-        out.append(Reply(conn, rid, problem_reply))
-    else:
-        _read(d, conn, rid, method, params, now, caller, out)
+    _read(d, conn, rid, method, params, ev.now, ev.caller, out)
 
 
 def _read(
@@ -611,7 +593,12 @@ def _read(
     caller: Hashable | None,
     out: Out,
 ) -> None:
-    """An admitted read request: gated, then answered here or by a worker (R-READ-1, R-PROTO-7)."""
+    """An admitted read request: its params checked, gated, then answered here or by a worker
+    (R-PROTO-7, R-READ-1)."""
+    problem_reply = protocol.read_params_error(rid, method, params)
+    if problem_reply is not None:
+        out.append(Reply(conn, rid, problem_reply))
+        return
     if d.options.has_read_authorizer:  # R-READ-1
         job: Job = AuthorizeRead(method, params)
         stage = Stage.READ_AUTHORIZING
@@ -1137,7 +1124,7 @@ def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out
         if is_request_id(token) and (conn, rid) in d.calls:
             d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
     elif method in protocol.READ_METHODS:  # R-PROTO-7
-        _checked_read(d, conn, rid, method, params, ev.now, ev.caller, out)
+        _read(d, conn, rid, method, params, ev.now, ev.caller, out)
     elif method == "ping":  # R-PROTO-4
         out.append(Reply(conn, rid, m.result(rid, {})))
     elif method == "initialize":  # R-PROTO-3

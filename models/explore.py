@@ -125,16 +125,7 @@ SHARED = Options(
 )
 """Two per connection, three in all: eviction of a top holder and the deny to an equal one."""
 
-EDGES = Options(
-    has_authorizer=True,
-    has_read_authorizer=True,
-    max_parked_elicitations=1,
-    max_parked_elicitations_total=2,
-    max_in_flight=2,
-    max_in_flight_per_connection=1,
-    max_client_capabilities=2,
-    max_client_requests_per_call=1,
-)
+EDGES = attrs.evolve(TIGHT, has_read_authorizer=True, max_client_capabilities=2)
 """The edges: reads through the read authorizer (R-READ-*), two capability entries for three
 connections (the prelude already evicts one, R-CAP-3), the tool unregistered and registered
 again (R-TOOL-2), malformed and reused request ids (R-ADM-0, R-ADM-1), stale worker events
