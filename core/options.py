@@ -25,6 +25,11 @@ class OptionError(ValueError):
 
 
 def _default_share(max_in_flight: int) -> int:
+    """Half of ``max_in_flight``, rounded down, at least 1 (R-OPT-1).
+
+    pre: max_in_flight >= 1
+    post: __return__ == 1 if max_in_flight < 2 else 2 * __return__ in (max_in_flight, max_in_flight - 1)
+    """  # noqa: E501
     return max(1, max_in_flight // 2)
 
 
@@ -84,33 +89,54 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def validate_options(options: Options) -> None:
-    """Raises :class:`OptionError` for the first rule the options break (R-OPT-1)."""
+# Every option R-OPT-1 constrains.
+_CHECKED = (*_POSITIVE, "max_in_flight_per_connection")
+
+
+def option_refusal(options: Options) -> tuple[str, object, str] | None:
+    """The first rule of R-OPT-1 that ``options`` break, as ``(option, value, rule)``, or None.
+
+    :func:`validate_options` raises it as an :class:`OptionError`. The contract states R-OPT-1
+    through :func:`_obeys`: a refusal exactly when some option breaks its rule, naming such an
+    option and the value it has.
+
+    post: (__return__ is None) == all(_obeys(options, name) for name in _CHECKED)
+    post: __return__ is None or __return__[1] is getattr(options, __return__[0])
+    post: __return__ is None or not _obeys(options, __return__[0])
+    """
     for name in _POSITIVE:
         value = getattr(options, name)
         if not _is_int(value):
-            raise OptionError(name, value, "must be an integer")
+            return name, value, "must be an integer"
         if value < 1:
-            raise OptionError(name, value, "must be at least 1")
+            return name, value, "must be at least 1"
     share = options.max_in_flight_per_connection
     if share is not None:
         if not _is_int(share):
-            raise OptionError("max_in_flight_per_connection", share, "must be an integer")
+            return "max_in_flight_per_connection", share, "must be an integer"
         if share < 1:
-            raise OptionError("max_in_flight_per_connection", share, "must be at least 1")
+            return "max_in_flight_per_connection", share, "must be at least 1"
         if share > options.max_in_flight:
-            raise OptionError(
+            return (
                 "max_in_flight_per_connection",
                 share,
                 f"may not exceed max_in_flight ({options.max_in_flight})",
             )
     if options.max_parked_elicitations > options.max_parked_elicitations_total:
-        raise OptionError(
+        return (
             "max_parked_elicitations",
             options.max_parked_elicitations,
             "may not exceed max_parked_elicitations_total "
             f"({options.max_parked_elicitations_total})",
         )
+    return None
+
+
+def validate_options(options: Options) -> None:
+    """Raises :class:`OptionError` for the first rule the options break (R-OPT-1)."""
+    refusal = option_refusal(options)
+    if refusal is not None:
+        raise OptionError(*refusal)
     for flag in ("has_authorizer", "has_read_authorizer", "has_unknown_tool_reply"):
         if not isinstance(getattr(options, flag), bool):
             raise OptionError(flag, getattr(options, flag), "must be a bool")
@@ -120,3 +146,23 @@ def validate_options(options: Options) -> None:
         )
     if options.transport not in ("stdio", "http", "unknown"):
         raise OptionError("transport", options.transport, "must be 'stdio', 'http' or 'unknown'")
+
+
+def _obeys(options: Options, name: str) -> bool:
+    """Whether option ``name`` obeys R-OPT-1, read off the rule (the spec side of the contract).
+
+    An integer of at least 1; the per-connection share may also be None (the default) and may
+    not exceed ``max_in_flight``; ``max_parked_elicitations`` may not exceed
+    ``max_parked_elicitations_total``. A bound that is not an integer breaks its own rule.
+    """
+    value = getattr(options, name)
+    if name == "max_in_flight_per_connection" and value is None:
+        return True
+    if not (_is_int(value) and value >= 1):
+        return False
+    if name == "max_in_flight_per_connection":
+        return not (_is_int(options.max_in_flight) and value > options.max_in_flight)
+    if name == "max_parked_elicitations":
+        total = options.max_parked_elicitations_total
+        return not (_is_int(total) and value > total)
+    return True

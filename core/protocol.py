@@ -56,8 +56,9 @@ _CURSOR_PREFIX: Final = "askgate-page:"
 def negotiate(requested: object) -> str:
     """The protocol version to answer ``initialize`` with (R-PROTO-3).
 
-    post: __return__ in SUPPORTED_VERSIONS
-    post: __return__ == requested or requested not in SUPPORTED_VERSIONS
+    The client's when it is one we support, else the latest.
+
+    post: __return__ == (requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION)
     """
     return (
         requested
