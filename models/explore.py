@@ -352,8 +352,13 @@ def _check_prompts(before: State, after: State, effects: list[Effect]) -> None:
     the call it was for, each naming that call's request id in ``related``."""
     for push in (e for e in effects if isinstance(e, Push)):
         method = push.message.get("method")
-        if method == "elicitation/create" and push.message.get("id") in after.parked:
-            owner = after.parked[push.message["id"]].key
+        if method == "elicitation/create":
+            asked = push.message.get("id")
+            if asked in after.client_requests:
+                continue  # a tool's own request: _check_resolves
+            if not isinstance(asked, str) or asked not in after.parked:
+                raise AssertionError(f"a prompt for no parked call: {push!r}")
+            owner = after.parked[asked].key
         elif method == "notifications/cancelled":
             withdrawn = push.message.get("params", {}).get("requestId")
             if withdrawn not in before.parked:
