@@ -74,8 +74,11 @@ REDUCER_SUITE = (
 # The model-based suite alone (``--model-suite``): the explorer first, it is the faster.
 MODEL_SUITE = ("tests/test_explore.py", "tests/test_model.py")
 SUITES: dict[str, tuple[str, ...]] = {
-    # CrossHair checks only the contracts of decide.py: it runs for decide.py mutants, last.
+    # CrossHair checks the contracts of decide.py, options.py and protocol.py: it runs for
+    # their mutants, last.
     "core/decide.py": (*REDUCER_SUITE, "tests/test_crosshair.py"),
+    "core/options.py": (*REDUCER_SUITE, "tests/test_crosshair.py"),
+    "core/protocol.py": (*REDUCER_SUITE, "tests/test_crosshair.py"),
     "core/codec.py": (
         "tests/test_codec.py",
         "tests/test_protocol.py",

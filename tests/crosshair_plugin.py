@@ -82,6 +82,9 @@ def _install() -> None:
             self.add_value_to_heaps(ref, typ, value)
             return value
 
+    # Fails loudly if a CrossHair release renames what is patched (the pin in pyproject.toml
+    # is what keeps these internals as written).
+    assert callable(getattr(StateSpace, "find_key_in_heap", None)), "crosshair internals moved"
     StateSpace.find_key_in_heap = tree_only  # type: ignore[method-assign]
 
     # CrossHair cannot build an Options itself (crosshair-tool 0.0.113 fails on its Literal
