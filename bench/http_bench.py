@@ -64,7 +64,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -76,6 +75,7 @@ from stdio_bench import (
     CLK_TCK,
     BenchError,
     Result,
+    WatchedProcess,
     _cell,
     percentile,
     positive,
@@ -87,7 +87,6 @@ from stdio_bench import table as stdio_table
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "askgate-http-bench", "version": "0.1.0"}
 READ_CHUNK = 1 << 16
-STDERR_TAIL = 2000
 APPROVE = {"action": "accept", "content": {"approve": True}}
 
 
@@ -116,60 +115,13 @@ def free_port() -> int:
         return port
 
 
-class ServerProcess:
+class ServerProcess(WatchedProcess):
     """A server started on a free port in its own process group, with a watchdog."""
 
     def __init__(self, label: str, argv: list[str], timeout: float, stderr: IO[bytes]) -> None:
-        self.label = label
-        self.stderr = stderr
         self.port = free_port()
         self.argv = [arg.replace("{port}", str(self.port)) for arg in argv]
-        self.killed_by_watchdog = False
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=self.stderr,
-                stderr=self.stderr,
-                start_new_session=True,  # its own process group, so that a stop reaches all of it
-            )
-        except OSError as exc:
-            raise BenchError(f"server {label} could not be started: {exc}") from exc
-        self.started = time.monotonic()
-        self.hard_deadline = self.started + timeout
-        self.watchdog = threading.Timer(timeout, self._kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def _kill(self) -> None:
-        if self.proc.poll() is None:
-            self.killed_by_watchdog = True
-            self._signal(signal.SIGKILL)
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except OSError:
-            with suppress(OSError):
-                self.proc.send_signal(sig)
-
-    def stderr_tail(self) -> str:
-        self.stderr.flush()
-        self.stderr.seek(0, os.SEEK_END)
-        size = self.stderr.tell()
-        self.stderr.seek(max(0, size - STDERR_TAIL))
-        return self.stderr.read().decode("utf-8", "replace").strip()
-
-    def gone(self, how: str) -> BenchError:
-        if self.killed_by_watchdog:
-            budget = round(self.hard_deadline - self.started, 1)
-            how = f"was killed: no result within the {budget}s timeout"
-        code = self.proc.poll()
-        status = "" if code is None or self.killed_by_watchdog else f" (exit status {code})"
-        tail = self.stderr_tail()
-        return BenchError(
-            f"server {self.label} {how}{status}" + (f"; its output ends:\n{tail}" if tail else "")
-        )
+        super().__init__(label, self.argv, timeout, stderr, stdin=subprocess.DEVNULL, stdout=stderr)
 
     def wait_listening(self, deadline: float) -> None:
         while True:

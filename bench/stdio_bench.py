@@ -174,31 +174,29 @@ def tree_cpu_seconds(pid: int) -> float | None:
 # --- the pipe client --------------------------------------------------------------------------
 
 
-class Peer:
-    """A server process and raw JSON-RPC lines over its stdin and stdout."""
+class WatchedProcess:
+    """A server process in its own process group, killed by a watchdog past its timeout.
 
-    def __init__(self, label: str, argv: list[str], timeout: float, stderr: IO[bytes]) -> None:
+    The stdio and HTTP benchmarks' servers share this; ``OUTPUT`` names where its output went.
+    """
+
+    OUTPUT = "output"
+
+    def __init__(
+        self, label: str, argv: list[str], timeout: float, stderr: IO[bytes], **popen: Any
+    ) -> None:
         self.label = label
         self.stderr = stderr
         self.killed_by_watchdog = False
         try:
             self.proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
                 stderr=self.stderr,
-                bufsize=0,
                 start_new_session=True,  # its own process group, so that a stop reaches all of it
+                **popen,
             )
         except OSError as exc:
             raise BenchError(f"server {label} could not be started: {exc}") from exc
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.wfd = self.proc.stdin.fileno()
-        self.rfd = self.proc.stdout.fileno()
-        self.poller = select.poll()
-        self.poller.register(self.rfd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.buf = b""
         self.started = time.monotonic()
         self.hard_deadline = self.started + timeout
         self.watchdog = threading.Timer(timeout, self._kill)
@@ -219,10 +217,41 @@ class Peer:
                 self.proc.send_signal(sig)
 
     def stderr_tail(self) -> str:
+        self.stderr.flush()
         self.stderr.seek(0, os.SEEK_END)
         size = self.stderr.tell()
         self.stderr.seek(max(0, size - STDERR_TAIL))
         return self.stderr.read().decode("utf-8", "replace").strip()
+
+    def budget(self) -> float:
+        return round(self.hard_deadline - self.started, 1)
+
+    def gone(self, how: str) -> BenchError:
+        """The error for a server that stopped doing its part: how, its status, its output."""
+        if self.killed_by_watchdog:
+            how = f"was killed: no result within the {self.budget()}s timeout"
+        code = self.proc.poll()
+        status = "" if code is None or self.killed_by_watchdog else f" (exit status {code})"
+        tail = self.stderr_tail()
+        ends = f"; its {self.OUTPUT} ends:\n{tail}" if tail else ""
+        return BenchError(f"server {self.label} {how}{status}{ends}")
+
+
+class Peer(WatchedProcess):
+    """A server process and raw JSON-RPC lines over its stdin and stdout."""
+
+    OUTPUT = "stderr"
+
+    def __init__(self, label: str, argv: list[str], timeout: float, stderr: IO[bytes]) -> None:
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "bufsize": 0}
+        super().__init__(label, argv, timeout, stderr, **pipes)
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        self.poller = select.poll()
+        self.poller.register(self.rfd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.buf = b""
 
     def send(self, data: bytes) -> None:
         view = memoryview(data)
@@ -230,7 +259,7 @@ class Peer:
             while view:
                 view = view[os.write(self.wfd, view) :]
         except OSError as exc:  # BrokenPipeError when the server is gone
-            raise self._gone(f"stopped reading its stdin ({exc.strerror})") from exc
+            raise self.gone(f"stopped reading its stdin ({exc.strerror})") from exc
 
     def receive(self, deadline: float, what: str) -> list[dict[str, Any]]:
         """Every complete message available, waiting for at least one until deadline."""
@@ -257,27 +286,14 @@ class Peer:
             left = deadline - time.monotonic()
             if left <= 0 or not self.poller.poll(math.ceil(left * 1000)):
                 if self.killed_by_watchdog or time.monotonic() >= self.hard_deadline:
-                    raise self._gone(f"did not finish within the {self._budget()}s timeout")
+                    raise self.gone(f"did not finish within the {self.budget()}s timeout")
                 if time.monotonic() >= deadline:
                     raise NoReplyError(f"server {self.label} did not answer {what}")
                 continue
             chunk = os.read(self.rfd, READ_CHUNK)
             if not chunk:
-                raise self._gone(f"closed its stdout while waiting for {what}")
+                raise self.gone(f"closed its stdout while waiting for {what}")
             self.buf += chunk
-
-    def _budget(self) -> float:
-        return round(self.hard_deadline - self.started, 1)
-
-    def _gone(self, how: str) -> BenchError:
-        if self.killed_by_watchdog:
-            how = f"was killed: no result within the {self._budget()}s timeout"
-        code = self.proc.poll()
-        status = "" if code is None or self.killed_by_watchdog else f" (exit status {code})"
-        tail = self.stderr_tail()
-        return BenchError(
-            f"server {self.label} {how}{status}" + (f"; its stderr ends:\n{tail}" if tail else "")
-        )
 
     def close(self) -> None:
         """EOF on stdin, then a bounded wait; terminate, then kill, if it does not exit."""
