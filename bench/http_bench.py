@@ -76,9 +76,9 @@ from stdio_bench import (
     BenchError,
     Result,
     WatchedProcess,
-    _cell,
     percentile,
     positive,
+    rounds,
     tree_cpu_seconds,
 )
 from stdio_bench import combine as combine_rounds
@@ -790,23 +790,9 @@ def main() -> int:
     servers = [
         (label, shlex.split(command)) for label, command in zip(labels, args.server, strict=True)
     ]
-    runs: dict[str, list[Result]] = {label: [] for label in labels}
-    for n in range(1, args.rounds + 1):
-        for label, argv in servers:
-            done = runs[label]
-            if done and not done[-1].ok:
-                continue  # a server that failed once is not run again
-            print(
-                f"round {n}/{args.rounds}: {label}: {shlex.join(argv)}", file=sys.stderr, flush=True
-            )
-            result = bench_one(label, argv, cfg)
-            if result.ok:
-                brief = ", ".join(f"{k} {_cell(result.figures.get(k))}" for k in HEADLINE)
-                print(f"  {brief}", file=sys.stderr, flush=True)
-            else:
-                print(f"  FAILED: {result.error}", file=sys.stderr, flush=True)
-            done.append(result)
-    results = [combine(runs[label]) for label in labels]
+    results = rounds(
+        servers, args.rounds, lambda label, argv: bench_one(label, argv, cfg), HEADLINE, combine
+    )
     for result in results:  # the port differs per round: keep the command as given
         result.command = dict(servers)[result.label]
 

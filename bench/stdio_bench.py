@@ -59,7 +59,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -705,6 +705,33 @@ def positive(text: str) -> int:
     return value
 
 
+def rounds(
+    servers: list[tuple[str, list[str]]],
+    count: int,
+    bench: Callable[[str, list[str]], Result],
+    headline: Sequence[str],
+    combined: Callable[[list[Result]], Result],
+) -> list[Result]:
+    """``count`` interleaved rounds over ``servers`` (a server that fails once is not run
+    again), each line of progress on stderr; one result per server, in order, ``combined``
+    from its rounds."""
+    runs: dict[str, list[Result]] = {label: [] for label, _ in servers}
+    for n in range(1, count + 1):
+        for label, argv in servers:
+            done = runs[label]
+            if done and not done[-1].ok:
+                continue
+            print(f"round {n}/{count}: {label}: {shlex.join(argv)}", file=sys.stderr, flush=True)
+            result = bench(label, argv)
+            if result.ok:
+                brief = ", ".join(f"{k} {_cell(result.figures.get(k))}" for k in headline)
+                print(f"  {brief}", file=sys.stderr, flush=True)
+            else:
+                print(f"  FAILED: {result.error}", file=sys.stderr, flush=True)
+            done.append(result)
+    return [combined(runs[label]) for label, _ in servers]
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == SAMPLED_RUN:
         sampled_run(Path(sys.argv[2]), sys.argv[3:], int(os.environ.get("STDIO_BENCH_HZ", "1000")))
@@ -757,23 +784,9 @@ def main() -> int:
             out.unlink(missing_ok=True)
             folded[label] = out
             servers[i] = (label, wrapped)
-    runs: dict[str, list[Result]] = {label: [] for label in labels}
-    for n in range(1, args.rounds + 1):
-        for label, argv in servers:
-            done = runs[label]
-            if done and not done[-1].ok:
-                continue  # a server that failed once is not run again
-            print(
-                f"round {n}/{args.rounds}: {label}: {shlex.join(argv)}", file=sys.stderr, flush=True
-            )
-            result = bench_one(label, argv, cfg)
-            if result.ok:
-                brief = ", ".join(f"{k} {_cell(result.figures.get(k))}" for k in HEADLINE)
-                print(f"  {brief}", file=sys.stderr, flush=True)
-            else:
-                print(f"  FAILED: {result.error}", file=sys.stderr, flush=True)
-            done.append(result)
-    results = [combine(runs[label]) for label in labels]
+    results = rounds(
+        servers, args.rounds, lambda label, argv: bench_one(label, argv, cfg), HEADLINE, combine
+    )
 
     report = {
         "params": {
