@@ -423,6 +423,14 @@ def result_of(conn: Conn, rid: object, what: str) -> Any:
     raise BenchError(f"server {conn.server.label} sent no result for {what}: {conn.messages}")
 
 
+def expect_echo(conn: Conn, tool: str, expected: object) -> None:
+    """The call's response is a 200 whose result is the echo of ``expected``, not an error."""
+    expect_status(conn, 200, f"tools/call {tool}")
+    result = result_of(conn, conn.tag, f"tools/call {tool}")
+    if not isinstance(result, dict) or result.get("content") != expected or result.get("isError"):
+        raise BenchError(f"server {conn.server.label} answered {tool} {conn.tag} with {result!r}")
+
+
 # --- the phases -------------------------------------------------------------------------------
 
 
@@ -490,16 +498,7 @@ def echo_calls(client: Client, cfg: Config, ids: Ids, count: int, in_flight: int
                 if not conn.done:
                     continue
                 latencies.append(time.perf_counter_ns() - conn.sent_at)
-                expect_status(conn, 200, "tools/call echo")
-                result = result_of(conn, conn.tag, "tools/call echo")
-                if (
-                    not isinstance(result, dict)
-                    or result.get("content") != expected
-                    or result.get("isError")
-                ):
-                    raise BenchError(
-                        f"server {client.server.label} answered echo {conn.tag} with {result!r}"
-                    )
+                expect_echo(conn, "echo", expected)
                 conn.done = False
                 if sent < count:
                     start(conn)
@@ -599,17 +598,7 @@ def elicit_round_trips(
                 return
             if not slot["result_at"]:
                 raise BenchError(f"server {client.server.label} ended guarded_echo with no result")
-            expect_status(caller, 200, "tools/call guarded_echo")
-            result = result_of(caller, caller.tag, "tools/call guarded_echo")
-            if (
-                not isinstance(result, dict)
-                or result.get("content") != expected
-                or result.get("isError")
-            ):
-                raise BenchError(
-                    f"server {client.server.label} answered guarded_echo {caller.tag} "
-                    f"with {result!r}"
-                )
+            expect_echo(caller, "guarded_echo", expected)
             latencies.append(slot["result_at"] - caller.sent_at)
             caller.done = False
             answerer.done = False
