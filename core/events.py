@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
+from .codec import Decoded
+
 ConnId = Hashable
 CallerId = Hashable
 Mode = Literal["reply", "push"]
@@ -141,10 +143,14 @@ class CallerExited:
 
 @attrs.frozen(slots=True)
 class MessageReceived:
-    """One JSON-RPC message arrived on ``conn`` as bytes (spec/protocol.md, R-PROTO-1)."""
+    """One JSON-RPC message arrived on ``conn`` (spec/protocol.md, R-PROTO-1).
+
+    ``data`` is the message's bytes, or what :func:`askgate.core.codec.decode` made of them when
+    the shell had to decode them itself (an HTTP POST): a message is decoded once.
+    """
 
     conn: ConnId
-    data: bytes
+    data: bytes | Decoded
     now: int
     mode: Mode = "reply"
     caller: CallerId | None = None

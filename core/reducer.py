@@ -1090,7 +1090,8 @@ def _withdraw_requests(d: _Draft, ref: int, out: Out, *, notify: bool) -> None:
 
 
 def _on_message(d: _Draft, ev: MessageReceived, out: Out) -> None:
-    message = codec.decode(ev.data)
+    data = ev.data
+    message = codec.decode(data) if isinstance(data, bytes) else data
     conn = ev.conn
     if isinstance(message, codec.Request):
         _on_request(d, ev, message, out)
