@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from askgate.core import CALL_TRANSITIONS, EVENT_TRANSITIONS, PARKED_TRANSITIONS
+from askgate.core.door import DOOR
 from askgate.models.reference import NOT_MODELLED
 
 RULE_HEADING = re.compile(r"^### (R-[A-Z]+-\d+) · (.+)$", re.MULTILINE)
@@ -101,6 +102,18 @@ def render_transitions() -> str:
     ]
     for row, t in PARKED_TRANSITIONS.items():
         lines.append(f"| {row} | `{t.handler.__name__}` | {t.leads_to} | {_rules_cell(t.rules)} |")
+    lines += [
+        "",
+        "## The door: what a client message becomes",
+        "",
+        "`MessageReceived` decodes the message, and `askgate.core.door.meaning` turns it into the",
+        "event below, whose handler (above) is the only code that acts on it (R-PROTO-15).",
+        "",
+        "| message | becomes | rules |",
+        "| --- | --- | --- |",
+    ]
+    for entry in DOOR:
+        lines.append(f"| {entry.message} | {entry.becomes} | {_rules_cell(entry.rules)} |")
     return "\n".join(lines) + "\n"
 
 

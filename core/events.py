@@ -23,11 +23,18 @@ TimerKey = tuple[str, object]
 
 @attrs.frozen(slots=True)
 class ClientInitialized:
-    """A connection sent ``initialize`` with these client capabilities (R-CAP-1)."""
+    """A connection initialized with these client capabilities (R-CAP-1, R-PROTO-3).
+
+    ``request_id`` is the id of the ``initialize`` request, answered with the negotiated
+    ``protocol_version``; ``None`` when the embedding program answered the handshake itself and
+    only tells the reducer what the client offered (nothing is answered then).
+    """
 
     conn: ConnId
     capabilities: object
     now: int = 0
+    request_id: object = None
+    protocol_version: object = None
 
 
 @attrs.frozen(slots=True)
@@ -70,7 +77,10 @@ class ToolUnregistered:
 
 @attrs.frozen(slots=True)
 class ToolCallReceived:
-    """A ``tools/call`` request arrived on ``conn`` (R-ADM-*)."""
+    """A ``tools/call`` request arrived on ``conn`` (R-ADM-*, R-PROTO-6).
+
+    ``meta`` is the request's ``params._meta`` (its ``progressToken`` is recorded, R-CTX-2).
+    """
 
     conn: ConnId
     request_id: object
@@ -79,11 +89,23 @@ class ToolCallReceived:
     now: int
     mode: Mode = "reply"
     caller: CallerId | None = None
+    meta: object = None
+
+
+@attrs.frozen(slots=True)
+class PingReceived:
+    """A ``ping`` request arrived on ``conn`` (R-PROTO-4)."""
+
+    conn: ConnId
+    request_id: object
+    now: int = 0
 
 
 @attrs.frozen(slots=True)
 class ReadRequested:
-    """A read-surface request (``resources/read``, ``prompts/get``, ...) arrived (R-READ-*)."""
+    """A request for any method but ``tools/call``, ``initialize`` and ``ping`` arrived: one of
+    the read methods (``resources/read``, ``prompts/get``, ..., R-READ-*, R-PROTO-7), or a method
+    askgate does not serve, answered ``-32601`` once its id is admitted (R-PROTO-5)."""
 
     conn: ConnId
     request_id: object
@@ -238,6 +260,7 @@ Event = (
     | ToolRegistered
     | ToolUnregistered
     | ToolCallReceived
+    | PingReceived
     | ReadRequested
     | WorkerFinished
     | WorkerFailed

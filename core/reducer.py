@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from immutables import Map
 
-from . import codec, protocol
+from . import codec, door, protocol
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
 from .effects import (
@@ -66,6 +66,7 @@ from .events import (
     LogEmitted,
     MessageReceived,
     Mode,
+    PingReceived,
     ReadRequested,
     ResourceUpdated,
     SubscriberAttached,
@@ -81,6 +82,7 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
+from .revisions import Revision, revision_for
 from .state import (
     EMPTY_CONN,
     Call,
@@ -257,7 +259,22 @@ def _remove_caps(d: _Draft, c: Conn) -> Conn:
 
 
 def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
-    _record_capabilities(d, ev.conn, ev.capabilities, out)
+    """R-CAP-1; with a request id, the ``initialize`` request, answered (R-PROTO-3)."""
+    conn = ev.conn
+    rid: Any = ev.request_id
+    if ev.request_id is None:
+        _record_capabilities(d, conn, ev.capabilities, out)
+        return
+    if not _admit(d, conn, rid, out):
+        return
+    capabilities = ev.capabilities if isinstance(ev.capabilities, dict) else {}
+    _record_capabilities(d, conn, capabilities, out)
+    c = _get_conn(d, conn)
+    version = c.version
+    if not version:
+        version = protocol.negotiate(ev.protocol_version)
+        _put_conn(d, conn, attrs.evolve(c, version=version))
+    out.append(Reply(conn, rid, m.result(rid, protocol.initialize_result(d.options, version))))
 
 
 def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out) -> None:
@@ -375,7 +392,7 @@ def _announce(d: _Draft, kind: str, out: Out) -> None:
 def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     """R-ADM-0 and R-ADM-1: a usable request id, not already in flight on this connection."""
     if not is_request_id(request_id):
-        out.append(Reply(conn, request_id, m.invalid_id()))
+        out.append(Reply(conn, None, m.invalid_id()))
         return False
     if request_id in _get_conn(d, conn).requests:
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
@@ -496,7 +513,7 @@ def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
         _unpark(d, call)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
         if notify:
-            withdrawn = m.elicitation_cancelled(eid, "request cancelled")
+            withdrawn = _revision(d, call.conn).withdraw(eid, m.REQUEST_CANCELLED)
             out.append(Push(call.conn, withdrawn, call.request_id))
     else:
         out.append(KillWorker(call.worker))
@@ -509,6 +526,11 @@ def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
     _end(d, call)
 
 
+def _revision(d: _Draft, conn: ConnId) -> Revision:
+    """R-REV-1: how ``conn``'s messages look, by the version it negotiated."""
+    return revision_for(_get_conn(d, conn).version)
+
+
 def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
     return sorted(keys, key=lambda key: d.calls[key].seq)
 
@@ -518,14 +540,23 @@ def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
 
 
 def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
-    if not _admit(d, ev.conn, ev.request_id, out):
+    conn, rid = ev.conn, ev.request_id
+    if not _admit(d, conn, rid, out):
         return
-    if not isinstance(ev.tool, str):  # R-PROTO-6
-        out.append(Reply(ev.conn, ev.request_id, _bad_tools_call(ev.request_id)))
-    else:
-        _tool_call(
-            d, ev.conn, ev.request_id, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out
-        )
+    if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
+        out.append(Reply(conn, rid, _bad_tools_call(rid)))
+        return
+    _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
+    meta = ev.meta
+    if isinstance(meta, dict) and (conn, rid) in d.calls:
+        token: Any = meta.get("progressToken")
+        if is_request_id(token):
+            d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
+
+
+def _on_ping(d: _Draft, ev: PingReceived, out: Out) -> None:
+    if _admit(d, ev.conn, ev.request_id, out):  # R-PROTO-4
+        out.append(Reply(ev.conn, ev.request_id, m.result(ev.request_id, {})))  # type: ignore[arg-type]
 
 
 def _tool_call(
@@ -576,7 +607,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
     if not _admit(d, conn, rid, out):
         return
     params = ev.params if isinstance(ev.params, dict) else None
-    if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-7
+    if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-5, 7
         shown = str(method)[:64]
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
         return
@@ -829,7 +860,7 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         victim = d.calls[d.parked[victim_eid].key]
         _unpark(d, victim)
         out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = m.elicitation_cancelled(victim_eid, m.TOO_MANY_ON_SERVER)
+        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.TOO_MANY_ON_SERVER)
         out.append(Push(victim.conn, withdrawn, victim.request_id))
         _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
         c = _get_conn(d, call.conn)
@@ -848,9 +879,7 @@ def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> No
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
-    request = m.elicitation_request(eid, call.name, prompt)
-    if c.version and c.version < "2025-11-25":
-        del request["params"]["mode"]  # "mode" arrived with 2025-11-25
+    request = revision_for(c.version).ask(eid, call.name, prompt)  # R-REV-2
     out.append(Push(call.conn, request, call.request_id))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
@@ -885,7 +914,8 @@ def _answer(
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     eid = call.elicitation_id
     _unpark(d, call)
-    out.append(Push(call.conn, m.elicitation_cancelled(eid, m.TIMED_OUT), call.request_id))
+    withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)
+    out.append(Push(call.conn, withdrawn, call.request_id))
     _deny(d, call, "ask", m.TIMED_OUT, out)  # R-CLOSE-2
 
 
@@ -970,28 +1000,6 @@ def _ctx_failure(reason: str, message: str, code: int = m.INTERNAL_ERROR) -> Fai
     return Failure(code, message, {"error": reason})
 
 
-def _request_params(method: object, params: object, version: str) -> JsonObject | None:
-    """The params to send for a tool's request, or ``None`` when malformed (R-CTX-4)."""
-    if not isinstance(params, dict):
-        return None
-    if method == "elicitation/create":
-        message, schema = params.get("message"), params.get("requestedSchema")
-        if not isinstance(message, str) or not isinstance(schema, dict):
-            return None
-        sent: JsonObject = {"message": message, "requestedSchema": schema}
-        if not version or version >= "2025-11-25":
-            sent = {"mode": "form", **sent}
-        return sent
-    if method == "sampling/createMessage":
-        tokens = params.get("maxTokens")
-        if not isinstance(params.get("messages"), list) or not (
-            isinstance(tokens, int) and not isinstance(tokens, bool)
-        ):
-            return None
-        return dict(params)
-    return None
-
-
 def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
     ref, token = ev.ref, ev.token
     call = _running_tool(d, ref)
@@ -1000,7 +1008,8 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
         out.append(Resolve(ref, token, failure))
         return
     c = _get_conn(d, call.conn)
-    params = _request_params(ev.method, ev.params, c.version)
+    revision = revision_for(c.version)
+    params = revision.request_params(ev.method, ev.params)
     if params is None:
         problem = (
             "elicitation/create needs a string message and an object requestedSchema; "
@@ -1027,7 +1036,7 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
     key = (call.conn, call.request_id)
     d.client_requests = d.client_requests.set(rid, ClientRequest(key, ref, token, method))
     d.worker_requests = d.worker_requests.set(ref, (*outstanding, rid))
-    out.append(Push(call.conn, m.client_request(rid, method, params), call.request_id))
+    out.append(Push(call.conn, revision.tool_request(rid, method, params), call.request_id))
     out.append(StartTimer((CLIENT_REQUEST_TIMER, rid), ev.now + d.options.elicitation_timeout_ms))
 
 
@@ -1068,7 +1077,7 @@ def _client_answered(
 def _client_request_timed_out(d: _Draft, rid: str, out: Out) -> None:
     request = _forget_request(d, rid)
     conn, related = request.key
-    out.append(Push(conn, m.elicitation_cancelled(rid, m.REQUEST_TIMED_OUT), related))
+    out.append(Push(conn, _revision(d, conn).withdraw(rid, m.REQUEST_TIMED_OUT), related))
     failure = _ctx_failure("timed_out", "the client did not answer in time")
     out.append(Resolve(request.ref, request.token, failure))  # R-CTX-6
 
@@ -1081,7 +1090,8 @@ def _withdraw_requests(d: _Draft, ref: int, out: Out, *, notify: bool) -> None:
         out.append(CancelTimer((CLIENT_REQUEST_TIMER, rid)))
         if notify:
             conn, related = request.key
-            out.append(Push(conn, m.elicitation_cancelled(rid, m.REQUEST_CANCELLED), related))
+            withdrawn = _revision(d, conn).withdraw(rid, m.REQUEST_CANCELLED)
+            out.append(Push(conn, withdrawn, related))
     d.worker_requests = d.worker_requests.delete(ref)
 
 
@@ -1090,61 +1100,17 @@ def _withdraw_requests(d: _Draft, ref: int, out: Out, *, notify: bool) -> None:
 
 
 def _on_message(d: _Draft, ev: MessageReceived, out: Out) -> None:
+    """R-PROTO-1, R-PROTO-15: decoded once, then what the door says it means goes to the handler
+    of that meaning, the same one a typed event reaches."""
     data = ev.data
     message = codec.decode(data) if isinstance(data, bytes) else data
-    conn = ev.conn
-    if isinstance(message, codec.Request):
-        _on_request(d, ev, message, out)
-    elif isinstance(message, codec.Notification):
-        params = message.params or {}
-        if message.method == "notifications/cancelled":  # R-PROTO-13
-            _cancel(d, conn, params.get("requestId"), out)
-        # notifications/initialized and anything else: nothing to do (R-PROTO-5)
-    elif isinstance(message, codec.Response):  # R-PROTO-2
-        _answer(d, conn, message.id, message.result, None, ev.now, out)
-    elif isinstance(message, codec.ErrorResponse):
-        _answer(d, conn, message.id, None, message.error, ev.now, out)
-    elif message.reply is not None:  # R-PROTO-1
-        out.append(Reply(conn, None, message.reply))
-
-
-def _on_request(d: _Draft, ev: MessageReceived, request: codec.Request, out: Out) -> None:
-    conn, rid, method = ev.conn, request.id, request.method
-    params = request.params
-    if not _admit(d, conn, rid, out):  # R-ADM-1: no id may shadow an open call's
+    meaning = door.meaning(ev.conn, message, ev.now, ev.mode, ev.caller)
+    if meaning is None:
         return
-    if method == "tools/call":
-        p = params or {}
-        name, arguments = p.get("name"), p.get("arguments", {})
-        if not isinstance(name, str) or not isinstance(arguments, dict):  # R-PROTO-6
-            out.append(Reply(conn, rid, _bad_tools_call(rid)))
-            return
-        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)
-        meta = p.get("_meta")
-        token: Any = meta.get("progressToken") if isinstance(meta, dict) else None
-        if is_request_id(token) and (conn, rid) in d.calls:
-            d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
-    elif method in protocol.READ_METHODS:  # R-PROTO-7
-        _read(d, conn, rid, method, params, ev.now, ev.caller, out)
-    elif method == "ping":  # R-PROTO-4
-        out.append(Reply(conn, rid, m.result(rid, {})))
-    elif method == "initialize":  # R-PROTO-3
-        _initialize(d, conn, rid, params or {}, out)
-    else:  # R-PROTO-5
-        out.append(
-            Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {method[:64]}"))
-        )
-
-
-def _initialize(d: _Draft, conn: ConnId, rid: Any, params: JsonObject, out: Out) -> None:
-    capabilities = params.get("capabilities")  # R-CAP-1: recorded when there is no entry
-    _record_capabilities(d, conn, capabilities if isinstance(capabilities, dict) else {}, out)
-    c = _get_conn(d, conn)
-    version = c.version
-    if not version:
-        version = protocol.negotiate(params.get("protocolVersion"))
-        _put_conn(d, conn, attrs.evolve(c, version=version))
-    out.append(Reply(conn, rid, m.result(rid, protocol.initialize_result(d.options, version))))
+    if isinstance(meaning, dict):
+        out.append(Reply(ev.conn, None, meaning))  # R-PROTO-1
+        return
+    _HANDLERS[type(meaning)](d, meaning, out)
 
 
 def _on_resource_updated(d: _Draft, ev: ResourceUpdated, out: Out) -> None:
@@ -1265,7 +1231,9 @@ PARKED_TRANSITIONS: dict[str, Transition] = {
 
 EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ClientInitialized: Transition(
-        _on_client_initialized, ("R-CAP-1", "R-CAP-3"), "capabilities entry recorded"
+        _on_client_initialized,
+        ("R-CAP-1", "R-CAP-3", "R-PROTO-3"),
+        "capabilities entry recorded; an initialize request answered",
     ),
     SubscriberAttached: Transition(
         _on_subscriber_attached, ("R-SUB-1", "R-SUB-2", "R-CAP-3"), "connection live"
@@ -1277,11 +1245,14 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ToolUnregistered: Transition(_on_tool_unregistered, ("R-TOOL-1",), "tool gone"),
     ToolCallReceived: Transition(
         _on_tool_call,
-        ("R-ADM-0", "R-ADM-1", "R-ADM-2", "R-ADM-3", "R-ADM-4", "R-ADM-5"),
+        ("R-ADM-0", "R-ADM-1", "R-ADM-2", "R-ADM-3", "R-ADM-4", "R-ADM-5", "R-PROTO-6", "R-CTX-2"),
         "AUTHORIZING, RUNNING, UNKNOWN_REPLY or answered",
     ),
+    PingReceived: Transition(_on_ping, ("R-ADM-0", "R-ADM-1", "R-PROTO-4"), "answered"),
     ReadRequested: Transition(
-        _on_read, ("R-ADM-0", "R-ADM-1", "R-ADM-5", "R-READ-1"), "READ_AUTHORIZING or READ_RUNNING"
+        _on_read,
+        ("R-ADM-0", "R-ADM-1", "R-ADM-5", "R-READ-1", "R-PROTO-5", "R-PROTO-7"),
+        "READ_AUTHORIZING, READ_RUNNING or answered",
     ),
     WorkerFinished: Transition(_on_worker_finished, ("R-WORK-3", "R-WORK-4"), "by stage"),
     WorkerFailed: Transition(_on_worker_failed, ("R-WORK-3", "R-WORK-4"), "by stage"),
@@ -1293,8 +1264,8 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     TimerFired: Transition(_on_timer, ("R-WORK-2", "R-CLOSE-2", "R-CTX-6"), "by stage"),
     MessageReceived: Transition(
         _on_message,
-        ("R-PROTO-1", "R-PROTO-2", "R-PROTO-3", "R-PROTO-4", "R-PROTO-5", "R-PROTO-13"),
-        "decoded and dispatched by method",
+        ("R-PROTO-1", "R-PROTO-2", "R-PROTO-13", "R-PROTO-15"),
+        "decoded, then the handler of the event it means (the door)",
     ),
     ResourceUpdated: Transition(_on_resource_updated, ("R-PROTO-10",), "subscribers told"),
     LogEmitted: Transition(_on_log, ("R-PROTO-11",), "connections at or below the level told"),

@@ -47,7 +47,9 @@ from askgate.core import (
     Emit,
     Event,
     KillWorker,
+    MessageReceived,
     Options,
+    PingReceived,
     Push,
     ReadRequested,
     Reply,
@@ -68,10 +70,12 @@ from askgate.core import (
     WorkerFailed,
     WorkerFinished,
     check_invariants,
+    door,
     initial_state,
     live_timers,
     step,
 )
+from askgate.core.codec import decode
 from askgate.core.state import Call
 
 CONNS = ("a", "b", "c")
@@ -83,6 +87,26 @@ FORM = {"message": "Name?", "requestedSchema": {"type": "object", "properties": 
 ANSWER = {"action": "accept", "content": {}}
 TOKEN = "tool"  # the shell's name for a waiting tool: one per worker is enough here
 READ_ID = 5
+INIT_ID = "init"  # the request id of every initialize the alphabet sends
+HOSTILE: tuple[bytes, ...] = (
+    b"not json",
+    b"[]",
+    b'[{"jsonrpc":"2.0","id":9,"method":"ping"}]',
+    b'{"jsonrpc":"2.0","id":9,"method":"ping","id":8}',
+    b'{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}',
+    b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":5}}',
+    b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":[]}}',
+    b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":[1]}',
+    b'{"jsonrpc":"2.0","id":9,"method":"server/discover"}',
+    b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}',
+    b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}',
+    b'{"jsonrpc":"2.0","id":"askgate-elicit-forged","result":{"action":"accept"}}',
+    b'{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1}}',
+    b'{"jsonrpc":"1.0","id":1,"method":"ping"}',
+)
+"""Malformed and hostile client messages the edges configuration sends on every path: bad JSON,
+batches, duplicate keys, bad ids and params, a notification that should be a request, an
+unknown method, forged and malformed answers, a wrong ``jsonrpc``."""
 REFUSALS: tuple[object, ...] = (
     {"action": "cancel"},
     {"action": "accept", "content": {"approve": False}},
@@ -147,14 +171,14 @@ def alphabet(state: State) -> Iterator[Event]:
     for conn in CONNS:
         yield SubscriberAttached(conn)
         yield SubscriberDetached(conn)
-        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {})
+        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}, 0, INIT_ID)
         for rid in REQUEST_IDS:
             if (conn, rid) not in state.calls:
                 if rid == 2:
-                    yield ToolCallReceived(conn, rid, "echo", None, 0, mode="push", caller=conn)
+                    yield ToolCallReceived(conn, rid, "echo", {}, 0, mode="push", caller=conn)
                 else:
-                    yield ToolCallReceived(conn, rid, "echo", None, 0, caller=conn)
-    yield ToolCallReceived("a", 3, "nope", None, 0)
+                    yield ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
+    yield ToolCallReceived("a", 3, "nope", {}, 0)
     for (owner, request_id), call in state.calls.items():
         if call.stage is Stage.PARKED:
             eid = call.elicitation_id
@@ -208,14 +232,17 @@ def _edges(state: State) -> Iterator[Event]:
     else:
         if "rm" not in state.tools:
             yield ToolRegistered("rm", sensitive=True)
-        yield ToolCallReceived("a", 4, "rm", None, 0)
+        yield ToolCallReceived("a", 4, "rm", {}, 0)
     if "echo" in state.tools:
         yield ToolUnregistered("echo")
     else:
         yield ToolRegistered("echo")
-    yield ToolCallReceived("b", None, "echo", None, 0)  # R-ADM-0
+    yield ToolCallReceived("b", None, "echo", {}, 0)  # R-ADM-0
     for owner, rid in list(state.calls)[:1]:  # R-ADM-1: the id of an open call, again
-        yield ToolCallReceived(owner, rid, "echo", None, 0)
+        yield ToolCallReceived(owner, rid, "echo", {}, 0)
+        yield PingReceived(owner, rid, 0)
+    for data in HOSTILE:  # R-PROTO-1, R-PROTO-5, R-PROTO-6, R-PROTO-15
+        yield MessageReceived("a", data, 0)
     stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
     if stale >= 0 and stale not in state.workers:
         yield WorkerFinished(stale, Allow(), 0)
@@ -258,8 +285,21 @@ def canonical(state: State) -> Hashable:
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
     """The per-step properties: closed exactly once (R-INV-8), owner-only delivery (R-INV-9),
-    timers and workers."""
+    timers and workers. A client message is checked as the event the door says it means
+    (R-PROTO-15); one that means an error reply or nothing gets exactly that and changes nothing
+    (R-PROTO-1)."""
     check_invariants(after)
+    if isinstance(event, MessageReceived):
+        data = event.data
+        meant = door.meaning(
+            event.conn, decode(data) if isinstance(data, bytes) else data, event.now
+        )
+        if meant is None or isinstance(meant, dict):
+            expected = [] if meant is None else [Reply(event.conn, None, meant)]
+            if effects != expected or after != before:
+                raise AssertionError(f"{event!r} did {effects!r}, not just {expected!r}")
+            return
+        event = meant
     replies: dict[tuple[Hashable, Hashable], list[Reply]] = {}
     outcome_pushes: dict[tuple[Hashable, Hashable], int] = {}
     timers = set(live_timers(before))
@@ -299,7 +339,9 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
     if any(len(n) > 1 for n in replies.values()) or any(n > 1 for n in outcome_pushes.values()):
         raise AssertionError(f"a request answered twice: {replies} {outcome_pushes}")
     received = (getattr(event, "conn", None), getattr(event, "request_id", None))
-    is_request = isinstance(event, ToolCallReceived | ReadRequested)
+    is_request = isinstance(event, ToolCallReceived | ReadRequested | PingReceived) or (
+        isinstance(event, ClientInitialized) and event.request_id is not None
+    )
     for key, call in before.calls.items():
         answer = replies.get(key, [None])[0]
         if is_request and key == received:  # R-ADM-1: a reused id is refused, the call untouched
@@ -333,6 +375,19 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
     for key in (*replies, *outcome_pushes):  # R-INV-9: to the connection that asked, only
         if key not in before.calls and key not in after.calls and key != received:
             raise AssertionError(f"{key} answered, but that connection has no such request")
+
+
+def check_wire(
+    before: State, event: Event, after: State, effects: list[Effect], step_fn: StepFn
+) -> None:
+    """R-PROTO-15: the message that means ``event``, fed through the entry the transports use,
+    does what ``event`` did."""
+    wired = door.wire_event(event)
+    if wired is None:
+        return
+    wire_after, wire_effects = step_fn(before, wired)
+    if wire_effects != effects or wire_after != after:
+        raise AssertionError(f"through the wire {wired!r} did {wire_effects!r}, not {effects!r}")
 
 
 def _drops(event: Event, call: Call) -> bool:
@@ -474,6 +529,7 @@ def explore(
             for event in alphabet(state):
                 try:
                     after, effects = step_fn(state, event)
+                    check_wire(state, event, after, effects, step_fn)
                     check_transition(state, event, after, effects)
                     outcomes |= outcome_names(effects)
                 except Exception as failure:  # any failure is reported with its path

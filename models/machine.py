@@ -95,6 +95,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from askgate import core
+from askgate.core import door
 from askgate.core.effects import (
     Allow,
     Ask,
@@ -122,6 +123,7 @@ from askgate.core.events import (
     ClientInitialized,
     ElicitationAnswered,
     Event,
+    PingReceived,
     ReadRequested,
     SubscriberAttached,
     SubscriberDetached,
@@ -134,6 +136,7 @@ from askgate.core.events import (
     WorkerFinished,
 )
 from askgate.core.options import Options
+from askgate.core.state import State
 
 from .reference import (
     CLIENT_REQUEST_TIMER,
@@ -145,6 +148,7 @@ from .reference import (
     CallKey,
     Observation,
     ReferenceModel,
+    is_request_id,
 )
 
 TimerKey = tuple[str, Any]
@@ -156,8 +160,11 @@ ID_KEY = b"askgate-model-machine-key-0123456789"
 CONNS: tuple[str, ...] = ("a", "b", "c")
 REQUEST_IDS: tuple[object, ...] = (0, 1, 2, "x")
 BAD_REQUEST_IDS: tuple[object, ...] = (None, True, 1.5)
+INITIALIZE_IDS: tuple[object, ...] = (None, None, "init", "init", 0, True)
+VERSIONS: tuple[object, ...] = (None, "2025-11-25", "2025-06-18", "2024-11-05", "1999-01-01", 7)
 CALLERS: tuple[str, ...] = ("p", "q")
 PLAIN, SENSITIVE, UNKNOWN = "echo", "rm", "ghost"
+MALFORMED_CALLS: tuple[tuple[Any, object], ...] = ((7, {}), (PLAIN, None), (PLAIN, []), (None, 1))
 READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get")
 UNKNOWN_REF = 10**6  # a ref no worker ever had
 ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
@@ -340,6 +347,7 @@ class ReducerMachine(RuleBasedStateMachine):
     )
     PRECONNECT: ClassVar[bool | None] = None  # None: drawn per run
     PRECONNECT_CAPABILITIES: ClassVar[object] = {"elicitation": {}}
+    THROUGH_THE_WIRE: ClassVar[bool] = True  # also feed each client event as its message
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -459,7 +467,11 @@ class ReducerMachine(RuleBasedStateMachine):
         if conn is None:
             conn = data.draw(st.sampled_from(CONNS), label="conn")
         capabilities = data.draw(st.sampled_from(self.CAPABILITIES), label="capabilities")
-        self.apply(ClientInitialized(conn, capabilities, self.now))
+        # An initialize request (answered, R-PROTO-3), maybe reusing an open call's id, or an
+        # embedder's word that the handshake happened (no id: nothing answered).
+        request_id = data.draw(st.sampled_from(INITIALIZE_IDS), label="initialize id")
+        version = data.draw(st.sampled_from(VERSIONS), label="version")
+        self.apply(ClientInitialized(conn, capabilities, self.now, request_id, version))
 
     @precondition(lambda self: bool(self._unsubscribed()))
     @rule(data=st.data())
@@ -683,6 +695,8 @@ class ReducerMachine(RuleBasedStateMachine):
                 "stray answer",
                 "bad request id",
                 "request from no tool",
+                "ping",
+                "malformed tools/call",
             )
         ),
         conn=st.sampled_from(CONNS),
@@ -727,6 +741,13 @@ class ReducerMachine(RuleBasedStateMachine):
                 self.apply(ReadRequested(conn, rid, method, PARAMS[method], self.now))
             else:
                 self.apply(ToolCallReceived(conn, rid, PLAIN, ARGUMENTS, self.now))
+        elif kind == "ping":  # R-PROTO-4, R-ADM-0, R-ADM-1: any id, maybe an open call's
+            rid = data.draw(st.sampled_from((*REQUEST_IDS, *BAD_REQUEST_IDS)), label="ping id")
+            self.apply(PingReceived(conn, rid, self.now))
+        elif kind == "malformed tools/call":  # R-PROTO-6
+            rid = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+            tool, arguments = data.draw(st.sampled_from(MALFORMED_CALLS), label="call")
+            self.apply(ToolCallReceived(conn, rid, tool, arguments, self.now))
         elif kind == "request from no tool":  # R-CTX-1
             # A tool whose worker was killed asks anyway, or an authorizer, a read callback or
             # the unknown-tool hook does.
@@ -769,7 +790,7 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, WorkerFinished | WorkerFailed):
             self.running.pop(ev.ref, None)  # the worker reported: its task is over
         model_ev = self._model_event(ev)
-        self.state, effects = self.step_fn(self.state, ev)
+        effects = self._step(ev)
         expected = self.model.apply(model_ev)
         self._compare_effects(ev, effects, expected)
         self.check_invariants_fn(self.state)
@@ -782,6 +803,29 @@ class ReducerMachine(RuleBasedStateMachine):
         self._tally(ev, effects, before, after)
         self.obs = after
         return effects
+
+    def _step(self, ev: Event) -> list[Effect]:
+        """Steps the reducer with ``ev`` and, when a client message means ``ev``
+        (``THROUGH_THE_WIRE``), also with that message, through the entry the transports use,
+        from the same state: both must give the same effects and the same state (R-PROTO-15).
+        The run goes on from the state the message reached."""
+        before = self.state
+        self.state, effects = self.step_fn(before, ev)
+        wired = door.wire_event(ev) if self.THROUGH_THE_WIRE else None
+        if wired is None:
+            return effects
+        wire_state, wire_effects = self.step_fn(before, wired)
+        related = [getattr(e, "related", None) for e in effects]
+        wire_related = [getattr(e, "related", None) for e in wire_effects]
+        if wire_effects != effects or wire_related != related:
+            raise AssertionError(f"{ev!r} through the wire: {wire_effects!r}, typed: {effects!r}")
+        if isinstance(wire_state, State):
+            assert wire_state == self.state, f"{ev!r} through the wire left another state"
+        else:
+            assert self.observe_fn(wire_state) == self.observe_fn(self.state), ev
+        self.state = wire_state
+        type(self).seen["through the wire"] += 1
+        return wire_effects
 
     def _tally(
         self, ev: Event, effects: list[Effect], before: Observation, after: Observation
@@ -892,6 +936,8 @@ class ReducerMachine(RuleBasedStateMachine):
         def show(effects: list[Effect]) -> str:
             return "".join(f"\n    {e!r}" for e in effects)
 
+        if isinstance(ev, ToolRegistered | ToolUnregistered):  # R-PROTO-12: in no fixed order
+            real = sorted(real, key=lambda e: repr(getattr(e, "conn", None)))
         where = f"after {ev!r}\n  reducer:{show(real)}\n  model:{show(model)}"
         assert len(real) == len(model), (
             f"{len(real)} effects, the model expects {len(model)} {where}"
@@ -1105,9 +1151,13 @@ class ReducerMachine(RuleBasedStateMachine):
     ) -> None:
         outcomes: set[CallKey] = set()
         replies = [e for e in effects if isinstance(e, Reply)]
-        if isinstance(ev, ToolCallReceived | ReadRequested):
+        if isinstance(ev, ToolCallReceived | ReadRequested | PingReceived) or (
+            isinstance(ev, ClientInitialized) and ev.request_id is not None
+        ):
             key = (ev.conn, ev.request_id)
-            mine = [r for r in replies if r.conn == ev.conn and same(r.request_id, ev.request_id)]
+            # R-ADM-0: an id that is no id is answered under none
+            answered_as = ev.request_id if is_request_id(ev.request_id) else None
+            mine = [r for r in replies if r.conn == ev.conn and same(r.request_id, answered_as)]
             assert len(mine) == len(replies) <= 1, "R-DLV-1: a request was answered twice"
             if mine:
                 assert mine[0].message is not None, "a request answered with nothing on arrival"
@@ -1156,6 +1206,9 @@ class ReducerMachine(RuleBasedStateMachine):
                 assert owner[0] == p.conn, "R-CLOSE-4: withdrawn from a non-owner"
                 assert same(owner[1], p.related), f"R-DLV-1: withdraws {owner}, {p.related=}"
                 assert eid not in after.elicitations, "R-CLOSE-4: withdrawn but still parked"
+            elif msg.get("method") == "notifications/tools/list_changed":
+                assert isinstance(ev, ToolRegistered | ToolUnregistered), "R-PROTO-12"
+                assert p.related is None, f"R-PROTO-12: related to {p.related!r}"
             else:
                 assert is_response(msg), f"an unexpected push {msg!r}"
                 assert same(msg.get("id"), p.related), f"R-DLV-1: {p.related=} for {msg!r}"

@@ -104,6 +104,7 @@ from askgate.core.events import (
     ClientInitialized,
     ElicitationAnswered,
     Event,
+    PingReceived,
     ReadRequested,
     SubscriberAttached,
     SubscriberDetached,
@@ -149,6 +150,7 @@ READ_ASK = "interactive approval unsupported"
 REQUEST_CANCELLED_REASON = "request cancelled"
 INVALID_ID_MESSAGE = "Invalid request id: must be a string or an integer"
 DUPLICATE_ID_MESSAGE = "Request id already in flight on this connection"
+BAD_TOOLS_CALL_MESSAGE = "tools/call requires a string name and an object of arguments"
 CALLBACK_FAILED_MESSAGE = "MCP callback failed"
 
 MODEL_ELICITATION_PREFIX = "model-elicit-"
@@ -248,26 +250,31 @@ def unknown_tool_text_message(request_id: object, text: str) -> JsonObject:
     return _result(request_id, {"isError": True, "content": [{"type": "text", "text": text}]})
 
 
-def elicitation_create_message(elicitation_id: str, tool: str, prompt: str) -> JsonObject:
-    """The prompt of a park (R-PARK-2): form mode, one required boolean ``approve``."""
+def elicitation_create_message(
+    elicitation_id: str, tool: str, prompt: str, with_mode: bool = True
+) -> JsonObject:
+    """The prompt of a park (R-PARK-2, R-REV-2): one required boolean ``approve``; form mode
+    named when ``with_mode``."""
     approve = {
         "type": "boolean",
         "title": "Approve",
         "description": f"Approve running the {tool} tool",
     }
+    params: JsonObject = {
+        "message": prompt,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"approve": approve},
+            "required": ["approve"],
+        },
+    }
+    if with_mode:
+        params = {"mode": "form", **params}
     return {
         "jsonrpc": "2.0",
         "id": elicitation_id,
         "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": prompt,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"approve": approve},
-                "required": ["approve"],
-            },
-        },
+        "params": params,
     }
 
 
@@ -323,8 +330,9 @@ def is_integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def request_params(method: object, params: object) -> JsonObject | None:
-    """R-CTX-4: the params sent for a tool's request, or ``None`` when it is malformed."""
+def request_params(method: object, params: object, with_mode: bool = True) -> JsonObject | None:
+    """R-CTX-4, R-REV-4: the params sent for a tool's request, or ``None`` when it is
+    malformed; an elicitation names form mode when ``with_mode``."""
     if method == ELICIT:
         if not isinstance(params, dict):
             return None
@@ -332,11 +340,8 @@ def request_params(method: object, params: object) -> JsonObject | None:
             return None
         if not isinstance(params.get("requestedSchema"), dict):
             return None
-        return {
-            "mode": "form",
-            "message": params["message"],
-            "requestedSchema": params["requestedSchema"],
-        }
+        sent = {"message": params["message"], "requestedSchema": params["requestedSchema"]}
+        return {"mode": "form", **sent} if with_mode else sent
     if method == SAMPLE:
         if not isinstance(params, dict):
             return None
@@ -346,6 +351,28 @@ def request_params(method: object, params: object) -> JsonObject | None:
             return None
         return dict(params)
     return None
+
+
+VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+"""R-PROTO-3: the versions a client may negotiate, the latest first."""
+
+
+def initialize_result_message(request_id: object, version: str, options: Options) -> JsonObject:
+    """R-PROTO-3: the answer to ``initialize``."""
+    result: JsonObject = {
+        "protocolVersion": version,
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
+            "logging": {},
+            "completions": {},
+        },
+        "serverInfo": {"name": options.server_name, "version": options.server_version},
+    }
+    if options.instructions is not None:
+        result["instructions"] = options.instructions
+    return _result(request_id, result)
 
 
 def client_error_outcome(error: object) -> Failure:
@@ -480,6 +507,7 @@ class ReferenceModel:
         self.next_elicitation = 0
         self.requests: list[ModelRequest] = []  # a running tool's outstanding requests (R-CTX-4)
         self.next_request = 0
+        self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
 
     # -- what a checker reads ----------------------------------------------------------------
 
@@ -579,15 +607,20 @@ class ReferenceModel:
         """Applies ``event``; returns the effects, in order."""
         out: list[Effect] = []
         if isinstance(event, ClientInitialized):
-            self._client_initialized(event.conn, event.capabilities, out)
+            self._initialize(event, out)
+        elif isinstance(event, PingReceived):
+            if self._admit(event.conn, event.request_id, out):  # R-PROTO-4
+                out.append(Reply(event.conn, event.request_id, _result(event.request_id, {})))
         elif isinstance(event, SubscriberAttached):
             self._subscriber_attached(event.conn, out)
         elif isinstance(event, SubscriberDetached):
             self._connection_gone(event.conn, out)
         elif isinstance(event, ToolRegistered):
             self.tools[event.name] = bool(event.sensitive)
+            self._tools_changed(out)
         elif isinstance(event, ToolUnregistered):
-            self.tools.pop(event.name, None)
+            if self.tools.pop(event.name, None) is not None:
+                self._tools_changed(out)
         elif isinstance(event, ToolCallReceived):
             self._tool_call(event, out)
         elif isinstance(event, ReadRequested):
@@ -608,7 +641,36 @@ class ReferenceModel:
             self._tool_requested(event, out)
         else:
             raise TypeError(f"not an event: {event!r}")
+        known = self.known_connections()
+        self.versions = {c: v for c, v in self.versions.items() if c in known}  # R-INV-6
         return out
+
+    def _tools_changed(self, out: list[Effect]) -> None:
+        """R-PROTO-12: every subscribed connection that initialized hears of it (in no order
+        the spec fixes; here by name)."""
+        message = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        told = [conn for conn in sorted(self.versions, key=repr) if conn in self.subscribed]
+        out.extend(Push(conn, dict(message)) for conn in told)
+
+    def _with_mode(self, conn: Hashable) -> bool:
+        """R-REV-1, R-REV-2: an elicitation names form mode for a connection that negotiated
+        2025-11-25, or none."""
+        return self.versions.get(conn, VERSIONS[0]) == VERSIONS[0]
+
+    def _initialize(self, ev: ClientInitialized, out: list[Effect]) -> None:
+        """R-CAP-1; with a request id, R-PROTO-3: admitted, recorded, answered."""
+        if ev.request_id is None:
+            self._client_initialized(ev.conn, ev.capabilities, out)
+            return
+        if not self._admit(ev.conn, ev.request_id, out):
+            return
+        capabilities = ev.capabilities if isinstance(ev.capabilities, dict) else {}
+        self._client_initialized(ev.conn, capabilities, out)
+        asked = ev.protocol_version
+        version = asked if isinstance(asked, str) and asked in VERSIONS else VERSIONS[0]
+        version = self.versions.setdefault(ev.conn, version)
+        message = initialize_result_message(ev.request_id, version, self.options)
+        out.append(Reply(ev.conn, ev.request_id, message))
 
     def _tick(self) -> int:
         self.ticks += 1
@@ -652,6 +714,7 @@ class ReferenceModel:
             self._drop(call, notify=False, out=out)
         self.entries = [e for e in self.entries if e.conn != conn]
         self.subscribed.discard(conn)
+        self.versions.pop(conn, None)  # R-SUB-2: a rebound connection negotiates again
 
     # -- admission (R-ADM-*, R-READ-1) ---------------------------------------------------------
 
@@ -665,7 +728,7 @@ class ReferenceModel:
 
     def _admit(self, conn: Hashable, request_id: object, out: list[Effect]) -> bool:
         if not is_request_id(request_id):  # R-ADM-0
-            out.append(Reply(conn, request_id, _error(None, -32600, INVALID_ID_MESSAGE)))
+            out.append(Reply(conn, None, _error(None, -32600, INVALID_ID_MESSAGE)))
             return False
         if self._find(conn, request_id) is not None:  # R-ADM-1
             out.append(Reply(conn, request_id, _error(request_id, -32600, DUPLICATE_ID_MESSAGE)))
@@ -708,6 +771,10 @@ class ReferenceModel:
         if not self._admit(ev.conn, ev.request_id, out):
             return
         rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
+        if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
+            message = _error(rid, -32602, BAD_TOOLS_CALL_MESSAGE)
+            out.append(Reply(ev.conn, rid, message))
+            return
         call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
         if ev.tool not in self.tools:  # R-ADM-2
             if self.options.has_unknown_tool_reply:
@@ -908,7 +975,9 @@ class ReferenceModel:
         self._set_count_changed(call.conn)
         deadline = now + self.options.elicitation_timeout_ms
         out.append(StartTimer(("elicitation", eid), deadline))
-        prompt_message = elicitation_create_message(eid, call.name, prompt)
+        prompt_message = elicitation_create_message(
+            eid, call.name, prompt, self._with_mode(call.conn)
+        )
         out.append(Push(call.conn, prompt_message, call.request_id))
         if call.mode == "push" and not call.replied:
             call.replied = True
@@ -981,7 +1050,7 @@ class ReferenceModel:
         if call is None:
             out.append(Resolve(ref, token, context_failure(NOT_RUNNING)))  # R-CTX-1
             return
-        params = request_params(ev.method, ev.params)
+        params = request_params(ev.method, ev.params, self._with_mode(call.conn))
         if params is None:
             out.append(Resolve(ref, token, context_failure(INVALID_REQUEST)))
             return

@@ -370,7 +370,7 @@ def test_R_CTX_6_machine_catches_a_tools_request_bug_the_model_shares(bug: str) 
             super()._compare_effects(ev, real, model)
 
     with pytest.raises(AssertionError, match="R-CTX-6"):
-        run_state_machine_as_test(SameBugInModel, settings=PLANTED)
+        run_state_machine_as_test(SameBugInModel, settings=settings(PLANTED, max_examples=1000))
 
 
 # ---------------------------------------------------------------------------------------------

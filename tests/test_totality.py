@@ -39,6 +39,7 @@ from askgate.core import (
     LogEmitted,
     MessageReceived,
     Options,
+    PingReceived,
     Push,
     ReadRequested,
     Reply,
@@ -64,6 +65,7 @@ from askgate.core import (
     live_timers,
     step,
 )
+from askgate.core.decide import is_request_id
 from askgate.core.fifo import Fifo
 from askgate.core.state import EMPTY_CONN, Call, Progress, positional_constructor
 
@@ -104,6 +106,8 @@ def candidate_events(state: State, now: int) -> Iterator[Event]:
     eids: list[object] = [*state.parked, "askgate-elicit-unknown", 5]
     for conn in CONNS:
         yield ClientInitialized(conn, CAPS if conn != "c" else {}, now)
+        yield ClientInitialized(conn, CAPS, now, "init", "2025-06-18")
+        yield PingReceived(conn, 0, now)
         yield SubscriberAttached(conn, now)
         yield SubscriberDetached(conn, now)
         for rid in (*IDS, *BAD_IDS[:2]):
@@ -241,8 +245,10 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
     asked = {(conn, repr(rid)) for conn, rid in (*before.calls, *after.calls)}
     if isinstance(event, MessageReceived):  # its requests' ids are inside the bytes
         asked |= {key for key in replied if key[0] == event.conn}
-    elif isinstance(event, ToolCallReceived | ReadRequested):
+    elif isinstance(event, ToolCallReceived | ReadRequested | PingReceived | ClientInitialized):
         asked.add((event.conn, repr(event.request_id)))
+        if not is_request_id(event.request_id):  # R-ADM-0: refused under no id
+            asked.add((event.conn, repr(None)))
     for key in replied:  # R-INV-9: only a connection that asked gets an answer
         assert key in asked, f"{key} answered, but that connection asked nothing under that id"
 

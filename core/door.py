@@ -1,0 +1,179 @@
+"""The door: what a decoded client message means (spec/protocol.md, R-PROTO-1 .. 5, 13, 15).
+
+Every client message, whatever transport carried it, is decoded by the codec and then turned by
+:func:`meaning` into exactly one typed event, into the codec's error reply, or into nothing. The
+reducer's ``MessageReceived`` handler hands that event to the same handler an embedder's typed
+event reaches, so each meaning of a message has one handler, and the models, which drive the
+typed events, check the code production runs. :data:`DOOR` is the table, rendered into
+``spec/transitions.md``; :func:`wire_form` is its inverse, the message that means a given typed
+event, which the models use to send every event they draw through the wire too.
+
+Nothing here validates beyond the codec: the handlers check every peer-controlled field once,
+whichever way the event came in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from .codec import (
+    Decoded,
+    EncodeError,
+    ErrorResponse,
+    Invalid,
+    Notification,
+    Request,
+    Response,
+    encode,
+)
+from .events import (
+    CallerId,
+    CancelRequested,
+    ClientInitialized,
+    ConnId,
+    ElicitationAnswered,
+    Event,
+    MessageReceived,
+    Mode,
+    PingReceived,
+    ReadRequested,
+    ToolCallReceived,
+)
+
+JsonObject = dict[str, Any]
+
+
+@attrs.frozen
+class Entry:
+    """One row of the door: a kind of message, what it becomes, and the rules that say so."""
+
+    message: str
+    becomes: str
+    rules: tuple[str, ...]
+
+
+DOOR: Final[tuple[Entry, ...]] = (
+    Entry("request `tools/call`", "`ToolCallReceived`", ("R-PROTO-6", "R-CTX-2")),
+    Entry("request `initialize`", "`ClientInitialized` with its request id", ("R-PROTO-3",)),
+    Entry("request `ping`", "`PingReceived`", ("R-PROTO-4",)),
+    Entry("request for a read method", "`ReadRequested`", ("R-PROTO-7",)),
+    Entry("request for any other method", "`ReadRequested`, answered -32601", ("R-PROTO-5",)),
+    Entry("notification `notifications/cancelled`", "`CancelRequested`", ("R-PROTO-13",)),
+    Entry("any other notification", "nothing", ("R-PROTO-5",)),
+    Entry("response", "`ElicitationAnswered` with its result", ("R-PROTO-2",)),
+    Entry("error response", "`ElicitationAnswered` with its error", ("R-PROTO-2",)),
+    Entry("invalid message", "the codec's error reply, or nothing", ("R-PROTO-1",)),
+)
+"""What each kind of client message becomes (R-PROTO-15)."""
+
+
+def meaning(
+    conn: ConnId, message: Decoded, now: int, mode: Mode = "reply", caller: CallerId | None = None
+) -> Event | JsonObject | None:
+    """R-PROTO-15: the typed event ``message`` means on ``conn``; or, for an invalid message,
+    the error reply to send (a dict) or ``None`` when nothing may be sent; ``None`` also for a
+    notification that means nothing here."""
+    if isinstance(message, Request):
+        return _request(conn, message, now, mode, caller)
+    if isinstance(message, Notification):
+        if message.method == "notifications/cancelled":  # R-PROTO-13
+            params = message.params or {}
+            return CancelRequested(conn, params.get("requestId"), now)
+        return None  # R-PROTO-5
+    if isinstance(message, Response):  # R-PROTO-2
+        return ElicitationAnswered(conn, message.id, message.result, now)
+    if isinstance(message, ErrorResponse):
+        return ElicitationAnswered(conn, message.id, None, now, message.error)
+    assert isinstance(message, Invalid)
+    return message.reply  # R-PROTO-1
+
+
+def _request(
+    conn: ConnId, request: Request, now: int, mode: Mode, caller: CallerId | None
+) -> Event:
+    method, rid = request.method, request.id
+    if method == "tools/call":  # R-PROTO-6
+        p = request.params or {}
+        name: Any = p.get("name")
+        return ToolCallReceived(
+            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")
+        )
+    if method == "initialize":  # R-PROTO-3
+        p = request.params or {}
+        capabilities = p.get("capabilities")
+        return ClientInitialized(conn, capabilities, now, rid, p.get("protocolVersion"))
+    if method == "ping":  # R-PROTO-4
+        return PingReceived(conn, rid, now)
+    return ReadRequested(conn, rid, method, request.params, now, caller)  # R-PROTO-5, 7
+
+
+def wire_form(event: Event) -> JsonObject | None:
+    """The client message whose :func:`meaning` is ``event`` (given the same connection, ``now``,
+    mode and caller), or ``None`` when no message means it: an embedder's ``ClientInitialized``
+    without a request id, a ``ReadRequested`` whose params are not an object, an answer whose
+    error is not an object, a request whose method is not a string, and every event that is not
+    a client message. Values a peer cannot send (NaN, tuples as keys, ...) are the caller's to
+    avoid: :func:`askgate.core.codec.encode` refuses them."""
+    if isinstance(event, ToolCallReceived):
+        params: JsonObject = {"name": event.tool, "arguments": event.arguments}
+        if event.meta is not None:
+            params["_meta"] = event.meta
+        return _request_form(event.request_id, "tools/call", params)
+    if isinstance(event, ClientInitialized):
+        if event.request_id is None:
+            return None
+        params = {"capabilities": event.capabilities}
+        if event.protocol_version is not None:
+            params["protocolVersion"] = event.protocol_version
+        return _request_form(event.request_id, "initialize", params)
+    if isinstance(event, PingReceived):
+        return _request_form(event.request_id, "ping", None)
+    if isinstance(event, ReadRequested):
+        if not isinstance(event.method, str) or event.method in _NOT_READS:
+            return None
+        if event.params is not None and not isinstance(event.params, dict):
+            return None
+        return _request_form(event.request_id, event.method, event.params)
+    if isinstance(event, CancelRequested):
+        return {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": event.request_id},
+        }
+    if isinstance(event, ElicitationAnswered):
+        if event.error is not None:
+            if not isinstance(event.error, dict):
+                return None
+            return {"jsonrpc": "2.0", "id": event.elicitation_id, "error": event.error}
+        return {"jsonrpc": "2.0", "id": event.elicitation_id, "result": event.result}
+    return None
+
+
+_NOT_READS: Final = frozenset({"tools/call", "initialize", "ping"})
+"""Methods a ``ReadRequested`` can name that the door gives to another event."""
+
+
+def _request_form(request_id: object, method: str, params: JsonObject | None) -> JsonObject:
+    message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def wire_event(event: Event) -> MessageReceived | None:
+    """The ``MessageReceived`` a transport would feed for ``event``: its :func:`wire_form`
+    encoded, on the same connection, with the same ``now``, mode and caller; ``None`` when
+    ``event`` has no wire form or holds what JSON cannot carry."""
+    form = wire_form(event)
+    if form is None:
+        return None
+    try:
+        data = encode(form)
+    except EncodeError:
+        return None
+    conn: ConnId = event.conn  # type: ignore[union-attr]
+    mode: Mode = event.mode if isinstance(event, ToolCallReceived) else "reply"
+    caller = event.caller if isinstance(event, ToolCallReceived | ReadRequested) else None
+    return MessageReceived(conn, data, event.now, mode, caller)
