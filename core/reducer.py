@@ -486,7 +486,7 @@ def _close(d: _Draft, call: Call, message: JsonObject, out: Out) -> None:
 
 
 def _deny(d: _Draft, call: Call, decision: str, detail: str, out: Out) -> None:
-    _close(d, call, m.authorization_required(call.request_id, call.name, decision, detail), out)  # type: ignore[arg-type]
+    _close(d, call, m.authorization_required(call.request_id, call.name, decision, detail), out)
 
 
 def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
@@ -668,7 +668,7 @@ def _answer_read(
 def _run_tool(d: _Draft, call: Call, now: int, out: Out) -> None:
     """Starts the tool of an allowed or approved call (R-AUTH-1, R-CLOSE-1, R-TOOL-2)."""
     if call.name not in d.tools:
-        _close(d, call, m.unknown_tool(call.request_id, call.name), out)  # type: ignore[arg-type]
+        _close(d, call, m.unknown_tool(call.request_id, call.name), out)
         return
     _next_stage(d, call, Stage.RUNNING, RunTool(call.name, call.arguments), now, out)
 
@@ -690,17 +690,17 @@ def _authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out)
 
 def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     if isinstance(value, dict):
-        _close(d, call, m.result(call.request_id, value), out)  # type: ignore[arg-type]
+        _close(d, call, m.result(call.request_id, value), out)
     else:
         _tool_failed(d, call, value, now, out)
 
 
 def _tool_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), out)  # type: ignore[arg-type]
+    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), out)
 
 
 def _tool_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), out)  # type: ignore[arg-type]
+    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), out)
 
 
 def _unknown_replied(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -712,7 +712,7 @@ def _unknown_replied(d: _Draft, call: Call, value: object, now: int, out: Out) -
 
 
 def _unknown_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.unknown_tool(call.request_id, call.name), out)  # type: ignore[arg-type]
+    _close(d, call, m.unknown_tool(call.request_id, call.name), out)
 
 
 def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -733,7 +733,7 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
 
 
 def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.read_denied(call.request_id, call.name, m.AUTHORIZER_FAILED), out)  # type: ignore[arg-type]
+    _close(d, call, m.read_denied(call.request_id, call.name, m.AUTHORIZER_FAILED), out)
 
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -756,11 +756,11 @@ def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> 
 
 
 def _read_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_failed"), out)  # type: ignore[arg-type]
+    _close(d, call, m.method_failure(call.request_id, call.name, "callback_failed"), out)
 
 
 def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_timeout"), out)  # type: ignore[arg-type]
+    _close(d, call, m.method_failure(call.request_id, call.name, "callback_timeout"), out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
+from .messages import RequestId
 from .options import OptionError, Options
 from .tools import ToolInfo, tool_info
 
@@ -74,7 +75,7 @@ class Call:
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     conn: ConnId
-    request_id: Hashable
+    request_id: RequestId
     is_tool: bool
     name: str
     arguments: object
