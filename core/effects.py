@@ -166,13 +166,3 @@ class Resolve:
 
 
 Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit | Resolve
-EFFECT_KINDS: tuple[type[Effect], ...] = (
-    Reply,
-    Push,
-    StartTimer,
-    CancelTimer,
-    StartWorker,
-    KillWorker,
-    Emit,
-    Resolve,
-)
