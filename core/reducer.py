@@ -33,27 +33,17 @@ from immutables import Map
 from . import codec, protocol
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
+from .decisions import Allow, Ask, Deny, Failure
 from .effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    FilterTools,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from .events import (
     CallerExited,
@@ -81,6 +71,7 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
+from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
 from .state import (
     EMPTY_CONN,
     Call,

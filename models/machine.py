@@ -95,26 +95,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from askgate import core
+from askgate.core.decisions import Allow, Ask, Deny, Failure
 from askgate.core.effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from askgate.core.events import (
     CallerExited,
@@ -133,6 +124,7 @@ from askgate.core.events import (
     WorkerFailed,
     WorkerFinished,
 )
+from askgate.core.jobs import Authorize, AuthorizeRead, Job, RunRead, RunTool, UnknownToolReply
 from askgate.core.options import Options
 
 from .reference import (
