@@ -77,19 +77,20 @@ from .state import (
     Call,
     CallKey,
     CapGroup,
-    Catalog,
     ClientRequest,
     Conn,
     Parked,
     Progress,
     Stage,
     State,
+    Variables,
+    field_copier,
     positional_constructor,
 )
-from .tools import ToolInfo, argument_problem, tool_info
+from .tools import argument_problem, tool_info
 
 Out = list[Effect]
-_new_state = positional_constructor(State)
+_copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
 JsonObject = dict[str, Any]
 
@@ -101,93 +102,26 @@ ELICITATION_TIMER = "elicitation"
 CLIENT_REQUEST_TIMER = "client_request"
 
 
-class _Draft:
-    """A mutable copy of a :class:`State`'s fields for the length of one step.
+class _Draft(Variables):
+    """A mutable copy of a :class:`State`'s variables for the length of one step.
 
-    The fields hold persistent maps, so changing a draft never changes the state it came from.
+    The variables hold persistent maps, so changing a draft never changes the state it came
+    from. :meth:`freeze` turns the draft itself into the step's new :class:`State`.
     """
 
-    __slots__ = tuple(f.name for f in attrs.fields(State))
-
-    options: Any
-    id_key: bytes
-    tools: Map[str, ToolInfo]
-    catalog: Catalog
-    conns: Map[ConnId, Conn]
-    calls: Map[CallKey, Call]
-    workers: Map[int, CallKey]
-    in_flight: Map[ConnId, int]
-    in_flight_total: int
-    parked: Map[str, Parked]
-    parked_total: int
-    buckets: Map[int, Fifo[ConnId]]
-    top: int
-    cap_unsubscribed: Fifo[ConnId]
-    cap_live: Fifo[ConnId]
-    callers: Map[Hashable, Map[CallKey, bool]]
-    resource_subscribers: Map[str, Map[ConnId, bool]]
-    log_levels: Map[ConnId, str]
-    next_ref: int
-    next_seq: int
-    next_elicitation: int
-    client_requests: Map[str, ClientRequest]
-    worker_requests: Map[int, tuple[str, ...]]
-    progress: Map[CallKey, Progress]
+    __slots__ = ()
 
     def __init__(self, state: State) -> None:
-        # Spelled out rather than looped: this runs once per event.
-        self.options = state.options
-        self.id_key = state.id_key
-        self.tools = state.tools
-        self.catalog = state.catalog
-        self.conns = state.conns
-        self.calls = state.calls
-        self.workers = state.workers
-        self.in_flight = state.in_flight
-        self.in_flight_total = state.in_flight_total
-        self.parked = state.parked
-        self.parked_total = state.parked_total
-        self.buckets = state.buckets
-        self.top = state.top
-        self.cap_unsubscribed = state.cap_unsubscribed
-        self.cap_live = state.cap_live
-        self.callers = state.callers
-        self.resource_subscribers = state.resource_subscribers
-        self.log_levels = state.log_levels
-        self.next_ref = state.next_ref
-        self.next_seq = state.next_seq
-        self.next_elicitation = state.next_elicitation
-        self.client_requests = state.client_requests
-        self.worker_requests = state.worker_requests
-        self.progress = state.progress
+        _copy_variables(self, state)
 
     def freeze(self) -> State:
-        return _new_state(
-            self.options,
-            self.id_key,
-            self.tools,
-            self.catalog,
-            self.conns,
-            self.calls,
-            self.workers,
-            self.in_flight,
-            self.in_flight_total,
-            self.parked,
-            self.parked_total,
-            self.buckets,
-            self.top,
-            self.cap_unsubscribed,
-            self.cap_live,
-            self.callers,
-            self.resource_subscribers,
-            self.log_levels,
-            self.next_ref,
-            self.next_seq,
-            self.next_elicitation,
-            self.client_requests,
-            self.worker_requests,
-            self.progress,
-        )
+        """This draft, now a :class:`State`: the two classes share :class:`Variables`' slots
+        and add none, so the object changes class and nothing is copied. The draft is not used
+        afterwards."""
+        draft: Any = self
+        draft.__class__ = State
+        state: State = draft
+        return state
 
 
 # ---------------------------------------------------------------------------------------------
