@@ -42,9 +42,9 @@ def _field_names(cls: type[AttrsInstance]) -> list[str]:
 def positional_constructor(cls: type[T]) -> Callable[..., T]:
     """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
     building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
-    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor instead of
-    ``object.__setattr__``, a quarter faster on the reducer's hot path. Only for classes with no
-    validators, converters or ``__attrs_post_init__``.
+    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor, which
+    costs less than the ``object.__setattr__`` attrs' ``__init__`` calls for a frozen class. Only
+    for classes with no validators, converters or ``__attrs_post_init__``.
     """
     names = _field_names(cls)
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
