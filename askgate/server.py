@@ -58,7 +58,7 @@ from askgate.core import (
     initial_state,
 )
 from askgate.core.codec import EncodeError, encode
-from askgate.core.effects import Failure
+from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.tools import ToolInfo, tool_info

@@ -6,28 +6,17 @@ happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS`
 :data:`EVENT_TRANSITIONS` are rendered into spec/transitions.md.
 """
 
+from .decisions import Allow, Ask, Decision, Deny, Failure
 from .effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Decision,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    FilterTools,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from .events import (
     CallerExited,
@@ -54,6 +43,7 @@ from .events import (
     WorkerFinished,
 )
 from .invariants import InvariantError, check_invariants, live_timers
+from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
 from .options import OptionError, Options
 from .reducer import (
     CALL_TRANSITIONS,

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 MAX_BYTES: Final = 4 * 1024 * 1024
-"""The default byte cap of one message (R-WIRE-2), the same 4 MiB as python-sdk's HTTP limit."""
+"""The default byte cap of one message, 4 MiB (R-WIRE-2)."""
 
 MAX_DEPTH: Final = 64
 """The deepest nesting accepted; the top-level object is depth 1 (R-WIRE-6)."""

@@ -12,87 +12,7 @@ from typing import Any
 import attrs
 
 from .events import ConnId, TimerKey
-
-
-@attrs.frozen(slots=True)
-class Allow:
-    """An authorizer's decision: run it."""
-
-
-@attrs.frozen(slots=True)
-class Ask:
-    """An authorizer's decision: run it only if the owner approves ``prompt``."""
-
-    prompt: str
-
-
-@attrs.frozen(slots=True)
-class Deny:
-    """An authorizer's decision: refuse, with a reason the caller may read."""
-
-    reason: str
-
-
-Decision = Allow | Ask | Deny
-
-
-@attrs.frozen(slots=True)
-class Authorize:
-    """Job: ask the tool authorizer about ``tool`` with ``arguments``."""
-
-    tool: str
-    arguments: object
-
-
-@attrs.frozen(slots=True)
-class RunTool:
-    """Job: run ``tool``; the worker's value is the ``tools/call`` result object."""
-
-    tool: str
-    arguments: object
-
-
-@attrs.frozen(slots=True)
-class AuthorizeRead:
-    """Job: ask the read authorizer about ``method`` with ``params``."""
-
-    method: str
-    params: object
-
-
-@attrs.frozen(slots=True)
-class RunRead:
-    """Job: perform the read method; the worker's value is its result object."""
-
-    method: str
-    params: object
-
-
-@attrs.frozen(slots=True)
-class UnknownToolReply:
-    """Job: call the ``unknown_tool_reply`` hook; its value is text or ``None``."""
-
-    tool: str
-
-
-@attrs.frozen(slots=True)
-class FilterTools:
-    """Job: ask the tool authorizer about each name (empty arguments); the worker's value is
-    the names it allowed or asked about, in any order (R-PROTO-8)."""
-
-    names: tuple[str, ...]
-
-
-@attrs.frozen(slots=True)
-class Failure:
-    """A worker value: answer the request with this JSON-RPC error (R-PROTO-14)."""
-
-    code: int
-    message: str
-    data: object = None
-
-
-Job = Authorize | RunTool | AuthorizeRead | RunRead | UnknownToolReply | FilterTools
+from .jobs import Job
 
 
 @attrs.frozen(slots=True)
@@ -158,7 +78,7 @@ class Emit:
 @attrs.frozen(slots=True)
 class Resolve:
     """Hand ``outcome`` to the running tool of worker ``ref`` that waits as ``token``: the
-    client's result object, or a :class:`Failure` (R-CTX-4 .. R-CTX-6)."""
+    client's result object, or a :class:`~askgate.core.decisions.Failure` (R-CTX-4 .. R-CTX-6)."""
 
     ref: int
     token: Hashable
@@ -166,13 +86,3 @@ class Resolve:
 
 
 Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit | Resolve
-EFFECT_KINDS: tuple[type[Effect], ...] = (
-    Reply,
-    Push,
-    StartTimer,
-    CancelTimer,
-    StartWorker,
-    KillWorker,
-    Emit,
-    Resolve,
-)

@@ -276,26 +276,3 @@ Event = (
     | ToolLogged
     | ToolRequested
 )
-
-EVENT_KINDS: tuple[type[Event], ...] = (
-    ClientInitialized,
-    SubscriberAttached,
-    SubscriberDetached,
-    ToolRegistered,
-    ToolUnregistered,
-    ToolCallReceived,
-    ReadRequested,
-    WorkerFinished,
-    WorkerFailed,
-    ElicitationAnswered,
-    CancelRequested,
-    CallerExited,
-    TimerFired,
-    MessageReceived,
-    ResourceUpdated,
-    LogEmitted,
-    CatalogChanged,
-    ToolProgressed,
-    ToolLogged,
-    ToolRequested,
-)

@@ -46,10 +46,6 @@ READ_METHODS: Final = frozenset(
 )
 """The methods the read authorizer gates (R-PROTO-7)."""
 
-CALLBACK_READS: Final = frozenset({"resources/read", "prompts/get", "completion/complete"})
-"""Read methods answered by a user callback in a ``RunRead`` worker; the rest are answered by
-the reducer itself."""
-
 _CURSOR_PREFIX: Final = "askgate-page:"
 
 

@@ -33,27 +33,17 @@ from immutables import Map
 from . import codec, door, protocol
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
+from .decisions import Allow, Ask, Deny, Failure
 from .effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    FilterTools,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from .events import (
     CallerExited,
@@ -82,25 +72,27 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
+from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
 from .revisions import Revision, revision_for
 from .state import (
     EMPTY_CONN,
     Call,
     CallKey,
     CapGroup,
-    Catalog,
     ClientRequest,
     Conn,
     Parked,
     Progress,
     Stage,
     State,
+    Variables,
+    field_copier,
     positional_constructor,
 )
-from .tools import ToolInfo, argument_problem, tool_info
+from .tools import argument_problem, tool_info
 
 Out = list[Effect]
-_new_state = positional_constructor(State)
+_copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
 JsonObject = dict[str, Any]
 
@@ -112,93 +104,26 @@ ELICITATION_TIMER = "elicitation"
 CLIENT_REQUEST_TIMER = "client_request"
 
 
-class _Draft:
-    """A mutable copy of a :class:`State`'s fields for the length of one step.
+class _Draft(Variables):
+    """A mutable copy of a :class:`State`'s variables for the length of one step.
 
-    The fields hold persistent maps, so changing a draft never changes the state it came from.
+    The variables hold persistent maps, so changing a draft never changes the state it came
+    from. :meth:`freeze` turns the draft itself into the step's new :class:`State`.
     """
 
-    __slots__ = tuple(f.name for f in attrs.fields(State))
-
-    options: Any
-    id_key: bytes
-    tools: Map[str, ToolInfo]
-    catalog: Catalog
-    conns: Map[ConnId, Conn]
-    calls: Map[CallKey, Call]
-    workers: Map[int, CallKey]
-    in_flight: Map[ConnId, int]
-    in_flight_total: int
-    parked: Map[str, Parked]
-    parked_total: int
-    buckets: Map[int, Fifo[ConnId]]
-    top: int
-    cap_unsubscribed: Fifo[ConnId]
-    cap_live: Fifo[ConnId]
-    callers: Map[Hashable, Map[CallKey, bool]]
-    resource_subscribers: Map[str, Map[ConnId, bool]]
-    log_levels: Map[ConnId, str]
-    next_ref: int
-    next_seq: int
-    next_elicitation: int
-    client_requests: Map[str, ClientRequest]
-    worker_requests: Map[int, tuple[str, ...]]
-    progress: Map[CallKey, Progress]
+    __slots__ = ()
 
     def __init__(self, state: State) -> None:
-        # Spelled out rather than looped: this runs once per event.
-        self.options = state.options
-        self.id_key = state.id_key
-        self.tools = state.tools
-        self.catalog = state.catalog
-        self.conns = state.conns
-        self.calls = state.calls
-        self.workers = state.workers
-        self.in_flight = state.in_flight
-        self.in_flight_total = state.in_flight_total
-        self.parked = state.parked
-        self.parked_total = state.parked_total
-        self.buckets = state.buckets
-        self.top = state.top
-        self.cap_unsubscribed = state.cap_unsubscribed
-        self.cap_live = state.cap_live
-        self.callers = state.callers
-        self.resource_subscribers = state.resource_subscribers
-        self.log_levels = state.log_levels
-        self.next_ref = state.next_ref
-        self.next_seq = state.next_seq
-        self.next_elicitation = state.next_elicitation
-        self.client_requests = state.client_requests
-        self.worker_requests = state.worker_requests
-        self.progress = state.progress
+        _copy_variables(self, state)
 
     def freeze(self) -> State:
-        return _new_state(
-            self.options,
-            self.id_key,
-            self.tools,
-            self.catalog,
-            self.conns,
-            self.calls,
-            self.workers,
-            self.in_flight,
-            self.in_flight_total,
-            self.parked,
-            self.parked_total,
-            self.buckets,
-            self.top,
-            self.cap_unsubscribed,
-            self.cap_live,
-            self.callers,
-            self.resource_subscribers,
-            self.log_levels,
-            self.next_ref,
-            self.next_seq,
-            self.next_elicitation,
-            self.client_requests,
-            self.worker_requests,
-            self.progress,
-        )
+        """This draft, now a :class:`State`: the two classes share :class:`Variables`' slots
+        and add none, so the object changes class and nothing is copied. The draft is not used
+        afterwards."""
+        draft: Any = self
+        draft.__class__ = State
+        state: State = draft
+        return state
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,7 +428,7 @@ def _close(d: _Draft, call: Call, message: JsonObject, out: Out) -> None:
 
 
 def _deny(d: _Draft, call: Call, decision: str, detail: str, out: Out) -> None:
-    _close(d, call, m.authorization_required(call.request_id, call.name, decision, detail), out)  # type: ignore[arg-type]
+    _close(d, call, m.authorization_required(call.request_id, call.name, decision, detail), out)
 
 
 def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
@@ -699,7 +624,7 @@ def _answer_read(
 def _run_tool(d: _Draft, call: Call, now: int, out: Out) -> None:
     """Starts the tool of an allowed or approved call (R-AUTH-1, R-CLOSE-1, R-TOOL-2)."""
     if call.name not in d.tools:
-        _close(d, call, m.unknown_tool(call.request_id, call.name), out)  # type: ignore[arg-type]
+        _close(d, call, m.unknown_tool(call.request_id, call.name), out)
         return
     _next_stage(d, call, Stage.RUNNING, RunTool(call.name, call.arguments), now, out)
 
@@ -721,17 +646,17 @@ def _authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out)
 
 def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     if isinstance(value, dict):
-        _close(d, call, m.result(call.request_id, value), out)  # type: ignore[arg-type]
+        _close(d, call, m.result(call.request_id, value), out)
     else:
         _tool_failed(d, call, value, now, out)
 
 
 def _tool_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), out)  # type: ignore[arg-type]
+    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), out)
 
 
 def _tool_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), out)  # type: ignore[arg-type]
+    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), out)
 
 
 def _unknown_replied(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -743,7 +668,7 @@ def _unknown_replied(d: _Draft, call: Call, value: object, now: int, out: Out) -
 
 
 def _unknown_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.unknown_tool(call.request_id, call.name), out)  # type: ignore[arg-type]
+    _close(d, call, m.unknown_tool(call.request_id, call.name), out)
 
 
 def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -764,7 +689,7 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
 
 
 def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.read_denied(call.request_id, call.name, m.AUTHORIZER_FAILED), out)  # type: ignore[arg-type]
+    _close(d, call, m.read_denied(call.request_id, call.name, m.AUTHORIZER_FAILED), out)
 
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -787,11 +712,11 @@ def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> 
 
 
 def _read_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_failed"), out)  # type: ignore[arg-type]
+    _close(d, call, m.method_failure(call.request_id, call.name, "callback_failed"), out)
 
 
 def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_timeout"), out)  # type: ignore[arg-type]
+    _close(d, call, m.method_failure(call.request_id, call.name, "callback_timeout"), out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
+from .messages import RequestId
 from .options import OptionError, Options
 from .tools import ToolInfo, tool_info
 
@@ -24,26 +25,44 @@ CallKey = tuple[Hashable, Hashable]  # (connection, request id)
 T = TypeVar("T", bound=AttrsInstance)
 
 
-def positional_constructor(cls: type[T]) -> Callable[..., T]:
-    """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
-    building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
-    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor instead of
-    ``object.__setattr__``, a quarter faster on the reducer's hot path (the state is rebuilt on
-    every step). Only for classes with no validators, converters or ``__attrs_post_init__``.
-    """
+def _generate(name: str, params: list[str], body: list[str], scope: dict[str, Any]) -> Any:
+    """The function ``name(*params)`` with ``body``, compiled once. Callers build the source
+    from an attrs class's own field names, nothing else."""
+    exec("\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)]), scope)
+    return scope[name]
+
+
+def _field_names(cls: type[AttrsInstance]) -> list[str]:
     fields = attrs.fields(cls)
     if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
         raise TypeError(f"{cls.__name__} validates or converts: use its __init__")
-    names = [f.name for f in fields]
+    return [f.name for f in fields]
+
+
+def positional_constructor(cls: type[T]) -> Callable[..., T]:
+    """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
+    building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
+    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor, which
+    costs less than the ``object.__setattr__`` attrs' ``__init__`` calls for a frozen class. Only
+    for classes with no validators, converters or ``__attrs_post_init__``.
+    """
+    names = _field_names(cls)
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    self = _new(_cls)"]
+    body = ["self = _new(_cls)"]
     for i, name in enumerate(names):
         scope[f"_set{i}"] = getattr(cls, name).__set__
-        lines.append(f"    _set{i}(self, {name})")
-    lines.append("    return self")
-    exec("\n".join(lines), scope)  # generated from the class's own field names, nothing else
-    make: Callable[..., T] = scope["make"]
+        body.append(f"_set{i}(self, {name})")
+    make: Callable[..., T] = _generate("make", names, [*body, "return self"], scope)
     return make
+
+
+def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
+    """``copy(target, source)`` sets every field of the attrs class ``cls`` on the mutable
+    ``target`` to its value on ``source``: one plain attribute copy per field, spelled out in
+    the generated source rather than looped."""
+    body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
+    copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
+    return copy
 
 
 class Stage(enum.Enum):
@@ -74,7 +93,7 @@ class Call:
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     conn: ConnId
-    request_id: Hashable
+    request_id: RequestId
     is_tool: bool
     name: str
     arguments: object
@@ -204,9 +223,13 @@ _new_call = positional_constructor(Call)
 _new_conn = positional_constructor(Conn)
 
 
-@attrs.frozen(slots=True)
-class State:
-    """Everything the reducer decides from. See spec/rules.md for each variable's meaning."""
+@attrs.define(slots=True)
+class Variables:
+    """The reducer's state variables, each named and typed here once (spec/rules.md gives each
+    one's meaning). :class:`State` is their frozen form, what a step takes and returns; the
+    reducer's draft (core/reducer.py) is a mutable subclass that one step edits. Both add no
+    slot, so they share this class's layout.
+    """
 
     options: Options
     id_key: bytes
@@ -237,6 +260,11 @@ class State:
     client_requests: Map[str, ClientRequest] = attrs.field(factory=Map)
     worker_requests: Map[int, tuple[str, ...]] = attrs.field(factory=Map)
     progress: Map[CallKey, Progress] = attrs.field(factory=Map)
+
+
+@attrs.frozen(slots=True)
+class State(Variables):
+    """Everything the reducer decides from: the :class:`Variables`, frozen."""
 
 
 def initial_state(

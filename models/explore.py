@@ -31,6 +31,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 
 import attrs
 
@@ -77,6 +78,7 @@ from askgate.core import (
 )
 from askgate.core.codec import decode
 from askgate.core.state import Call
+from askgate.models import figures
 
 CONNS = ("a", "b", "c")
 REQUEST_IDS = (1, 2)
@@ -554,7 +556,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=6, help="events after the prelude")
     parser.add_argument("--config", choices=sorted(CONFIGS), action="append")
     parser.add_argument("--max-states", type=int, default=None)
+    parser.add_argument("--record", type=Path, help="merge the figures into this JSON file")
+    parser.add_argument("--readme", type=Path, help="rewrite its table from --record's file")
     args = parser.parse_args(argv)
+    if args.readme and not args.record:
+        parser.error("--readme needs --record")
+    if args.record and args.max_states is not None:
+        parser.error("--record takes complete explorations only (no --max-states)")
     print(
         "alphabet: 3 connections (a prelude connects and initializes all three), 2 request ids "
         "per connection (reply and push mode), an unknown tool, every worker outcome, answers "
@@ -575,7 +583,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{'complete' if report.complete else 'cut at --max-states'}; "
             f"outcomes seen: {', '.join(sorted(report.outcomes))}"
         )
+        if args.record:
+            record_figures(args.record, args.readme, name, report)
     return 0
+
+
+def record_figures(path: Path, readme: Path | None, name: str, report: Report) -> None:
+    """Writes ``report``'s figures under ``name`` into ``path`` and, given ``readme``, rewrites
+    the README's table from ``path`` (:mod:`askgate.models.figures`)."""
+    figures.record(path, name, report.depth, report.states, report.transitions)
+    if readme is not None:
+        figures.rewrite_readme(readme, figures.load(path))
 
 
 if __name__ == "__main__":

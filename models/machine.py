@@ -77,7 +77,7 @@ forgotten connections...), so a test can check that a run was not idle; give a s
 history by hand, outside Hypothesis, with every check. :class:`ContextMachine` is such a
 subclass: a profile where tools run at once and ask their client (R-CTX-4 .. R-CTX-6).
 An ``observe_fn`` must fill ``Observation.can_sample``, ``client_requests`` and
-``worker_requests`` (they default to empty, so an observer written before them still builds,
+``worker_requests`` (they default to empty: an observer that leaves them out still builds,
 and fails as soon as a tool's request is outstanding).
 """
 
@@ -96,26 +96,17 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from askgate import core
 from askgate.core import door
+from askgate.core.decisions import Allow, Ask, Deny, Failure
 from askgate.core.effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from askgate.core.events import (
     CallerExited,
@@ -135,6 +126,7 @@ from askgate.core.events import (
     WorkerFailed,
     WorkerFinished,
 )
+from askgate.core.jobs import Authorize, AuthorizeRead, Job, RunRead, RunTool, UnknownToolReply
 from askgate.core.options import Options
 from askgate.core.state import State
 

@@ -77,26 +77,17 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from askgate.core.decisions import Allow, Ask, Deny, Failure
 from askgate.core.effects import (
-    Allow,
-    Ask,
-    Authorize,
-    AuthorizeRead,
     CancelTimer,
-    Deny,
     Effect,
     Emit,
-    Failure,
-    Job,
     KillWorker,
     Push,
     Reply,
     Resolve,
-    RunRead,
-    RunTool,
     StartTimer,
     StartWorker,
-    UnknownToolReply,
 )
 from askgate.core.events import (
     CallerExited,
@@ -116,6 +107,7 @@ from askgate.core.events import (
     WorkerFailed,
     WorkerFinished,
 )
+from askgate.core.jobs import Authorize, AuthorizeRead, Job, RunRead, RunTool, UnknownToolReply
 from askgate.core.options import Options
 
 JsonObject = dict[str, Any]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from askgate import Allow, Ask, Deny, Server
-from askgate.core.effects import Authorize, AuthorizeRead, FilterTools, RunTool
+from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.demo import demo_policy
 from askgate.policy import (
     QUOTE_LIMIT,

@@ -23,15 +23,8 @@ from askgate.core import (
     WorkerFinished,
     initial_state,
 )
-from askgate.core.effects import (
-    Authorize,
-    CancelTimer,
-    Emit,
-    KillWorker,
-    RunTool,
-    StartTimer,
-    StartWorker,
-)
+from askgate.core.effects import CancelTimer, Emit, KillWorker, StartTimer, StartWorker
+from askgate.core.jobs import Authorize, RunTool
 from askgate.transports.runtime import Runtime, now_ms
 
 pytestmark = pytest.mark.anyio

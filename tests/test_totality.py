@@ -67,7 +67,8 @@ from askgate.core import (
 )
 from askgate.core.decide import is_request_id
 from askgate.core.fifo import Fifo
-from askgate.core.state import EMPTY_CONN, Call, Progress, positional_constructor
+from askgate.core.reducer import _Draft
+from askgate.core.state import EMPTY_CONN, Call, Progress, field_copier, positional_constructor
 
 CONNS = ("a", "b", "c")
 IDS: tuple[object, ...] = (0, 1, "x")
@@ -502,3 +503,29 @@ def test_positional_constructors_build_the_same_frozen_objects() -> None:
 
     with pytest.raises(TypeError, match="validates or converts"):
         positional_constructor(Checked)
+
+
+def test_a_draft_freezes_into_an_equal_frozen_state_and_leaves_its_source_alone() -> None:
+    """The reducer's draft copies every variable of a state (core.state.field_copier), and
+    ``freeze`` makes the draft itself a State: equal to one built by attrs, frozen;
+    editing a draft never changes the state it was copied from."""
+    for state in STATES[::40]:
+        draft = _Draft(state)
+        assert draft.freeze() == state
+        draft = _Draft(state)
+        draft.top = state.top + 1
+        draft.conns = draft.conns.set("draft-only", EMPTY_CONN)
+        frozen = draft.freeze()
+        assert type(frozen) is State
+        assert frozen == attrs.evolve(state, top=state.top + 1, conns=frozen.conns)
+        assert "draft-only" in frozen.conns
+        assert "draft-only" not in state.conns
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            frozen.top = 0  # type: ignore[misc]
+
+    @attrs.frozen(slots=True)
+    class Checked:
+        n: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    with pytest.raises(TypeError, match="validates or converts"):
+        field_copier(Checked)

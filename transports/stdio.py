@@ -1,4 +1,4 @@
-"""The stdio transport: JSON-RPC lines on standard input and output (seed 002).
+"""The stdio transport: JSON-RPC lines on standard input and output.
 
 Bytes in and out, unchanged: the reader splits standard input into lines itself and hands each
 line, as bytes, to the reducer (``MessageReceived``), whose codec answers anything that is not a

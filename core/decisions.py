@@ -1,0 +1,43 @@
+"""Values a worker hands back that the reducer reads: an authorizer's decision, or a failure.
+
+An authorizer's worker finishes with an :class:`Allow`, :class:`Ask` or :class:`Deny`. A read
+callback's worker may finish with a :class:`Failure`, which answers its request with that
+JSON-RPC error (R-PROTO-14); a running tool's request to its client resolves to one when the
+client answered with an error or could not answer (R-CTX-4 .. R-CTX-6).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(slots=True)
+class Allow:
+    """An authorizer's decision: run it."""
+
+
+@attrs.frozen(slots=True)
+class Ask:
+    """An authorizer's decision: run it only if the owner approves ``prompt``."""
+
+    prompt: str
+
+
+@attrs.frozen(slots=True)
+class Deny:
+    """An authorizer's decision: refuse, with a reason the caller may read."""
+
+    reason: str
+
+
+Decision = Allow | Ask | Deny
+
+
+@attrs.frozen(slots=True)
+class Failure:
+    """A JSON-RPC error as a value: a read worker's answer (R-PROTO-14), or a client request's
+    outcome (R-CTX-4 .. R-CTX-6)."""
+
+    code: int
+    message: str
+    data: object = None
