@@ -114,11 +114,6 @@ class ClientRequestError(Exception):
         )
 
 
-_LOG_LEVELS = frozenset(
-    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-)
-
-
 def _number(value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number, not {type(value).__name__}")
@@ -151,8 +146,8 @@ class Context:
 
     async def log(self, level: str, data: object, logger: str | None = None) -> None:
         """Sends ``notifications/message`` to the caller, if its level admits ``level``."""
-        if level not in _LOG_LEVELS:
-            raise ValueError(f"unknown log level {level!r}; one of {sorted(_LOG_LEVELS)}")
+        if level not in protocol.LOG_RANK:
+            raise ValueError(f"unknown log level {level!r}; one of {sorted(protocol.LOG_LEVELS)}")
         if logger is not None and not isinstance(logger, str):
             raise TypeError("logger must be a string")
         _ensure_json(data)
