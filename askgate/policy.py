@@ -46,7 +46,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from askgate.core import Allow, Ask, Decision, Deny
-from askgate.transports.runtime import completes_without_suspending
+from askgate.core.callbacks import completes_without_suspending
 
 __all__ = ["QUOTE_LIMIT", "Policy", "PolicyError", "Rule", "load_policy", "parse_policy", "quote"]
 

@@ -17,21 +17,20 @@
 
 A :class:`Server` holds the user's callbacks and turns them into what the reducer asks for:
 it builds the options and the initial state (a sensitive tool without an authorizer refuses
-to start there), and it performs the worker jobs (:meth:`Server.perform_job`), shaping what a
-callback returns into the MCP result object. Every decision (who may call what, when to ask,
-caps, timeouts) stays in :mod:`askgate.core`.
+to start there), and it performs the worker jobs (:meth:`Server.perform_job`): it finds the
+callback a job names, calls it, and hands what it returns to :mod:`askgate.core.protocol`,
+which makes the MCP result object of it. Every decision (who may call what, when to ask,
+caps, timeouts, what a read may name, what a result looks like) stays in
+:mod:`askgate.core`.
 """
 
 from __future__ import annotations
 
-import base64
 import inspect
 import json
 import os
-import re
 import types
 import typing
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -39,7 +38,6 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import anyio
 import anyio.abc
 import attrs
-import jsonschema_rs
 
 from askgate import __version__
 from askgate.core import (
@@ -56,10 +54,12 @@ from askgate.core import (
     State,
     UnknownToolReply,
     initial_state,
+    protocol,
 )
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
+from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
@@ -78,10 +78,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 Authorizer = Callable[[str, Any, "Context"], Any]
 """``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async."""
-
-RESOURCE_NOT_FOUND = -32002
-INVALID_PARAMS = -32602
-COMPLETION_LIMIT = 100
 
 # Options a caller may pass through ``Server(**options)``; the rest are derived here.
 _USER_OPTIONS = frozenset(
@@ -118,11 +114,6 @@ class ClientRequestError(Exception):
         )
 
 
-_LOG_LEVELS = frozenset(
-    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-)
-
-
 def _number(value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number, not {type(value).__name__}")
@@ -155,8 +146,8 @@ class Context:
 
     async def log(self, level: str, data: object, logger: str | None = None) -> None:
         """Sends ``notifications/message`` to the caller, if its level admits ``level``."""
-        if level not in _LOG_LEVELS:
-            raise ValueError(f"unknown log level {level!r}; one of {sorted(_LOG_LEVELS)}")
+        if level not in protocol.LOG_RANK:
+            raise ValueError(f"unknown log level {level!r}; one of {sorted(protocol.LOG_LEVELS)}")
         if logger is not None and not isinstance(logger, str):
             raise TypeError("logger must be a string")
         _ensure_json(data)
@@ -328,18 +319,6 @@ def _context_param(func: Callable[..., Any]) -> str | None:
     return None
 
 
-def _checked_schema(schema: object, what: str) -> Any:
-    """A validator for ``schema`` (draft 2020-12 unless it names another), the same library the
-    reducer validates input schemas with."""
-    if not isinstance(schema, dict):
-        raise TypeError(f"{what} must be a JSON Schema object (a dict)")
-    try:
-        return jsonschema_rs.validator_for(schema)
-    except (jsonschema_rs.ValidationError, ValueError) as bad:
-        problem = str(bad).split("\n", 1)[0]
-        raise TypeError(f"{what} is not a valid JSON Schema: {problem}") from None
-
-
 # -- what the user registered --------------------------------------------------------------------
 
 
@@ -348,7 +327,6 @@ class _Tool:
     info: ToolInfo
     func: Callable[..., Any]
     context_param: str | None
-    output_validator: Any
 
 
 @attrs.frozen(slots=True)
@@ -363,7 +341,6 @@ class _Resource:
 @attrs.frozen(slots=True)
 class _Template:
     uri_template: str
-    pattern: re.Pattern[str]
     func: Callable[..., Any]
     mime_type: str | None
     definition: dict[str, Any]
@@ -374,130 +351,12 @@ class _Template:
 class _Prompt:
     name: str
     func: Callable[..., Any]
-    required: tuple[str, ...]
-    accepted: frozenset[str] | None  # None: any argument (the function takes **kwargs)
+    any_argument: bool  # the function takes **kwargs
     definition: dict[str, Any]
     context_param: str | None
 
 
-_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _template_pattern(uri_template: str) -> re.Pattern[str]:
-    """A level-1 URI template (``demo://items/{id}``) as a regex; each variable is one segment."""
-    parts, last = [], 0
-    for found in _TEMPLATE_VAR.finditer(uri_template):
-        parts.append(re.escape(uri_template[last : found.start()]))
-        parts.append(f"(?P<{found.group(1)}>[^/?#]+)")
-        last = found.end()
-    parts.append(re.escape(uri_template[last:]))
-    return re.compile("".join(parts))
-
-
-# -- shaping what callbacks return ---------------------------------------------------------------
-
-
-def _text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _is_content_list(value: object) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
-    )
-
-
-def _output_error(problem: str) -> dict[str, Any]:
-    return {"isError": True, "content": [_text_block(f"Output validation error: {problem}")]}
-
-
-def shape_tool_result(value: object, output_validator: Any = None) -> dict[str, Any]:
-    """A tool's return value as a ``CallToolResult`` object.
-
-    ``str`` is one text block; a dict with ``content`` passes through; a list of content blocks
-    is the content; any other dict is ``structuredContent`` plus its JSON as text; ``None`` is
-    no content; other JSON values are their JSON as text. With an output schema, the structured
-    content must be there and match it, or the result is an ``isError`` result saying why.
-    """
-    result: dict[str, Any]
-    if isinstance(value, dict) and "content" in value:
-        result = value
-    elif isinstance(value, str):
-        result = {"content": [_text_block(value)]}
-    elif isinstance(value, dict):
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        result = {"content": [_text_block(text)], "structuredContent": value}
-    elif _is_content_list(value):
-        result = {"content": value}
-    elif value is None:
-        result = {"content": []}
-    elif isinstance(value, bool | int | float | list | tuple):
-        result = {"content": [_text_block(json.dumps(value, ensure_ascii=False))]}
-    else:
-        raise TypeError(f"a tool returned a {type(value).__name__}, which is not a tool result")
-    if output_validator is not None and not result.get("isError"):
-        structured = result.get("structuredContent")
-        if not isinstance(structured, dict):
-            return _output_error("the tool has an output schema but returned no structured content")
-        problem = next(iter(output_validator.iter_errors(structured)), None)
-        if problem is not None:
-            return _output_error(problem.message[:500])
-    return result
-
-
-def _resource_contents(uri: str, mime_type: str | None, value: object) -> dict[str, Any]:
-    if isinstance(value, dict) and "contents" in value:
-        return value
-    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
-        return {"contents": value}
-    item: dict[str, Any] = {"uri": uri}
-    if isinstance(value, str):
-        item["text"] = value
-        item["mimeType"] = mime_type or "text/plain"
-    elif isinstance(value, bytes | bytearray):
-        item["blob"] = base64.b64encode(bytes(value)).decode("ascii")
-        item["mimeType"] = mime_type or "application/octet-stream"
-    elif isinstance(value, dict):
-        item["text"] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        item["mimeType"] = mime_type or "application/json"
-    else:
-        raise TypeError(f"a resource returned a {type(value).__name__}, which is not contents")
-    return {"contents": [item]}
-
-
-def _prompt_messages(value: object, description: str | None) -> dict[str, Any]:
-    result: dict[str, Any]
-    if isinstance(value, dict) and "messages" in value:
-        result = value
-    elif isinstance(value, str):
-        result = {"messages": [{"role": "user", "content": _text_block(value)}]}
-    elif isinstance(value, list):
-        messages = [
-            {"role": "user", "content": _text_block(m)} if isinstance(m, str) else m for m in value
-        ]
-        result = {"messages": messages}
-    else:
-        raise TypeError(f"a prompt returned a {type(value).__name__}, which is not messages")
-    if description and "description" not in result:
-        result = {"description": description, **result}
-    return result
-
-
-def _completion(value: object) -> dict[str, Any]:
-    if isinstance(value, dict) and "completion" in value:
-        return value
-    if isinstance(value, list | tuple):
-        values = [str(v) for v in value]
-        return {
-            "completion": {
-                "values": values[:COMPLETION_LIMIT],
-                "total": len(values),
-                "hasMore": len(values) > COMPLETION_LIMIT,
-            }
-        }
-    raise TypeError(f"a completion returned a {type(value).__name__}, not a list of values")
+# -- what callbacks return -----------------------------------------------------------------------
 
 
 def _ensure_json(value: object) -> object:
@@ -510,10 +369,6 @@ def _ensure_json(value: object) -> object:
     except EncodeError as bad:
         raise TypeError(f"a callback returned something JSON cannot carry: {bad}") from None
     return value
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -557,6 +412,7 @@ class Server:
         self._authorizer_source = authorizer_source
         self._unknown_tool_reply = unknown_tool_reply
         self._options = Options(
+            catalog_complete=True,  # every resource, template and prompt is announced
             has_authorizer=authorizer is not None,
             has_read_authorizer=read_authorizer is not None,
             has_unknown_tool_reply=unknown_tool_reply is not None,
@@ -615,16 +471,16 @@ class Server:
             notes = dict(annotations or {})
             if notes:
                 definition["annotations"] = notes
-            validator = None
             if output_schema is not None:
-                validator = _checked_schema(dict(output_schema), f"{what} output_schema")
                 definition["outputSchema"] = dict(output_schema)
             _ensure_definition(definition, what)
-            try:  # the annotations make it sensitive (R-TOOL-1)
+            try:  # the annotations make it sensitive (R-TOOL-1); the schemas compile here
                 info = tool_info(tool_name, False, derived, definition)
             except OptionError as bad:
+                if bad.option == "outputSchema":
+                    raise TypeError(f"{what} output_schema {bad.rule}") from None
                 raise TypeError(f"{what}: input_schema {bad.rule}") from None
-            self._tools[tool_name] = _Tool(info, func, context_param, validator)
+            self._tools[tool_name] = _Tool(info, func, context_param)
             if self._runtime is not None:
                 self._runtime.feed(
                     ToolRegistered(tool_name, info.sensitive, derived, now_ms(), definition)
@@ -666,10 +522,9 @@ class Server:
             entry = {"uriTemplate": uri_template, "name": name or func.__name__}
             definition = _described(entry, func, description, mime_type)
             _ensure_definition(definition, f"resource template {uri_template}")
-            pattern = _template_pattern(uri_template)
             context = _context_param(func)
             self._templates[uri_template] = _Template(
-                uri_template, pattern, func, mime_type, definition, context
+                uri_template, func, mime_type, definition, context
             )
             self._announce(CatalogChanged("template", uri_template, definition))
             return func
@@ -682,34 +537,25 @@ class Server:
         def register(func: F) -> F:
             prompt_name = name or func.__name__
             signature, hints = _signature(func)
-            arguments, required = [], []
-            accepted: set[str] | None = set()
+            arguments = []
+            any_argument = False
             context = None
             for pname, param in signature.parameters.items():
                 if _wants_context(hints.get(pname, param.annotation)):
                     context = pname
                     continue
                 if param.kind is inspect.Parameter.VAR_KEYWORD:
-                    accepted = None
+                    any_argument = True
                     continue
                 if param.kind is inspect.Parameter.VAR_POSITIONAL:
                     continue
                 is_required = param.default is inspect.Parameter.empty
                 arguments.append({"name": pname, "required": is_required})
-                if accepted is not None:
-                    accepted.add(pname)
-                if is_required:
-                    required.append(pname)
             definition = _described({"name": prompt_name}, func, description)
             definition["arguments"] = arguments
             _ensure_definition(definition, f"prompt {prompt_name}")
             self._prompts[prompt_name] = _Prompt(
-                prompt_name,
-                func,
-                tuple(required),
-                None if accepted is None else frozenset(accepted),
-                definition,
-                context,
+                prompt_name, func, any_argument, definition, context
             )
             self._announce(CatalogChanged("prompt", prompt_name, definition))
             return func
@@ -871,15 +717,15 @@ class Server:
     async def _run_tool(self, conn: Hashable, name: str, arguments: object) -> dict[str, Any]:
         tool = self._tools[name]
         value = await self._call(tool.func, **self._kwargs(conn, arguments, tool.context_param))
-        if type(value) is str and tool.output_validator is None:
+        if type(value) is str:
             # The common case, checked without encoding the whole result: a str is strict JSON
             # unless it holds a lone surrogate, which UTF-8 refuses as the encoder would.
             try:
                 value.encode()
             except UnicodeEncodeError:
                 raise TypeError("a tool returned text JSON cannot carry") from None
-            return {"content": [_text_block(value)]}
-        result = shape_tool_result(value, tool.output_validator)
+            return protocol.text_result(value)
+        result = protocol.tool_result(value)
         _ensure_json(result)
         return result
 
@@ -920,41 +766,40 @@ class Server:
             return await self._get_prompt(conn, str(params.get("name")), params.get("arguments"))
         if method == "completion/complete":
             if self._completion is None:
-                return {"completion": {"values": [], "hasMore": False}}
+                return protocol.no_completion()
             value = await self._call(self._completion, params.get("ref"), params.get("argument"))
-            return _completion(value)
-        return Failure(INVALID_PARAMS, f"askgate has no callback for {_clip(method, 64)}")
+            return protocol.completion_result(value)
+        raise TypeError(f"askgate has no callback for {protocol.clip(method, 64)}")
 
     async def _read_resource(self, conn: Hashable, uri: str) -> object:
+        """Calls the resource registered at ``uri``, else the first template matching it."""
         resource = self._resources.get(uri)
         if resource is not None:
             value = await self._call(
                 resource.func, **self._kwargs(conn, {}, resource.context_param)
             )
-            return _resource_contents(uri, resource.mime_type, value)
+            return protocol.resource_result(uri, resource.mime_type, value)
         for template in self._templates.values():
-            found = template.pattern.fullmatch(uri)
-            if found is not None:
-                variables = {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
+            variables = protocol.template_variables(template.uri_template, uri)
+            if variables is not None:
                 kwargs = self._kwargs(conn, variables, template.context_param)
                 value = await self._call(template.func, **kwargs)
-                return _resource_contents(uri, template.mime_type, value)
-        return Failure(RESOURCE_NOT_FOUND, "Resource not found", {"uri": _clip(uri)})
+                return protocol.resource_result(uri, template.mime_type, value)
+        return Failure(*protocol.unknown_resource(uri))
 
     async def _get_prompt(self, conn: Hashable, name: str, arguments: object) -> object:
+        """Calls the prompt ``name``; the arguments its function cannot take (it alone knows
+        whether it takes undeclared ones) answer as R-PROTO-19 says."""
         prompt = self._prompts.get(name)
-        if prompt is None:
-            return Failure(INVALID_PARAMS, f"Unknown prompt: {_clip(name, 64)}")
+        definition = None if prompt is None else prompt.definition
+        any_argument = prompt is not None and prompt.any_argument
+        problem = protocol.prompt_problem(definition, name, arguments, any_argument=any_argument)
+        if problem is not None:
+            return Failure(INVALID_PARAMS, problem)
+        assert prompt is not None  # an unknown prompt is a problem
         given = dict(arguments) if isinstance(arguments, dict) else {}
-        missing = [arg for arg in prompt.required if arg not in given]
-        if missing:
-            return Failure(INVALID_PARAMS, f"Missing required argument: {missing[0]}")
-        if prompt.accepted is not None:
-            extra = sorted(set(given) - prompt.accepted)
-            if extra:
-                return Failure(INVALID_PARAMS, f"Unknown argument: {_clip(extra[0], 64)}")
         value = await self._call(prompt.func, **self._kwargs(conn, given, prompt.context_param))
-        return _prompt_messages(value, prompt.definition.get("description"))
+        return protocol.prompt_result(value, prompt.definition.get("description"))
 
 
 def _described(

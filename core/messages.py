@@ -18,6 +18,7 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+RESOURCE_NOT_FOUND: Final = -32002
 AUTHORIZATION_DENIED: Final = -32090
 
 # The `detail` of an authorization_required deny, one per closing path (R-CLOSE-2).

@@ -40,6 +40,9 @@ class Options:
     ``max_in_flight_per_connection`` of ``None`` means half of ``max_in_flight``, at least 1.
     ``has_authorizer``/``has_read_authorizer``/``has_unknown_tool_reply`` say which user
     callbacks exist; the callbacks themselves live in the shell and run as workers.
+    ``catalog_complete`` says every resource, template and prompt callback is in the catalog
+    (``CatalogChanged``), so that a read naming none is answered without a worker
+    (R-PROTO-18, R-PROTO-19).
     """
 
     elicitation_timeout_ms: int = 60_000
@@ -59,6 +62,7 @@ class Options:
     server_version: str = "0.1.0"
     instructions: str | None = None
     max_client_requests_per_call: int = 4
+    catalog_complete: bool = False
 
     @property
     def in_flight_share(self) -> int:
@@ -137,7 +141,12 @@ def validate_options(options: Options) -> None:
     refusal = option_refusal(options)
     if refusal is not None:
         raise OptionError(*refusal)
-    for flag in ("has_authorizer", "has_read_authorizer", "has_unknown_tool_reply"):
+    for flag in (
+        "has_authorizer",
+        "has_read_authorizer",
+        "has_unknown_tool_reply",
+        "catalog_complete",
+    ):
         if not isinstance(getattr(options, flag), bool):
             raise OptionError(flag, getattr(options, flag), "must be a bool")
     if options.authorizer_source not in ("configured", "default"):

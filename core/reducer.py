@@ -614,6 +614,30 @@ def _answer_read(
         if conn in d.conns:
             d.log_levels = d.log_levels.set(conn, level)
         return m.result(rid, {})
+    if d.options.catalog_complete:
+        return _unregistered_read(d, rid, method, params)
+    return None
+
+
+def _unregistered_read(
+    d: _Draft, rid: Any, method: str, params: JsonObject | None
+) -> JsonObject | None:
+    """The error answering a ``resources/read`` or ``prompts/get`` that names nothing the
+    catalog holds, or ``None`` when a callback is there to answer it (R-PROTO-18,
+    R-PROTO-19)."""
+    p = params or {}
+    catalog = d.catalog
+    if method == "resources/read":
+        uri = p["uri"]
+        if protocol.resource_known(uri, catalog.resources, catalog.templates.keys()):
+            return None
+        return m.error(rid, *protocol.unknown_resource(uri))
+    if method == "prompts/get":
+        name = p["name"]
+        definition = catalog.prompts.get(name)
+        arguments = p.get("arguments")
+        problem = protocol.prompt_problem(definition, name, arguments, any_argument=True)
+        return None if problem is None else m.error(rid, m.INVALID_PARAMS, problem)
     return None
 
 
@@ -646,6 +670,9 @@ def _authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out)
 
 def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     if isinstance(value, dict):
+        tool = d.tools.get(call.name)
+        if tool is not None and tool.output_validator is not None:
+            value = protocol.checked_output(tool, value)  # R-PROTO-17
         _close(d, call, m.result(call.request_id, value), out)
     else:
         _tool_failed(d, call, value, now, out)
@@ -1115,7 +1142,9 @@ CALL_TRANSITIONS: dict[tuple[str, Stage], Transition] = {
     ("TimerFired", _W.AUTHORIZING): Transition(
         _authorizer_failed, ("R-AUTH-4", "R-WORK-2"), "closed"
     ),
-    ("WorkerFinished", _W.RUNNING): Transition(_tool_finished, ("R-WORK-3",), "closed"),
+    ("WorkerFinished", _W.RUNNING): Transition(
+        _tool_finished, ("R-WORK-3", "R-PROTO-17"), "closed"
+    ),
     ("WorkerFailed", _W.RUNNING): Transition(_tool_failed, ("R-WORK-3",), "closed"),
     ("TimerFired", _W.RUNNING): Transition(_tool_timed_out, ("R-WORK-2",), "closed"),
     ("WorkerFinished", _W.UNKNOWN_REPLY): Transition(_unknown_replied, ("R-ADM-2",), "closed"),

@@ -1,8 +1,9 @@
-"""Tools as the reducer keeps them: the registry entry and its input-schema validator.
+"""Tools as the reducer keeps them: the registry entry and its schema validators.
 
-The validator is built once, when the tool is registered, with ``jsonschema-rs`` (draft
-2020-12 unless the schema names another), and used on every ``tools/call`` before the
-authorizer sees the arguments (R-PROTO-6).
+The validators are built once, when the tool is registered, with ``jsonschema-rs`` (draft
+2020-12 unless the schema names another): the input schema's is used on every ``tools/call``
+before the authorizer sees the arguments (R-PROTO-6), the output schema's on every result the
+tool returns (R-PROTO-17).
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from .options import OptionError
 @attrs.frozen(slots=True)
 class ToolInfo:
     """A registered tool. ``definition`` is its ``tools/list`` entry; ``validator`` checks its
-    arguments against the entry's ``inputSchema`` (built once, at registration)."""
+    arguments against the entry's ``inputSchema`` and ``output_validator`` its results'
+    structured content against the entry's ``outputSchema`` (each built once, at
+    registration)."""
 
     name: str
     sensitive: bool
     derived: bool
     definition: Any = attrs.field(default=None, eq=False, hash=False)
     validator: Any = attrs.field(default=None, eq=False, hash=False, repr=False)
+    output_validator: Any = attrs.field(default=None, eq=False, hash=False, repr=False)
 
 
 def argument_problem(tool: ToolInfo, arguments: object) -> str | None:
@@ -43,19 +47,37 @@ def argument_problem(tool: ToolInfo, arguments: object) -> str | None:
     return (f"{where}: {error.message}" if where else error.message)[:500]
 
 
+def output_problem(tool: ToolInfo, result: dict[str, Any]) -> str | None:
+    """What is wrong with a tool ``result`` for ``tool``'s output schema, or ``None``: a result
+    that is not an error must carry ``structuredContent`` that matches it (R-PROTO-17)."""
+    validator = tool.output_validator
+    if validator is None or result.get("isError"):
+        return None
+    structured = result.get("structuredContent")
+    if not isinstance(structured, dict):
+        return "the tool has an output schema but returned no structured content"
+    error = next(iter(validator.iter_errors(structured)), None)
+    return None if error is None else str(error.message)[:500]
+
+
+def _schema_validator(name: str, definition: object, field: str) -> Any:
+    """The validator of ``definition[field]`` when it is a schema object, else ``None``."""
+    if not isinstance(definition, dict) or not isinstance(definition.get(field), dict):
+        return None
+    try:
+        return jsonschema_rs.validator_for(definition[field])
+    except (jsonschema_rs.ValidationError, ValueError) as bad:
+        problem = str(bad).split("\n", 1)[0]
+        raise OptionError(field, name, f"is not a valid JSON Schema: {problem}") from None
+
+
 def tool_info(name: str, sensitive: bool, derived: bool, definition: object) -> ToolInfo:
-    """A tool as the reducer keeps it, with its input schema's validator built once."""
-    validator = None
-    if isinstance(definition, dict) and isinstance(definition.get("inputSchema"), dict):
-        try:
-            validator = jsonschema_rs.validator_for(definition["inputSchema"])
-        except (jsonschema_rs.ValidationError, ValueError) as bad:
-            problem = str(bad).split("\n", 1)[0]
-            raise OptionError(
-                "inputSchema", name, f"is not a valid JSON Schema: {problem}"
-            ) from None
+    """A tool as the reducer keeps it, with its schemas' validators built once (an output
+    schema's first, so that it is named when both are broken)."""
+    output_validator = _schema_validator(name, definition, "outputSchema")
+    validator = _schema_validator(name, definition, "inputSchema")
     notes = definition.get("annotations") if isinstance(definition, dict) else None
     if isinstance(notes, dict):  # R-TOOL-1: the annotations make a tool sensitive too
         sensitive = sensitive or notes.get("destructiveHint") is True
         sensitive = sensitive or notes.get("sensitive") is True
-    return ToolInfo(name, bool(sensitive), bool(derived), definition, validator)
+    return ToolInfo(name, bool(sensitive), bool(derived), definition, validator, output_validator)

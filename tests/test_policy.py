@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from askgate import Allow, Ask, Deny, Server
+from askgate.core.callbacks import runs_eagerly as core_runs_eagerly
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.demo import demo_policy
 from askgate.policy import (
@@ -248,3 +250,17 @@ def test_quoting_takes_a_shortcut_only_where_nothing_needs_escaping(text: str) -
     slow = "".join(_escape_char(ch) for ch in text[:QUOTE_LIMIT])
     cut = "…" if len(text) > QUOTE_LIMIT else ""
     assert quote(text) == f'"{slow}{cut}"'
+
+
+def test_the_policy_module_imports_only_from_the_core() -> None:
+    source = Path(inspect.getfile(parse_policy)).read_text(encoding="utf-8")
+    imported = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.append(node.module)
+        elif isinstance(node, ast.Import):
+            imported.extend(alias.name for alias in node.names)
+    ours = [name for name in imported if name.split(".")[0] == "askgate"]
+    assert ours, imported
+    assert all(name.startswith("askgate.core") for name in ours), ours
+    assert runs_eagerly is core_runs_eagerly  # the shell reads the mark the core defines

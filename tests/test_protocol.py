@@ -11,6 +11,7 @@ from askgate.core import (
     Allow,
     Ask,
     AuthorizeRead,
+    CancelTimer,
     CatalogChanged,
     Deny,
     Effect,
@@ -26,6 +27,7 @@ from askgate.core import (
     ResourceUpdated,
     RunRead,
     RunTool,
+    StartTimer,
     StartWorker,
     SubscriberAttached,
     SubscriberDetached,
@@ -33,8 +35,10 @@ from askgate.core import (
     ToolInfo,
     ToolRegistered,
     ToolUnregistered,
+    protocol,
 )
 from askgate.core.protocol import encode_cursor
+from askgate.core.tools import tool_info
 from tests.harness import Harness, deny_payload, only_reply, pushes, replies
 
 ECHO = ToolInfo(
@@ -444,3 +448,268 @@ def test_dispatch_tools_call_runs_the_tool_end_to_end() -> None:
         "id": 4,
         "result": {"content": [{"type": "text", "text": "hi"}]},
     }
+
+
+# -- results and what a read may name (R-PROTO-16 .. R-PROTO-21) -------------------------------
+
+
+def test_R_PROTO_16_a_tool_value_becomes_a_call_tool_result() -> None:
+    assert protocol.tool_result("hi") == {"content": [{"type": "text", "text": "hi"}]}
+    assert protocol.text_result("hi") == protocol.tool_result("hi")
+    assert protocol.tool_result({"a": 1, "é": [1, 2]}) == {
+        "content": [{"type": "text", "text": '{"a":1,"é":[1,2]}'}],
+        "structuredContent": {"a": 1, "é": [1, 2]},
+    }
+    passthrough = {"content": [{"type": "text", "text": "x"}], "isError": True}
+    assert protocol.tool_result(passthrough) is passthrough
+    blocks = [{"type": "image", "data": "AA==", "mimeType": "image/png"}]
+    assert protocol.tool_result(blocks) == {"content": blocks}
+    assert protocol.tool_result(None) == {"content": []}
+    assert protocol.tool_result(3) == {"content": [{"type": "text", "text": "3"}]}
+    assert protocol.tool_result(True) == {"content": [{"type": "text", "text": "true"}]}
+    assert protocol.tool_result([1, "é"]) == {"content": [{"type": "text", "text": '[1, "é"]'}]}
+    assert protocol.tool_result((1, 2)) == {"content": [{"type": "text", "text": "[1, 2]"}]}
+    assert protocol.tool_result([]) == {"content": [{"type": "text", "text": "[]"}]}
+    not_blocks = [{"type": 1}]
+    assert protocol.tool_result(not_blocks) == {
+        "content": [{"type": "text", "text": '[{"type": 1}]'}]
+    }
+    for value in (object(), b"bytes", {1, 2}):
+        with pytest.raises(TypeError, match="not a tool result"):
+            protocol.tool_result(value)
+
+
+OUTPUT_ERROR = "Output validation error: "
+NO_STRUCTURED = "the tool has an output schema but returned no structured content"
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+COUNTER = tool_info("count", False, False, {"name": "count", "outputSchema": SCHEMA})
+
+
+def _tool_answer(h: Harness, rid: int, tool: str, value: object) -> dict[str, Any]:
+    arguments = {"text": "t"} if tool == "echo" else {}
+    send(h, "s", request(rid, "tools/call", {"name": tool, "arguments": arguments}))
+    return only_reply(h.finish(h.worker(), value))
+
+
+def test_R_PROTO_17_structured_output_is_checked_against_the_output_schema() -> None:
+    h = Harness(tools=(ECHO, COUNTER))
+    h.feed(SubscriberAttached("s"))
+    good = {"content": [], "structuredContent": {"n": 1}}
+    assert _tool_answer(h, 1, "count", good)["result"] is good
+    assert _tool_answer(h, 2, "count", {"content": [], "structuredContent": {"n": "one"}}) == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {
+            "isError": True,
+            "content": [{"type": "text", "text": OUTPUT_ERROR + '"one" is not of type "integer"'}],
+        },
+    }
+    unstructured: tuple[dict[str, Any], ...] = (
+        {"content": []},
+        {"content": [], "structuredContent": [1]},
+    )
+    for rid, value in enumerate(unstructured, 3):
+        text = _tool_answer(h, rid, "count", value)["result"]["content"][0]["text"]
+        assert text == OUTPUT_ERROR + NO_STRUCTURED
+    error = {"isError": True, "content": [{"type": "text", "text": "it broke"}]}
+    assert _tool_answer(h, 5, "count", error)["result"] is error  # an error need not match
+    free = {"content": [], "structuredContent": {"n": "one"}}
+    assert _tool_answer(h, 6, "echo", free)["result"] is free  # no output schema: no check
+    long = {"content": [], "structuredContent": {"n": "x" * 600}}
+    problem = _tool_answer(h, 7, "count", long)["result"]["content"][0]["text"]
+    assert problem == OUTPUT_ERROR + f'"{"x" * 600}" is not of type "integer"'[:500]
+
+
+def test_R_PROTO_17_a_broken_output_schema_is_refused_at_registration() -> None:
+    h = stdio()
+    broken = {"name": "bad", "outputSchema": {"type": 5}, "inputSchema": {"type": 5}}
+    with pytest.raises(OptionError, match=r"outputSchema.*not a valid JSON Schema"):
+        h.feed(ToolRegistered("bad", definition=broken))
+    h.feed(ToolRegistered("later", definition={"name": "later", "outputSchema": SCHEMA}))
+    assert h.state.tools["later"].output_validator is not None
+
+
+def _catalog(**options: Any) -> Harness:
+    h = stdio(catalog_complete=True, **options)
+    h.feed(CatalogChanged("resource", "demo://status", {"uri": "demo://status", "name": "s"}))
+    h.feed(CatalogChanged("template", "demo://items/{id}", {"uriTemplate": "demo://items/{id}"}))
+    h.feed(CatalogChanged("template", "x{a}-{b}y", {"uriTemplate": "x{a}-{b}y"}))
+    definition = {
+        "name": "greet",
+        "arguments": [
+            {"name": "name", "required": True},
+            {"name": "tone", "required": False},
+            {"name": "mood", "required": True},
+        ],
+    }
+    h.feed(CatalogChanged("prompt", "greet", definition))
+    return h
+
+
+def test_R_PROTO_18_a_uri_nothing_registered_serves_is_answered_without_a_worker() -> None:
+    h = _catalog()
+    for uri in ("demo://status", "demo://items/7", "demo://items/a%20b", "x1-2y"):
+        effects = send(h, "s", request(1, "resources/read", {"uri": uri}))
+        assert [type(e) for e in effects] == [StartWorker, StartTimer]
+        assert effects[0] == StartWorker(h.worker(), "s", RunRead("resources/read", {"uri": uri}))
+        h.finish(h.worker(), {"contents": []})
+    for uri in (
+        "demo://nothing",
+        "demo://items/",
+        "demo://items/a/b",
+        "demo://items/a?b",
+        "x1-2yz",
+    ):
+        effects = send(h, "s", request(2, "resources/read", {"uri": uri}))
+        assert effects == [
+            Reply(
+                "s",
+                2,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "error": {
+                        "code": -32002,
+                        "message": "Resource not found",
+                        "data": {"uri": uri},
+                    },
+                },
+            )
+        ]
+    long = "demo://" + "z" * 300
+    effects = send(h, "s", request(3, "resources/read", {"uri": long}))
+    assert only_reply(effects)["error"]["data"] == {"uri": long[:200] + "…"}
+    assert not h.state.calls
+
+
+def test_R_PROTO_18_the_read_authorizer_decides_first() -> None:
+    h = _catalog(has_read_authorizer=True)
+    effects = send(h, "s", request(1, "resources/read", {"uri": "demo://nothing"}))
+    assert effects[0] == StartWorker(
+        1, "s", AuthorizeRead("resources/read", {"uri": "demo://nothing"})
+    )
+    effects = h.finish(1, Allow())
+    assert [type(e) for e in effects] == [CancelTimer, Reply]
+    assert only_reply(effects)["error"]["code"] == -32002
+    send(h, "s", request(2, "resources/read", {"uri": "demo://nothing"}))
+    assert only_reply(h.finish(h.worker(), Deny("no")))["error"]["code"] == -32090
+
+
+def test_R_PROTO_18_without_a_complete_catalog_a_worker_answers() -> None:
+    h = stdio()
+    effects = send(h, "s", request(1, "resources/read", {"uri": "demo://nothing"}))
+    assert effects[0] == StartWorker(1, "s", RunRead("resources/read", {"uri": "demo://nothing"}))
+
+
+def test_R_PROTO_18_template_variables_are_whole_segments_percent_decoded() -> None:
+    assert protocol.template_variables("demo://items/{id}", "demo://items/a%20b") == {"id": "a b"}
+    assert protocol.template_variables("demo://items/{id}", "demo://items/a/b") is None
+    assert protocol.template_variables("demo://items/{id}", "demo://items/a#b") is None
+    assert protocol.template_variables("demo://items/{id}", "demo://items/") is None
+    assert protocol.template_variables("a.b/{x}", "aXb/1") is None  # the rest is literal
+    assert protocol.template_variables("{x}/{y}", "1/2") == {"x": "1", "y": "2"}
+    assert protocol.template_variables("demo://{+path}", "demo://{+path}") == {}
+    assert protocol.resource_known("u", {"u": {}}, ())
+    assert not protocol.resource_known("v", {"u": {}}, ("w{x}",))
+    assert protocol.resource_known("wat", {"u": {}}, ("w{x}",))
+
+
+def _prompt_error(h: Harness, rid: int, params: dict[str, Any]) -> object:
+    effects = send(h, "s", request(rid, "prompts/get", params))
+    starts = [e for e in effects if isinstance(e, StartWorker)]
+    if starts:
+        h.finish(starts[0].ref, {"messages": []})
+        return None
+    error = only_reply(effects)["error"]
+    assert error["code"] == -32602
+    return error["message"]
+
+
+def test_R_PROTO_19_prompts_get_names_a_registered_prompt_and_its_required_arguments() -> None:
+    h = _catalog()
+    assert _prompt_error(h, 1, {"name": "nope"}) == "Unknown prompt: nope"
+    assert _prompt_error(h, 2, {"name": "n" * 100}) == f"Unknown prompt: {'n' * 64}…"
+    assert _prompt_error(h, 3, {"name": "greet"}) == "Missing required argument: name"
+    both = {"name": "greet", "arguments": {"name": "Ada"}}
+    assert _prompt_error(h, 4, both) == "Missing required argument: mood"
+    given = {"name": "greet", "arguments": {"name": "Ada", "mood": "ok"}}
+    assert _prompt_error(h, 5, given) is None
+    extra = {"name": "greet", "arguments": {"name": "Ada", "mood": "ok", "zz": 1}}
+    assert _prompt_error(h, 6, extra) is None  # only the shell knows whether it takes any
+    assert not h.state.calls
+
+
+def test_R_PROTO_19_prompt_problem_decides_every_case() -> None:
+    definition = {"name": "p", "arguments": [{"name": "a", "required": True}, {"name": "b"}]}
+    problem = protocol.prompt_problem
+    assert problem(None, "p", {}, any_argument=True) == "Unknown prompt: p"
+    assert problem(definition, "p", {}, any_argument=True) == "Missing required argument: a"
+    assert problem(definition, "p", None, any_argument=False) == "Missing required argument: a"
+    assert problem(definition, "p", {"a": 1, "b": 2}, any_argument=False) is None
+    extra = {"a": 1, "zeta": 2, "beta": 3}
+    assert problem(definition, "p", extra, any_argument=False) == "Unknown argument: beta"
+    assert problem(definition, "p", extra, any_argument=True) is None
+    long = {"a": 1, "q" * 70: 0}
+    assert problem(definition, "p", long, any_argument=False) == f"Unknown argument: {'q' * 64}…"
+    odd = {"name": "p", "arguments": [5, {"name": 7, "required": True}, {"required": True}]}
+    assert problem(odd, "p", {}, any_argument=True) is None
+    assert problem({"name": "p", "arguments": "x"}, "p", {"k": 1}, any_argument=False) == (
+        "Unknown argument: k"
+    )
+
+
+def test_R_PROTO_20_resource_and_prompt_values_become_read_results() -> None:
+    result = protocol.resource_result
+    assert result("u", None, "hi") == {
+        "contents": [{"uri": "u", "text": "hi", "mimeType": "text/plain"}]
+    }
+    assert result("u", "text/markdown", "# hi")["contents"][0]["mimeType"] == "text/markdown"
+    assert result("u", None, b"\x89PNG") == {
+        "contents": [{"uri": "u", "blob": "iVBORw==", "mimeType": "application/octet-stream"}]
+    }
+    assert result("u", None, bytearray(b"a"))["contents"][0]["blob"] == "YQ=="
+    assert result("u", None, {"k": "é"}) == {
+        "contents": [{"uri": "u", "text": '{"k":"é"}', "mimeType": "application/json"}]
+    }
+    own = {"contents": [{"uri": "v", "text": "x"}]}
+    assert result("u", None, own) is own
+    assert result("u", None, [{"uri": "v"}]) == {"contents": [{"uri": "v"}]}
+    assert result("u", None, []) == {"contents": []}
+    for value in (None, 3, ["a"]):
+        with pytest.raises(TypeError, match="not contents"):
+            result("u", None, value)
+    prompt = protocol.prompt_result
+    text = {"type": "text", "text": "hi"}
+    assert prompt("hi", None) == {"messages": [{"role": "user", "content": text}]}
+    assert prompt("hi", "Greets.") == {
+        "description": "Greets.",
+        "messages": [{"role": "user", "content": text}],
+    }
+    assistant = {"role": "assistant", "content": text}
+    assert prompt(["hi", assistant], "") == {
+        "messages": [{"role": "user", "content": text}, assistant]
+    }
+    own_messages = {"description": "mine", "messages": []}
+    assert prompt(own_messages, "Greets.") is own_messages
+    assert prompt({"messages": []}, "Greets.") == {"description": "Greets.", "messages": []}
+    for odd in (None, 3, {"text": "x"}):
+        with pytest.raises(TypeError, match="not messages"):
+            prompt(odd, None)
+
+
+def test_R_PROTO_21_completions_list_at_most_100_values() -> None:
+    assert protocol.no_completion() == {"completion": {"values": [], "hasMore": False}}
+    assert protocol.completion_result(["a", 1]) == {
+        "completion": {"values": ["a", "1"], "total": 2, "hasMore": False}
+    }
+    many = protocol.completion_result(tuple(range(101)))["completion"]
+    assert many["values"] == [str(n) for n in range(100)]
+    assert (many["total"], many["hasMore"]) == (101, True)
+    exactly = protocol.completion_result(list(range(100)))["completion"]
+    assert (len(exactly["values"]), exactly["total"], exactly["hasMore"]) == (100, 100, False)
+    own = {"completion": {"values": ["x"] * 200}}
+    assert protocol.completion_result(own) is own
+    odd: object
+    for odd in (None, "abc", {"values": []}):
+        with pytest.raises(TypeError, match="not a list of values"):
+            protocol.completion_result(odd)

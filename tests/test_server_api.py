@@ -30,7 +30,7 @@ from askgate import (
 from askgate.__main__ import _OPTION_FLAGS, main
 from askgate.core import OptionError, SubscriberAttached, live_timers
 from askgate.core.events import MessageReceived
-from askgate.server import derive_input_schema, shape_tool_result
+from askgate.server import derive_input_schema
 from askgate.transports.runtime import Runtime, now_ms
 from askgate.transports.stdio import LineSplitter, serve_stdio
 
@@ -262,22 +262,6 @@ def test_authorization_configured_needs_a_chosen_authorizer() -> None:
 
 
 # -- tool results ------------------------------------------------------------------------------
-
-
-def test_tool_return_values_are_shaped_into_call_tool_results() -> None:
-    assert shape_tool_result("hi") == {"content": [{"type": "text", "text": "hi"}]}
-    assert shape_tool_result({"a": 1}) == {
-        "content": [{"type": "text", "text": '{"a":1}'}],
-        "structuredContent": {"a": 1},
-    }
-    passthrough = {"content": [{"type": "text", "text": "x"}], "isError": True}
-    assert shape_tool_result(passthrough) is passthrough
-    blocks = [{"type": "image", "data": "AA==", "mimeType": "image/png"}]
-    assert shape_tool_result(blocks) == {"content": blocks}
-    assert shape_tool_result(None) == {"content": []}
-    assert shape_tool_result(3) == {"content": [{"type": "text", "text": "3"}]}
-    with pytest.raises(TypeError):
-        shape_tool_result(object())
 
 
 async def test_structured_output_is_checked_against_the_output_schema() -> None:
@@ -555,6 +539,77 @@ async def test_resources_templates_prompts_and_completion() -> None:
             8, "completion/complete", {"ref": ref, "argument": {"name": "n", "value": "al"}}
         )
         assert (await conn.result(8))["completion"]["values"] == ["alpha", "alps"]
+
+
+async def test_R_PROTO_18_the_server_answers_an_unserved_uri_without_a_worker() -> None:
+    server = Server("s", max_in_flight=1)
+    release = anyio.Event()
+
+    @server.tool()
+    async def hold() -> str:
+        await release.wait()
+        return "held"
+
+    @server.resource_template("mem://items/{item_id}")
+    async def item(item_id: str) -> str:
+        return item_id
+
+    async with connected(server) as conn:
+        conn.call(1, "hold")  # the one worker slot is taken
+        conn.request(2, "resources/read", {"uri": "mem://items/x/y"})
+        assert (await conn.reply(2))["error"] == {
+            "code": -32002,
+            "message": "Resource not found",
+            "data": {"uri": "mem://items/x/y"},
+        }
+        conn.request(3, "resources/read", {"uri": "mem://items/x"})
+        assert (await conn.reply(3))["error"]["data"]["error"] == "server_busy"
+        release.set()
+        assert text_of(await conn.result(1)) == "held"
+
+
+async def test_R_PROTO_19_a_prompt_refuses_arguments_it_does_not_take() -> None:
+    server = Server("s")
+
+    @server.prompt()
+    def strict(name: str, tone: str = "warm") -> str:
+        return f"{name} {tone}"
+
+    @server.prompt()
+    def loose(name: str, **rest: str) -> list[str]:
+        return [name, *sorted(rest)]
+
+    async with connected(server) as conn:
+        conn.request(1, "prompts/get", {"name": "strict", "arguments": {"name": "A", "x": "1"}})
+        assert (await conn.reply(1))["error"] == {"code": -32602, "message": "Unknown argument: x"}
+        conn.request(2, "prompts/get", {"name": "loose", "arguments": {"name": "A", "x": "1"}})
+        messages = (await conn.result(2))["messages"]
+        assert [m["content"]["text"] for m in messages] == ["A", "x"]
+        conn.request(3, "prompts/get", {"name": "loose", "arguments": {"x": "1"}})
+        assert (await conn.reply(3))["error"] == {
+            "code": -32602,
+            "message": "Missing required argument: name",
+        }
+
+
+async def test_R_PROTO_21_the_server_caps_completions_and_answers_without_a_callback() -> None:
+    bare = Server("bare")
+    ref = {"type": "ref/prompt", "name": "p"}
+    params = {"ref": ref, "argument": {"name": "a", "value": ""}}
+    async with connected(bare) as conn:
+        conn.request(1, "completion/complete", params)
+        assert await conn.result(1) == {"completion": {"values": [], "hasMore": False}}
+    server = Server("s")
+
+    @server.completion()
+    def listed(_ref: dict[str, Any], _argument: dict[str, Any]) -> list[int]:
+        return list(range(150))
+
+    async with connected(server) as conn:
+        conn.request(2, "completion/complete", params)
+        completion = (await conn.result(2))["completion"]
+        assert completion["values"] == [str(n) for n in range(100)]
+        assert (completion["total"], completion["hasMore"]) == (150, True)
 
 
 async def test_unknown_tool_reply_answers_with_text() -> None:

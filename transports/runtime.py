@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeVar, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -74,6 +74,7 @@ from askgate.core import (
     WorkerFinished,
     step,
 )
+from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 
@@ -108,10 +109,6 @@ Observer = Callable[[str, dict[str, Any]], None]
 EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-_EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
-
 _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
 
 
@@ -129,23 +126,6 @@ class _Waiter:
         self.done = False
         self.outcome: object = None
         self.event: anyio.Event | None = None
-
-
-def completes_without_suspending(func: F) -> F:
-    """Marks an ``async def`` that never suspends (it awaits nothing that waits: no sleep, no
-    I/O, no client request), so that its worker runs it to completion at once, on the task that
-    started it, without a task and a cancel scope of its own: askgate's policy authorizers, and
-    tools that opt in. A marked callback that does suspend is stopped and reported as failed
-    (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
-    any ``async def`` that blocks does."""
-    setattr(func, _EAGER_FLAG, True)
-    return func
-
-
-def runs_eagerly(func: object) -> bool:
-    """Whether ``func`` (a function or a bound method) is marked
-    :func:`completes_without_suspending`."""
-    return getattr(func, _EAGER_FLAG, False) is True
 
 
 async def _reraise(exc: BaseException) -> None:

@@ -1,0 +1,31 @@
+"""Marks on user callbacks that say how the shell may run them.
+
+A mark is an attribute set on the function, nothing else: the reducer never sees callbacks,
+and the shell reads the mark when it starts a worker (transports/runtime.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
+
+
+def completes_without_suspending(func: F) -> F:
+    """Marks an ``async def`` that never suspends (it awaits nothing that waits: no sleep, no
+    I/O, no client request), so that its worker runs it to completion at once, on the task that
+    started it, without a task and a cancel scope of its own: askgate's policy authorizers, and
+    tools that opt in. A marked callback that does suspend is stopped and reported as failed
+    (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
+    any ``async def`` that blocks does."""
+    setattr(func, _EAGER_FLAG, True)
+    return func
+
+
+def runs_eagerly(func: object) -> bool:
+    """Whether ``func`` (a function or a bound method) is marked
+    :func:`completes_without_suspending`."""
+    return getattr(func, _EAGER_FLAG, False) is True
