@@ -21,8 +21,10 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 
+from askgate.core import codec
 from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
+from askgate.core.codec import decode
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
@@ -76,8 +78,9 @@ def test_R_HTTP_15_post_checks_are_the_mcp_ones() -> None:
         refused = legacy.session_param(query)
         assert isinstance(refused, rules.Rejection)
         assert refused.status == 400
-    assert legacy.answer(b'{"jsonrpc":"2.0","method":"notifications/initialized"}') == (202, b"")
-    status, body = legacy.answer(b"{not json")
+    note = decode(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert legacy.answer(note) == (202, b"")
+    status, body = legacy.answer(decode(b"{not json"))
     assert status == 400
     assert json.loads(body)["error"]["code"] == -32700
 
@@ -387,6 +390,37 @@ async def test_R_HTTP_15_bad_requests_get_their_status_and_reach_no_connection()
                 assert len(app.sessions) == 1
                 assert len(pair) == 1
                 alice.stop.set()
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_23_a_legacy_post_body_is_decoded_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decoded: list[bytes] = []
+    real = codec.decode
+
+    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
+        decoded.append(data)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(codec, "decode", counting)
+    async with serving() as (_, pair, base), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                conn = await Events(http, base, {}).start(tg)
+                assert len(decoded) == 2  # its initialize and its notification
+                decoded.clear()
+                ping = b'{"jsonrpc":"2.0","id":9,"method":"ping"}'
+                assert (await conn.post(ping)).status_code == 202
+                assert await conn.next_message() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+                assert decoded == [ping]
+                bad = await conn.post(b"{not json")
+                assert bad.status_code == 400
+                assert bad.json()["error"]["code"] == -32700
+                assert (await conn.next_message())["error"]["code"] == -32700
+                assert decoded == [ping, b"{not json"]
+                conn.stop.set()
+            await pair.ended.wait()
 
 
 @pytest.mark.anyio

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached
+from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached, codec
 from askgate.core import http as rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
@@ -55,8 +55,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 ENDPOINT: Final = "/mcp"
-STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
-"""Bytes waiting on one stream above which the stream is closed (its reader stalled)."""
 REAP_EVERY_MS: Final = 60_000
 
 
@@ -81,7 +79,7 @@ class _Stream:
             return
         self.items.append(data)
         self.pending += len(data)
-        if self.pending > STREAM_HIGH_WATER:
+        if rules.stalled(self.pending):  # R-HTTP-16
             logger.warning("closed a stream whose reader stalled (%d bytes waiting)", self.pending)
             self.items.clear()
             self.finish(None)
@@ -156,7 +154,7 @@ class _EventStream:
         self.size += len(data)
         if self.writer is not None or not self.opened:  # before its first connection too
             self.unwritten += len(data)
-            if self.unwritten > STREAM_HIGH_WATER and self.writer is not None:
+            if self.writer is not None and rules.stalled(self.unwritten):
                 logger.warning(
                     "closed a stream's connection: its reader stalled (%d bytes waiting)",
                     self.unwritten,
@@ -184,15 +182,14 @@ class _EventStream:
         """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
         connection has not taken."""
         log = self.log
-        waiting = self.writer is not None or (
-            not self.opened and self.unwritten <= STREAM_HIGH_WATER
-        )  # a stream not yet opened keeps what its first connection will write, up to the cap
-        limit = self.cursor if waiting else self.last
-        while (
-            len(log) > 1
-            and log[0][0] <= limit
-            and rules.over_replay_bounds(len(log), self.size, self.options)
-        ):
+        limit = rules.trim_limit(
+            self.last,
+            self.cursor,
+            writing=self.writer is not None,
+            opened=self.opened,
+            unwritten=self.unwritten,
+        )
+        for _ in range(rules.trim_count(log, len(log), self.size, limit, self.options)):
             self.size -= len(log.popleft()[1])
 
     def view(self) -> rules.StreamView:
@@ -506,21 +503,32 @@ class HttpApp:
             message = effect.message
             data = encode(message)
             route = rules.route_push(message, effect.related)  # R-HTTP-12
-            target = None if route.call is None else live.stream_for(route.call)
-            if target is not None and target.done:
-                target = None
-            if route.withdraws is not None:
-                carried = live.by_eid.pop(route.withdraws, None)
-                if target is None:
-                    target = carried
-            if target is not None and not target.done and route.remember is not None:
-                target.eids.append(route.remember)
-                live.by_eid[route.remember] = target
-            if target is None or target.done:
-                target = live.get
+            call = None if route.call is None else live.stream_for(route.call)
+            carrier = None if route.withdraws is None else live.by_eid.get(route.withdraws)
+            get = live.get
+            taken = rules.push_target(
+                route,
+                call=call is not None and not call.done,
+                carrier=carrier is not None and not carrier.done,
+                get=get is not None and not get.done,
+            )
+            if taken.forget is not None:
+                live.by_eid.pop(taken.forget, None)
+            target = (
+                call
+                if taken.stream == "call"
+                else carrier
+                if taken.stream == "carrier"
+                else get
+                if taken.stream == "get"
+                else None
+            )
             if target is None:
                 logger.debug("dropped a push for a session with no open stream")
                 return
+            if taken.remember is not None:
+                target.eids.append(taken.remember)
+                live.by_eid[taken.remember] = target
             target.put(data)
 
         return deliver
@@ -545,13 +553,12 @@ class HttpApp:
             return
         client = scope.get("client")
         principal = self.auth(headers, client[0] if client else None)
-        if principal is None:
-            challenge = getattr(self.auth, "challenge", "")
+        if principal is None:  # R-HTTP-9: 401, or 403 from a provider that takes no credentials
+            refused, challenge = rules.auth_refusal(
+                getattr(self.auth, "credentials", True), getattr(self.auth, "challenge", "")
+            )
             extra = [(b"www-authenticate", challenge.encode())] if challenge else None
-            if isinstance(self.auth, LoopbackOnly):
-                await _reject(send, rules.Rejection(403, "Forbidden: loopback peers only"))
-            else:
-                await _reject(send, rules.Rejection(401, "Unauthorized"), extra)
+            await _reject(send, refused, extra)
             return
         if self._runtime is None:
             await _reject(send, rules.Rejection(503, "Service Unavailable: not running"))
@@ -633,7 +640,8 @@ class HttpApp:
         if body is None:
             await _reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return
-        shape = rules.classify(body)
+        decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
+        shape = rules.classify(decoded)
         runtime = self.runtime
         now = self._now()
         extra: list[tuple[bytes, bytes]] = []
@@ -661,7 +669,7 @@ class HttpApp:
             runtime.feed(SubscriberAttached(session.conn, now))
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
         self.sessions = rules.touch(self.sessions, session.id, now)
-        event = MessageReceived(session.conn, body, now, mode="reply")
+        event = MessageReceived(session.conn, decoded, now, mode="reply")
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
             await _respond(send, 202, extra=extra)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from askgate.core import SubscriberAttached, SubscriberDetached
+from askgate.core import SubscriberAttached, SubscriberDetached, codec
 from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
 from askgate.core.events import MessageReceived
@@ -190,8 +190,9 @@ class LegacySse:
             return
         now = runtime.now()
         app.sessions = rules.touch(app.sessions, found.id, now)
-        runtime.feed(MessageReceived(found.conn, body, now))  # the answer goes on the stream
-        status, payload = legacy.answer(body)
+        decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
+        runtime.feed(MessageReceived(found.conn, decoded, now))  # its answer goes on the stream
+        status, payload = legacy.answer(decoded)
         await _respond(send, status, payload, "application/json" if payload else None)
 
     def _lookup(self, sid: str, principal: str) -> rules.Session | rules.Rejection:
