@@ -28,7 +28,7 @@ from askgate.core.codec import decode
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
-from askgate.transports.sse_legacy import LegacySse
+from askgate.transports.sse_legacy import LegacySse, _Stream
 
 from .listener import uvicorn_serving
 from .stdio_peer import deny_payload
@@ -517,3 +517,19 @@ def test_R_HTTP_14_the_keepalive_period_is_the_apps() -> None:
     assert app.legacy is not None
     assert app.legacy.keepalive_ms == 1234
     assert LegacySse(app, keepalive_ms=50).keepalive_ms == 50
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_16_a_stream_whose_reader_stalled_ends() -> None:
+    """Past the stall cap of R-HTTP-19, an /sse stream drops what waits and finishes, which ends
+    its session (its writer sees it finished and the session ends as on a close)."""
+    stream = _Stream()
+    chunk = b"x" * (1024 * 1024)
+    for _ in range(4):  # exactly the cap: not stalled
+        stream.put(chunk)
+    assert not stream.done
+    stream.put(b"y")
+    assert stream.done
+    assert await stream.take() == ([], True)  # nothing more to write, and finished
+    stream.put(b"late")  # a finished stream takes nothing
+    assert await stream.take() == ([], True)
