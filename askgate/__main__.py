@@ -124,59 +124,50 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_http(server: Any, args: argparse.Namespace) -> int:
-    """Serves Streamable HTTP with uvicorn on HOST:PORT (refusals exit 2, R-HTTP-13)."""
+    """Serves Streamable HTTP with uvicorn on HOST:PORT; prints the refusal of
+    :func:`askgate.core.http.listen_or_refuse` and exits 2 instead when it refuses (R-HTTP-13)."""
     import uvicorn
 
-    from askgate.core import OptionError
-    from askgate.core.http import HttpOptions
+    from askgate.core import http as rules
     from askgate.transports.auth import (
         ApiKeyAuth,
         BearerAuth,
         LoopbackOnly,
         TokenFileError,
-        is_loopback,
         load_tokens,
     )
     from askgate.transports.http import ENDPOINT, HttpApp
 
-    host, sep, port_text = args.http.rpartition(":")
-    if not sep or not port_text.isdigit() or not host:
-        print(f"askgate: --http wants HOST:PORT, got {args.http!r}", file=sys.stderr)
-        return 2
-    port = int(port_text)
-    auth: Any
-    if args.auth == "none":
-        if args.tokens:
-            print("askgate: --tokens needs --auth bearer or --auth apikey", file=sys.stderr)
-            return 2
-        if not is_loopback(host):
-            print(
-                f"askgate refuses to start: --http {args.http} is not a loopback address and "
-                "--auth none admits loopback peers only; use --auth bearer|apikey --tokens FILE",
-                file=sys.stderr,
-            )
-            return 2
-        auth = LoopbackOnly()
-    else:
-        if not args.tokens:
-            print(f"askgate: --auth {args.auth} needs --tokens FILE", file=sys.stderr)
-            return 2
+    tokens: dict[str, str] = {}
+    token_error = None
+    if args.auth != "none" and args.tokens:
         try:
             tokens = load_tokens(args.tokens)
         except TokenFileError as bad:
-            print(f"askgate refuses to start: {bad}", file=sys.stderr)
-            return 2
+            token_error = str(bad)
+    where = rules.listen_or_refuse(
+        args.http,
+        args.auth,
+        args.tokens,
+        token_error,
+        server.authorization_configured(),
+        server.read_authorization_configured(),
+    )
+    if isinstance(where, str):  # R-HTTP-13
+        print(where, file=sys.stderr)
+        return 2
+    host, port = where.host, where.port
+    auth: Any
+    if args.auth == "none":
+        auth = LoopbackOnly()
+    else:
         auth = BearerAuth(tokens) if args.auth == "bearer" else ApiKeyAuth(tokens)
-    options = HttpOptions(
+    options = rules.HttpOptions(
         port=port,
         allowed_hosts=tuple(args.allow_host),
         allowed_origins=tuple(args.allow_origin),
     )
-    try:
-        app = HttpApp(server, auth=auth, options=options)
-    except OptionError as refused:
-        print(refused, file=sys.stderr)
-        return 2
+    app = HttpApp(server, auth=auth, options=options)  # its guard passes: checked above
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}{ENDPOINT}"
     if args.banner:
         print(

@@ -637,17 +637,10 @@ class Server:
         state: State | None = None,
     ) -> None:
         """Serves one stdio connection until end of input. Without streams, the process's own
-        standard input and output (use :meth:`run_stdio` for a whole process)."""
-        async with self.running("stdio", state=state) as runtime:
-            source = stdin if stdin is not None else stdio.FdReceiveStream(0)
-            sink = stdout if stdout is not None else stdio.FdSendStream(1)
-            try:
-                await stdio.serve_stdio(runtime, source, sink)
-            finally:
-                if stdin is None:
-                    await source.aclose()  # our own: leaves fd 0 open, its flags as found
-                if stdout is None:
-                    await sink.aclose()
+        standard input and output (use :meth:`run_stdio` for a whole process). The same as
+        ``await StdioTransport(server, stdin, stdout, state=state).serve()``
+        (:mod:`askgate.transports.stdio`)."""
+        await stdio.StdioTransport(self, stdin, stdout, state=state).serve()
 
     def run_stdio(self, *, backend: str = "asyncio") -> int:
         """Serves this process's standard input and output until end of input; returns the

@@ -9,13 +9,15 @@ them; values are the raw bytes decoded as Latin-1.
 from __future__ import annotations
 
 import base64
-from collections.abc import Hashable, Mapping, Sequence
+import ipaddress
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 import attrs
 from immutables import Map
 
-from .codec import Decoded, ErrorResponse, Notification, Request, Response, decode
+from .codec import Decoded, ErrorResponse, Notification, Request, Response
+from .options import OptionError
 from .protocol import SUPPORTED_VERSIONS
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
@@ -130,6 +132,28 @@ def origin_allowed(origin: str | None, options: HttpOptions) -> bool:
     return False
 
 
+def loopback_address(host: str | None) -> bool:
+    """Whether ``host`` (an IP address, bracketed or not, or a name) is a loopback address:
+    ``localhost`` is the only name that counts."""
+    if host is None:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def auth_refusal(credentials: bool, challenge: str) -> tuple[Rejection, str]:
+    """R-HTTP-9: the answer to a request its authentication provider names no principal for,
+    and the ``WWW-Authenticate`` value to send with it (``""``: none). A provider that takes
+    ``credentials`` (a token, a key, a callable's own check) refuses with 401 and its
+    ``challenge``; one that takes none (loopback peers only) with 403, since nothing the client
+    could send would change the answer."""
+    if credentials:
+        return Rejection(401, "Unauthorized"), challenge
+    return Rejection(403, "Forbidden: loopback peers only"), ""
+
+
 def check_origin_and_host(headers: Mapping[str, str], options: HttpOptions) -> Rejection | None:
     """R-HTTP-1, R-HTTP-2: every request, before anything else is looked at."""
     if not origin_allowed(headers.get("origin"), options):
@@ -203,10 +227,10 @@ class Body:
     request_id: object = None
 
 
-def classify(data: bytes) -> Body:
-    """R-HTTP-7: how the shell answers the POST (a stream or JSON for a request, 202 for a
-    notification or a response); the reducer still decides what the message means."""
-    decoded: Decoded = decode(data)
+def classify(decoded: Decoded) -> Body:
+    """R-HTTP-7: how the shell answers the POST whose body :func:`askgate.core.codec.decode`
+    made ``decoded`` (a stream or JSON for a request, 202 for a notification or a response); the
+    reducer, fed the same value, decides what the message means (R-HTTP-23)."""
     if isinstance(decoded, Request):
         kind = "initialize" if decoded.method == "initialize" else "request"
         return Body(kind, decoded.id)
@@ -248,6 +272,36 @@ def route_push(message: Mapping[str, object], related: object) -> PushRoute:
     request_id = message.get("id")
     remember = request_id if isinstance(method, str) and isinstance(request_id, str) else None
     return PushRoute(related, withdraws, remember)
+
+
+Taker = Literal["call", "carrier", "get"]
+"""The streams a push may go to (R-HTTP-12): the open POST stream of the call it is related
+to, the stream that carried the server request it withdraws, the session's GET stream."""
+
+
+@attrs.frozen(slots=True)
+class PushTarget:
+    """R-HTTP-12: what the shell does with a push. ``stream`` takes it (``None``: it is
+    dropped); that stream remembers ``remember`` (a server request it carries, whose withdrawal
+    follows it); ``forget`` (the server request the push withdraws) is forgotten, whichever
+    stream takes the push."""
+
+    stream: Taker | None
+    remember: str | None = None
+    forget: str | None = None
+
+
+def push_target(route: PushRoute, *, call: bool, carrier: bool, get: bool) -> PushTarget:
+    """R-HTTP-12: which stream takes a push of ``route``, given which of them is open: ``call``,
+    the POST stream of ``route.call``; ``carrier``, the stream that carried ``route.withdraws``;
+    ``get``, the session's GET stream. Tried in that order; none open: the push is dropped. Only
+    a call's stream or a carrier remembers the server request a push makes (the GET stream is
+    not a call's, so a withdrawal finds it by falling back to the GET stream anyway)."""
+    if call and route.call is not None:
+        return PushTarget("call", route.remember, route.withdraws)
+    if carrier and route.withdraws is not None:
+        return PushTarget("carrier", route.remember, route.withdraws)
+    return PushTarget("get" if get else None, None, route.withdraws)
 
 
 def request_answer(done: bool, events: int, replied: bool) -> Literal["json", "nothing", "stream"]:
@@ -301,6 +355,45 @@ def sse_event(eid: str, data: bytes) -> bytes:
 def priming_event(eid: str, retry_ms: int) -> bytes:
     """R-HTTP-18: an id, the ``retry`` the client waits before reconnecting, empty data."""
     return f"id: {eid}\nretry: {retry_ms}\ndata: \n\n".encode("ascii")
+
+
+STALL_BYTES: Final = 4 * 1024 * 1024
+"""R-HTTP-19, R-HTTP-16: bytes a connection has not written above which its reader stalled."""
+
+
+def stalled(unwritten: int) -> bool:
+    """R-HTTP-19: a connection with more than :data:`STALL_BYTES` not yet written has a reader
+    that stopped reading: the shell closes it (a Streamable HTTP stream goes on without it; a
+    2024-11-05 ``/sse`` stream, which is its session, ends, R-HTTP-16)."""
+    return unwritten > STALL_BYTES
+
+
+def trim_limit(last: int, cursor: int, *, writing: bool, opened: bool, unwritten: int) -> int:
+    """R-HTTP-19: the newest event of a stream's buffer that trimming may drop. With a
+    connection writing the stream (``writing``), or before its first connection (not yet
+    ``opened``) while what waits for that connection is under the stall cap: the last event the
+    connection took (``cursor``), so nothing unwritten is dropped. Otherwise any event up to the
+    newest (``last``)."""
+    if writing or (not opened and not stalled(unwritten)):
+        return cursor
+    return last
+
+
+def trim_count(
+    log: Iterable[tuple[int, bytes]], events: int, size: int, limit: int, options: HttpOptions
+) -> int:
+    """R-HTTP-19: how many of the oldest events of a buffer to drop. ``log`` holds its
+    ``events`` events, ``(number, data)`` oldest first, ``size`` bytes of data in all; they go
+    while the buffer is over the bounds, never the newest, never one numbered after ``limit``
+    (:func:`trim_limit`)."""
+    dropped = 0
+    for number, data in log:
+        left = events - dropped
+        if left <= 1 or number > limit or not over_replay_bounds(left, size, options):
+            break
+        dropped += 1
+        size -= len(data)
+    return dropped
 
 
 def over_replay_bounds(events: int, size: int, options: HttpOptions) -> bool:
@@ -470,6 +563,14 @@ def reap(table: Sessions, now: int, options: HttpOptions) -> tuple[Sessions, tup
 # -- the deployment guard -----------------------------------------------------------------------
 
 
+@attrs.frozen(slots=True)
+class Listen:
+    """R-HTTP-13: where ``askgate serve --http`` listens, once nothing refuses it."""
+
+    host: str
+    port: int
+
+
 def deployment_refusal(configured_authorizer: bool, read_authorizer: bool) -> str | None:
     """R-HTTP-13: why a network transport refuses to start, or ``None``."""
     missing = []
@@ -489,3 +590,41 @@ def deployment_refusal(configured_authorizer: bool, read_authorizer: bool) -> st
         '(authorizer=lambda *a: Allow(), authorizer_source="configured", '
         "read_authorizer=lambda *a: Allow()) is an explicit opt-out."
     )
+
+
+def listen_or_refuse(
+    address: str,
+    auth: str,
+    tokens: str | None,
+    token_error: str | None,
+    configured_authorizer: bool,
+    read_authorizer: bool,
+) -> Listen | str:
+    """R-HTTP-13: what ``askgate serve --http ADDRESS`` does: where it listens, or the message
+    it refuses to start with (exit status 2). ``auth`` is ``--auth`` (``none``, ``bearer``,
+    ``apikey``), ``tokens`` the ``--tokens`` file named (``None``: none), ``token_error`` why
+    that file could not be used (the shell reads it, only for ``bearer`` and ``apikey``), and
+    the two booleans what :func:`deployment_refusal` takes. Checked in this order: the address
+    is ``HOST:PORT``; ``--auth none`` takes no tokens and listens on a loopback address only (it
+    admits loopback peers only); another ``--auth`` needs a usable tokens file; then the
+    deployment guard."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit() or not host:
+        return f"askgate: --http wants HOST:PORT, got {address!r}"
+    if auth == "none":
+        if tokens:
+            return "askgate: --tokens needs --auth bearer or --auth apikey"
+        if not loopback_address(host):
+            return (
+                f"askgate refuses to start: --http {address} is not a loopback address and "
+                "--auth none admits loopback peers only; use --auth bearer|apikey --tokens FILE"
+            )
+    else:
+        if not tokens:
+            return f"askgate: --auth {auth} needs --tokens FILE"
+        if token_error is not None:
+            return f"askgate refuses to start: {token_error}"
+    refusal = deployment_refusal(configured_authorizer, read_authorizer)
+    if refusal is not None:
+        return str(OptionError("authorizer", None, refusal))
+    return Listen(host, int(port_text))

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, quote
 import attrs
 
 from . import http as rules
-from .codec import Invalid, decode, encode
+from .codec import Decoded, Invalid, encode
 
 SSE_PATH: Final = "/sse"
 MESSAGES_PATH: Final = "/messages"
@@ -93,10 +93,10 @@ def lookup(
     return rules.Rejection(404, "Not Found: unknown session")
 
 
-def answer(body: bytes) -> tuple[int, bytes]:
-    """R-HTTP-15: the status and body of a POST whose message was fed: 202 with no body, or
-    400 with the codec's error for a body that is not one JSON-RPC message."""
-    decoded = decode(body)
+def answer(decoded: Decoded) -> tuple[int, bytes]:
+    """R-HTTP-15: the status and body of a POST whose message was fed (``decoded``, what
+    :func:`askgate.core.codec.decode` made of its body): 202 with no body, or 400 with the
+    codec's error for a body that is not one JSON-RPC message."""
     if not isinstance(decoded, Invalid):
         return 202, b""
     error = decoded.reply or {

@@ -26,11 +26,11 @@ from mcp.client.session import ClientRequestContext
 
 from askgate import Allow, Context
 from askgate.__main__ import SHUTDOWN_GRACE_S, main
-from askgate.core import OptionError
+from askgate.core import OptionError, codec
 from askgate.core import http as rules
 from askgate.demo import build_demo
 from askgate.server import Server
-from askgate.transports.auth import ApiKeyAuth, BearerAuth, load_tokens
+from askgate.transports.auth import ApiKeyAuth, BearerAuth, LoopbackOnly, is_loopback, load_tokens
 from askgate.transports.http import HttpApp
 
 from .listener import uvicorn_serving
@@ -225,6 +225,105 @@ def test_R_HTTP_12_a_related_push_is_routed_to_its_call() -> None:
     assert rules.route_push({**ask, "id": 3}, 7) == rules.PushRoute(call=7)
 
 
+def test_R_HTTP_12_a_push_tries_its_call_then_the_carrier_then_get_then_is_dropped() -> None:
+    both = rules.PushRoute(call=7, withdraws="eid-1", remember="eid-2")
+    for call in (True, False):
+        for carrier in (True, False):
+            for get in (True, False):
+                taken = rules.push_target(both, call=call, carrier=carrier, get=get)
+                chosen = "call" if call else "carrier" if carrier else "get" if get else None
+                assert taken.stream == chosen, (call, carrier, get)
+                assert taken.forget == "eid-1"  # forgotten whichever stream takes the push
+                # Only a call's stream or a carrier remembers; the GET stream is no call's.
+                assert taken.remember == ("eid-2" if chosen in ("call", "carrier") else None)
+    # A route that names no call, or withdraws nothing, never goes there, open or not.
+    unrelated = rules.PushRoute()
+    assert rules.push_target(unrelated, call=True, carrier=True, get=True) == rules.PushTarget(
+        "get"
+    )
+    assert rules.push_target(unrelated, call=True, carrier=True, get=False) == rules.PushTarget(
+        None
+    )
+    asks = rules.PushRoute(call=7, remember="eid-3")
+    assert rules.push_target(asks, call=False, carrier=True, get=True) == rules.PushTarget("get")
+    assert rules.push_target(asks, call=True, carrier=False, get=False) == rules.PushTarget(
+        "call", "eid-3"
+    )
+    withdraws = rules.PushRoute(withdraws="eid-1")
+    assert rules.push_target(withdraws, call=True, carrier=False, get=False) == rules.PushTarget(
+        None, forget="eid-1"
+    )
+
+
+def test_R_HTTP_9_no_principal_is_401_or_403_by_whether_the_provider_takes_credentials() -> None:
+    assert rules.auth_refusal(True, 'Bearer realm="askgate"') == (
+        rules.Rejection(401, "Unauthorized"),
+        'Bearer realm="askgate"',
+    )
+    assert rules.auth_refusal(True, "") == (rules.Rejection(401, "Unauthorized"), "")
+    assert rules.auth_refusal(False, "ignored") == (
+        rules.Rejection(403, "Forbidden: loopback peers only"),
+        "",
+    )
+    tokens = {"alice": "alice-token-0123456789"}
+    assert LoopbackOnly.credentials is False
+    assert BearerAuth(tokens).credentials is True
+    assert ApiKeyAuth(tokens).credentials is True
+    assert BearerAuth.challenge == 'Bearer realm="askgate"'
+    for host, loopback in [
+        ("127.0.0.1", True),
+        ("127.3.2.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.1", False),
+        ("localhost.evil.example", False),
+        (None, False),
+    ]:
+        assert rules.loopback_address(host) is loopback, host
+        assert is_loopback(host) is loopback, host
+
+
+def test_R_HTTP_13_one_decision_says_where_the_cli_listens_or_why_it_refuses() -> None:
+    def listen(
+        address: str = "127.0.0.1:8765",
+        auth: str = "none",
+        tokens: str | None = None,
+        token_error: str | None = None,
+        configured: bool = True,
+        read: bool = True,
+    ) -> rules.Listen | str:
+        return rules.listen_or_refuse(address, auth, tokens, token_error, configured, read)
+
+    assert listen() == rules.Listen("127.0.0.1", 8765)
+    assert listen("[::1]:80") == rules.Listen("[::1]", 80)
+    assert listen("0.0.0.0:1", "bearer", "t") == rules.Listen("0.0.0.0", 1)
+    for address in ("8765", ":8765", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:-1"):
+        assert listen(address) == f"askgate: --http wants HOST:PORT, got {address!r}"
+    assert listen(tokens="t") == "askgate: --tokens needs --auth bearer or --auth apikey"
+    assert listen("0.0.0.0:1") == (
+        "askgate refuses to start: --http 0.0.0.0:1 is not a loopback address and --auth none "
+        "admits loopback peers only; use --auth bearer|apikey --tokens FILE"
+    )
+    assert listen(auth="apikey") == "askgate: --auth apikey needs --tokens FILE"
+    assert listen(auth="bearer", tokens="") == "askgate: --auth bearer needs --tokens FILE"
+    assert listen(auth="bearer", tokens="t", token_error="bad file") == (
+        "askgate refuses to start: bad file"
+    )
+    for configured, read in [(False, True), (True, False), (False, False)]:
+        guard = rules.deployment_refusal(configured, read)
+        assert guard is not None
+        refused = listen(configured=configured, read=read)
+        assert refused == str(OptionError("authorizer", None, guard))
+    # In this order: the address, then the auth and its tokens, then the guard.
+    assert str(listen("nope", tokens="t", configured=False)).startswith("askgate: --http wants")
+    assert str(listen("0.0.0.0:1", configured=False)).endswith("--tokens FILE")
+    assert listen(auth="bearer", tokens="t", token_error="bad", read=False) == (
+        "askgate refuses to start: bad"
+    )
+
+
 def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
     assert rules.deployment_refusal(True, True) is None
     both = rules.deployment_refusal(False, False)
@@ -242,8 +341,15 @@ def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
     HttpApp(build_demo(configured=True))
 
 
-def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(tmp_path: Any) -> None:
+def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["serve", "--http", "127.0.0.1:1"]) == 2  # no authorizer configured
+    printed = capsys.readouterr().err
+    assert printed.startswith("askgate refuses to start: option authorizer=None: ")
+    assert "no tool authorizer was configured" in printed
+    assert main(["serve", "--demo", "--http", "localhost"]) == 2
+    assert capsys.readouterr().err == "askgate: --http wants HOST:PORT, got 'localhost'\n"
     assert main(["serve", "--demo", "--http", "0.0.0.0:1"]) == 2  # auth none, not loopback
     assert main(["serve", "--demo", "--http", "0.0.0.0:1", "--auth", "bearer"]) == 2
     bad = tmp_path / "tokens"
@@ -911,6 +1017,39 @@ def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_23_a_post_body_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+    real = codec.decode
+
+    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
+        decoded.append(data)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(codec, "decode", counting)
+    async with serving() as (_, url), httpx2.AsyncClient() as http:
+        with anyio.fail_after(DEADLINE):
+            raw = await Raw(http, url).start()  # an initialize, then a notification
+            assert len(decoded) == 2
+            call = json.dumps(_call(5, "echo", text="once")).encode()
+            answered = await http.post(url, content=call, headers=raw.headers())
+            assert answered.status_code == 200
+            assert answered.json()["id"] == 5  # the shell and the reducer read the same call
+            assert decoded[2:] == [call]
+            bad = await http.post(url, content=b"{not json", headers=raw.headers())
+            assert bad.status_code == 400
+            assert bad.json()["error"]["code"] == -32700
+            assert decoded[3:] == [b"{not json"]
+    # The pure part: how a POST is answered, read from the decoded value.
+    assert rules.classify(real(json.dumps(_init(3)).encode())) == rules.Body("initialize", 3)
+    assert rules.classify(real(call)) == rules.Body("request", 5)
+    assert rules.classify(real(b'{"jsonrpc":"2.0","method":"x"}')) == rules.Body("notification")
+    assert rules.classify(real(b'{"jsonrpc":"2.0","id":"e","result":{}}')) == rules.Body("response")
+    error = b'{"jsonrpc":"2.0","id":"e","error":{"code":1,"message":"no"}}'
+    assert rules.classify(real(error)) == rules.Body("response")
+    assert rules.classify(real(b"[]")) == rules.Body("invalid")
 
 
 class _GetWatched(HttpApp):

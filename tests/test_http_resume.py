@@ -100,6 +100,31 @@ def test_R_HTTP_19_the_bounds_in_count_bytes_and_time() -> None:
     assert rules.forget([], 0, options) == ()
 
 
+def test_R_HTTP_19_the_stall_cap_and_what_trimming_may_drop() -> None:
+    assert rules.STALL_BYTES == 4 * 1024 * 1024
+    assert not rules.stalled(rules.STALL_BYTES)
+    assert rules.stalled(rules.STALL_BYTES + 1)
+    # A connection writing the stream: only what it took may go.
+    assert rules.trim_limit(9, 4, writing=True, opened=True, unwritten=10**9) == 4
+    # Before its first connection: nothing it will write goes, up to the stall cap.
+    cap = rules.STALL_BYTES
+    assert rules.trim_limit(9, 0, writing=False, opened=False, unwritten=cap) == 0
+    assert rules.trim_limit(9, 0, writing=False, opened=False, unwritten=cap + 1) == 9
+    # Opened, no connection (it left, or stalled): anything up to the newest.
+    assert rules.trim_limit(9, 4, writing=False, opened=True, unwritten=0) == 9
+    options = rules.HttpOptions(replay_events=3, replay_bytes=100)
+    log = [(n, b"x" * 10) for n in range(1, 7)]  # 6 events, 60 bytes: 3 over the count
+    assert rules.trim_count(log, 6, 60, 6, options) == 3
+    assert rules.trim_count(log, 6, 60, 2, options) == 2  # none after the limit
+    assert rules.trim_count(log, 6, 60, 0, options) == 0
+    assert rules.trim_count(log[:3], 3, 30, 3, options) == 0  # within the bounds
+    big = [(1, b"x" * 60), (2, b"x" * 30), (3, b"x" * 50)]  # 140 bytes: over the byte bound
+    assert rules.trim_count(big, 3, 140, 3, options) == 1  # 80 left
+    huge = [(1, b"x" * 10), (2, b"x" * 500)]
+    assert rules.trim_count(huge, 2, 510, 2, options) == 1  # the newest is always kept
+    assert rules.trim_count([(1, b"x" * 500)], 1, 500, 1, options) == 0
+
+
 def test_R_HTTP_20_what_a_last_event_id_resumes() -> None:
     options = rules.HttpOptions(replay_ttl_ms=50)
     refused = rules.Rejection(400, "Bad Request: unknown or expired Last-Event-ID")

@@ -25,7 +25,11 @@ from askgate.core import (
 )
 from askgate.core.effects import CancelTimer, Emit, KillWorker, StartTimer, StartWorker
 from askgate.core.jobs import Authorize, RunTool
+from askgate.demo import build_demo
+from askgate.transports.base import Transport
+from askgate.transports.http import HttpApp, HttpTransport
 from askgate.transports.runtime import Runtime, now_ms
+from askgate.transports.stdio import FdReceiveStream, FdSendStream, StdioTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -255,3 +259,35 @@ async def test_a_failure_of_the_machinery_in_a_worker_task_stops_the_runtime() -
     bug, _ = failure.value.split(RuntimeError)
     assert bug is not None
     assert "a bug in the machinery" in repr(bug.exceptions)
+
+
+async def test_every_transport_is_built_from_its_server_and_runs_it_under_its_name() -> None:
+    """stdio and HTTP have one shape: ``Kind(server, ...)``, then ``running()`` runs the server
+    under the transport's name; stdio's ``serve()`` serves its one connection until end of
+    input."""
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    os.write(write_in, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    os.close(write_in)
+    stdin, stdout = FdReceiveStream(read_in), FdSendStream(write_out)
+    over_stdio = StdioTransport(build_demo(configured=True), stdin, stdout)
+    transports: list[Transport] = [over_stdio, HttpTransport(build_demo(configured=True))]
+    assert [transport.name for transport in transports] == ["stdio", "http"]
+    try:
+        with anyio.fail_after(DEADLINE):
+            for transport in transports:
+                with pytest.raises(RuntimeError, match="not running"):
+                    _ = transport.runtime
+                async with transport.running() as running:
+                    assert running is transport
+                    assert transport.runtime.state.options.transport == transport.name
+                with pytest.raises(RuntimeError, match="not running"):
+                    _ = transport.runtime
+            await over_stdio.serve()
+        assert os.read(read_out, 65536) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    finally:
+        await stdin.aclose()
+        await stdout.aclose()
+        for fd in (read_in, read_out, write_out):
+            os.close(fd)
+    assert HttpApp is HttpTransport  # the name the ASGI app is mounted under

@@ -21,12 +21,14 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 
+from askgate.core import codec
 from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
+from askgate.core.codec import decode
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
-from askgate.transports.sse_legacy import LegacySse
+from askgate.transports.sse_legacy import LegacySse, _Stream
 
 from .listener import uvicorn_serving
 from .stdio_peer import deny_payload
@@ -76,8 +78,9 @@ def test_R_HTTP_15_post_checks_are_the_mcp_ones() -> None:
         refused = legacy.session_param(query)
         assert isinstance(refused, rules.Rejection)
         assert refused.status == 400
-    assert legacy.answer(b'{"jsonrpc":"2.0","method":"notifications/initialized"}') == (202, b"")
-    status, body = legacy.answer(b"{not json")
+    note = decode(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert legacy.answer(note) == (202, b"")
+    status, body = legacy.answer(decode(b"{not json"))
     assert status == 400
     assert json.loads(body)["error"]["code"] == -32700
 
@@ -390,6 +393,37 @@ async def test_R_HTTP_15_bad_requests_get_their_status_and_reach_no_connection()
 
 
 @pytest.mark.anyio
+async def test_R_HTTP_23_a_legacy_post_body_is_decoded_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decoded: list[bytes] = []
+    real = codec.decode
+
+    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
+        decoded.append(data)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(codec, "decode", counting)
+    async with serving() as (_, pair, base), httpx2.AsyncClient(timeout=DEADLINE) as http:
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                conn = await Events(http, base, {}).start(tg)
+                assert len(decoded) == 2  # its initialize and its notification
+                decoded.clear()
+                ping = b'{"jsonrpc":"2.0","id":9,"method":"ping"}'
+                assert (await conn.post(ping)).status_code == 202
+                assert await conn.next_message() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+                assert decoded == [ping]
+                bad = await conn.post(b"{not json")
+                assert bad.status_code == 400
+                assert bad.json()["error"]["code"] == -32700
+                assert (await conn.next_message())["error"]["code"] == -32700
+                assert decoded == [ping, b"{not json"]
+                conn.stop.set()
+            await pair.ended.wait()
+
+
+@pytest.mark.anyio
 async def test_R_HTTP_16_closing_the_stream_drops_its_parked_call_and_ends_the_session() -> None:
     async with serving() as (app, pair, base), httpx2.AsyncClient(timeout=DEADLINE) as http:
         with anyio.fail_after(DEADLINE):
@@ -483,3 +517,19 @@ def test_R_HTTP_14_the_keepalive_period_is_the_apps() -> None:
     assert app.legacy is not None
     assert app.legacy.keepalive_ms == 1234
     assert LegacySse(app, keepalive_ms=50).keepalive_ms == 50
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_16_a_stream_whose_reader_stalled_ends() -> None:
+    """Past the stall cap of R-HTTP-19, an /sse stream drops what waits and finishes, which ends
+    its session (its writer sees it finished and the session ends as on a close)."""
+    stream = _Stream()
+    chunk = b"x" * (1024 * 1024)
+    for _ in range(4):  # exactly the cap: not stalled
+        stream.put(chunk)
+    assert not stream.done
+    stream.put(b"y")
+    assert stream.done
+    assert await stream.take() == ([], True)  # nothing more to write, and finished
+    stream.put(b"late")  # a finished stream takes nothing
+    assert await stream.take() == ([], True)

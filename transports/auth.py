@@ -1,18 +1,21 @@
 """Who is asking: authentication providers for the HTTP transport.
 
 A provider takes the request's headers (lower-case names) and the peer's address and returns
-the principal (a non-empty string) or ``None`` (401). Sessions belong to the principal that
-created them (R-HTTP-9). Secrets are compared with :func:`hmac.compare_digest` over every
-entry, and never logged or put in an error message.
+the principal (a non-empty string) or ``None``: 401 with its ``challenge`` (``WWW-Authenticate``),
+or 403 when its ``credentials`` attribute is false (it takes none; a provider without the
+attribute takes some), R-HTTP-9. Sessions belong to the principal that created them (R-HTTP-9).
+Secrets are compared with :func:`hmac.compare_digest` over every entry, and never logged or put
+in an error message.
 """
 
 from __future__ import annotations
 
 import functools
 import hmac
-import ipaddress
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from askgate.core.http import loopback_address
 
 __all__ = [
     "ApiKeyAuth",
@@ -28,20 +31,15 @@ AuthProvider = Callable[[Mapping[str, str], "str | None"], "str | None"]
 """``(headers, client_host) -> principal | None``."""
 
 
-@functools.lru_cache(maxsize=256)  # asked on every request; the answer depends on the text only
-def is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
+is_loopback = functools.lru_cache(maxsize=256)(loopback_address)
+""":func:`askgate.core.http.loopback_address`, remembered: asked on every request."""
 
 
 class LoopbackOnly:
     """No credentials: every peer on a loopback address is the principal ``local``; any other
-    peer is refused."""
+    peer is refused (403: it takes no credentials, R-HTTP-9)."""
 
+    credentials = False
     challenge = ""
 
     def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
@@ -89,6 +87,7 @@ def _match(tokens: Mapping[str, str], given: str) -> str | None:
 class BearerAuth:
     """``Authorization: Bearer <token>``; the principal is the token's owner."""
 
+    credentials = True
     challenge = 'Bearer realm="askgate"'
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
@@ -106,6 +105,7 @@ class BearerAuth:
 class ApiKeyAuth:
     """``X-API-Key: <key>``; the principal is the key's owner."""
 
+    credentials = True
     challenge = ""
 
     def __init__(self, tokens: Mapping[str, str]) -> None:

@@ -28,87 +28,34 @@ import collections
 import itertools
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import ClassVar, Final
 
 import anyio
 
-from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached
+from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached, codec
 from askgate.core import http as rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
+from .asgi import Receive, Scope, Send, header_map, read_body, reject, respond
 from .auth import AuthProvider, LoopbackOnly
+from .base import Serving, TransportName
 from .runtime import Runtime, now_ms
+from .sse_legacy import LegacySse
 
-if TYPE_CHECKING:
-    from .sse_legacy import LegacySse
-
-__all__ = ["HttpApp"]
+__all__ = ["HttpApp", "HttpTransport"]
 
 logger = logging.getLogger("askgate.http")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
 ENDPOINT: Final = "/mcp"
-STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
-"""Bytes waiting on one stream above which the stream is closed (its reader stalled)."""
 REAP_EVERY_MS: Final = 60_000
 
 
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
     return (type(request_id), request_id)
-
-
-class _Stream:
-    """The messages of a legacy ``/sse`` stream (transports/sse_legacy.py): pushed in order,
-    then finished (or closed)."""
-
-    def __init__(self) -> None:
-        self.items: list[bytes] = []
-        self.done = False
-        self.final: bytes | None = None
-        self.pending = 0
-        self._wake: anyio.Event | None = None
-
-    def put(self, data: bytes) -> None:
-        if self.done:
-            return
-        self.items.append(data)
-        self.pending += len(data)
-        if self.pending > STREAM_HIGH_WATER:
-            logger.warning("closed a stream whose reader stalled (%d bytes waiting)", self.pending)
-            self.items.clear()
-            self.finish(None)
-            return
-        self._signal()
-
-    def finish(self, data: bytes | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.final = data
-        self._signal()
-
-    def _signal(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    async def take(self) -> tuple[list[bytes], bool]:
-        """The messages waiting (the final one last) and whether the stream is finished."""
-        while not self.items and not self.done:
-            self._wake = anyio.Event()
-            await self._wake.wait()
-        items, self.items, self.pending = self.items, [], 0
-        if self.done and self.final is not None:
-            items.append(self.final)
-            self.final = None
-        return items, self.done
 
 
 class _EventStream:
@@ -156,7 +103,7 @@ class _EventStream:
         self.size += len(data)
         if self.writer is not None or not self.opened:  # before its first connection too
             self.unwritten += len(data)
-            if self.unwritten > STREAM_HIGH_WATER and self.writer is not None:
+            if self.writer is not None and rules.stalled(self.unwritten):
                 logger.warning(
                     "closed a stream's connection: its reader stalled (%d bytes waiting)",
                     self.unwritten,
@@ -184,15 +131,14 @@ class _EventStream:
         """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
         connection has not taken."""
         log = self.log
-        waiting = self.writer is not None or (
-            not self.opened and self.unwritten <= STREAM_HIGH_WATER
-        )  # a stream not yet opened keeps what its first connection will write, up to the cap
-        limit = self.cursor if waiting else self.last
-        while (
-            len(log) > 1
-            and log[0][0] <= limit
-            and rules.over_replay_bounds(len(log), self.size, self.options)
-        ):
+        limit = rules.trim_limit(
+            self.last,
+            self.cursor,
+            writing=self.writer is not None,
+            opened=self.opened,
+            unwritten=self.unwritten,
+        )
+        for _ in range(rules.trim_count(log, len(log), self.size, limit, self.options)):
             self.size -= len(log.popleft()[1])
 
     def view(self) -> rules.StreamView:
@@ -362,44 +308,12 @@ class _Live:
         self.ended.clear()
 
 
-def _header_map(scope: Scope) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers
-
-
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes = b"",
-    content_type: str | None = None,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    headers = [(b"content-length", str(len(body)).encode())]
-    if content_type is not None:
-        headers.append((b"content-type", content_type.encode()))
-    headers.extend(extra or [])
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _reject(
-    send: Send, rejection: rules.Rejection, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    """An HTTP error with a JSON-RPC error body that has no id."""
-    body = encode(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": rejection.reason}}
-    )
-    await _respond(send, rejection.status, body, "application/json", extra)
-
-
-class HttpApp:
-    """The ASGI application. ``server`` is an :class:`askgate.server.Server` (anything with
-    ``running(transport, state=..., runtime_class=...)``, ``authorization_configured()`` and
-    ``read_authorization_configured()``).
+class HttpTransport:
+    """The ASGI application: Streamable HTTP on ``/mcp`` and the 2024-11-05 pair (``legacy``)
+    for ``server``, an :class:`askgate.server.Server` (anything with what
+    :class:`askgate.transports.base.Serving` lists). It has the shape of every transport
+    (:class:`askgate.transports.base.Transport`): built from the server, it runs it for the
+    length of :meth:`running` (a standalone app does so in the ASGI lifespan).
 
     ``auth`` produces the principal (default: loopback peers only). ``options`` are the checks'
     (:class:`askgate.core.http.HttpOptions`): the bound port, Host/Origin allowlists, the body
@@ -407,9 +321,11 @@ class HttpApp:
     authorizer or no read authorizer refuses to start (R-HTTP-13) unless ``guard=False``.
     """
 
+    name: ClassVar[TransportName] = "http"
+
     def __init__(
         self,
-        server: Any,
+        server: Serving,
         *,
         auth: AuthProvider | None = None,
         options: rules.HttpOptions | None = None,
@@ -427,20 +343,24 @@ class HttpApp:
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
         self._runtime: Runtime | None = None
-        from .sse_legacy import LegacySse  # noqa: PLC0415 - it imports this module
-
         self.legacy: LegacySse | None = LegacySse(self)  # the 2024-11-05 pair (R-HTTP-14)
 
     @property
     def runtime(self) -> Runtime:
+        """The server's runtime; raises when the app is not running."""
         if self._runtime is None:
             raise RuntimeError("the HTTP app is not running: use `async with app.running()`")
         return self._runtime
 
+    @property
+    def current_runtime(self) -> Runtime | None:
+        """The server's runtime while the app runs, else ``None``."""
+        return self._runtime
+
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[HttpApp]:
+    async def running(self) -> AsyncIterator[HttpTransport]:
         """Runs the server's runtime and the idle-session reaper for the length of the block."""
-        async with self.server.running("http") as runtime:
+        async with self.server.running(self.name) as runtime:
             self._runtime = runtime
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reap_forever, name="askgate session reaper")
@@ -506,21 +426,32 @@ class HttpApp:
             message = effect.message
             data = encode(message)
             route = rules.route_push(message, effect.related)  # R-HTTP-12
-            target = None if route.call is None else live.stream_for(route.call)
-            if target is not None and target.done:
-                target = None
-            if route.withdraws is not None:
-                carried = live.by_eid.pop(route.withdraws, None)
-                if target is None:
-                    target = carried
-            if target is not None and not target.done and route.remember is not None:
-                target.eids.append(route.remember)
-                live.by_eid[route.remember] = target
-            if target is None or target.done:
-                target = live.get
+            call = None if route.call is None else live.stream_for(route.call)
+            carrier = None if route.withdraws is None else live.by_eid.get(route.withdraws)
+            get = live.get
+            taken = rules.push_target(
+                route,
+                call=call is not None and not call.done,
+                carrier=carrier is not None and not carrier.done,
+                get=get is not None and not get.done,
+            )
+            if taken.forget is not None:
+                live.by_eid.pop(taken.forget, None)
+            target = (
+                call
+                if taken.stream == "call"
+                else carrier
+                if taken.stream == "carrier"
+                else get
+                if taken.stream == "get"
+                else None
+            )
             if target is None:
                 logger.debug("dropped a push for a session with no open stream")
                 return
+            if taken.remember is not None:
+                target.eids.append(taken.remember)
+                live.by_eid[taken.remember] = target
             target.put(data)
 
         return deliver
@@ -533,28 +464,27 @@ class HttpApp:
             return
         if scope["type"] != "http":
             return
-        headers = _header_map(scope)
+        headers = header_map(scope)
         rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
         if rejection is not None:
-            await _reject(send, rejection)
+            await reject(send, rejection)
             return
         path = scope.get("path", "").rstrip("/")
         legacy = None if self.legacy is None else self.legacy.route(path, scope.get("method", ""))
         if path != ENDPOINT and legacy is None:
-            await _reject(send, rules.Rejection(404, "Not Found"))
+            await reject(send, rules.Rejection(404, "Not Found"))
             return
         client = scope.get("client")
         principal = self.auth(headers, client[0] if client else None)
-        if principal is None:
-            challenge = getattr(self.auth, "challenge", "")
+        if principal is None:  # R-HTTP-9: 401, or 403 from a provider that takes no credentials
+            refused, challenge = rules.auth_refusal(
+                getattr(self.auth, "credentials", True), getattr(self.auth, "challenge", "")
+            )
             extra = [(b"www-authenticate", challenge.encode())] if challenge else None
-            if isinstance(self.auth, LoopbackOnly):
-                await _reject(send, rules.Rejection(403, "Forbidden: loopback peers only"))
-            else:
-                await _reject(send, rules.Rejection(401, "Unauthorized"), extra)
+            await reject(send, refused, extra)
             return
         if self._runtime is None:
-            await _reject(send, rules.Rejection(503, "Service Unavailable: not running"))
+            await reject(send, rules.Rejection(503, "Service Unavailable: not running"))
             return
         if legacy is not None and self.legacy is not None:
             await self.legacy.handle(legacy, scope, headers, principal, receive, send)
@@ -567,7 +497,7 @@ class HttpApp:
         elif method == "DELETE":
             await self._delete(headers, principal, send)
         else:
-            await _reject(
+            await reject(
                 send,
                 rules.Rejection(405, "Method Not Allowed"),
                 [(b"allow", b"GET, POST, DELETE")],
@@ -587,22 +517,6 @@ class HttpApp:
             await send({"type": "lifespan.startup.failed", "message": type(failed).__name__})
             raise
         await send({"type": "lifespan.shutdown.complete"})
-
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The body, or ``None`` once more than the cap has arrived (counted, R-HTTP-5)."""
-        chunks: list[bytes] = []
-        received = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if rules.body_too_large(received, self.options):
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
 
     def _session(
         self, headers: dict[str, str], principal: str, *, initialize: bool = False
@@ -627,13 +541,14 @@ class HttpApp:
         if rejection is None and rules.declared_too_large(headers, self.options):
             rejection = rules.Rejection(413, "Payload Too Large")
         if rejection is not None:
-            await _reject(send, rejection)
+            await reject(send, rejection)
             return
-        body = await self._read_body(receive)
+        body = await read_body(receive, self.options)
         if body is None:
-            await _reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
+            await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return
-        shape = rules.classify(body)
+        decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
+        shape = rules.classify(decoded)
         runtime = self.runtime
         now = self._now()
         extra: list[tuple[bytes, bytes]] = []
@@ -641,18 +556,18 @@ class HttpApp:
             session = found
             known = self._live.get(session.id)
             if known is None:  # ended (DELETE, reaped) while its body was being read
-                await _reject(send, rules.Rejection(404, "Not Found: unknown session"))
+                await reject(send, rules.Rejection(404, "Not Found: unknown session"))
                 return
             live = known
         else:
             if shape.kind != "initialize":
-                await _reject(send, rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
+                await reject(send, rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
                 return
             self.sessions, minted = rules.mint(
                 self.sessions, secrets.token_bytes(32), principal, now, self.options
             )
             if isinstance(minted, rules.Rejection):
-                await _reject(send, minted)
+                await reject(send, minted)
                 return
             session = minted
             live = self._live[session.id] = _Live(session.id, session.conn, self.options)
@@ -661,10 +576,10 @@ class HttpApp:
             runtime.feed(SubscriberAttached(session.conn, now))
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
         self.sessions = rules.touch(self.sessions, session.id, now)
-        event = MessageReceived(session.conn, body, now, mode="reply")
+        event = MessageReceived(session.conn, decoded, now, mode="reply")
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
-            await _respond(send, 202, extra=extra)
+            await respond(send, 202, extra=extra)
             return
         stream = _EventStream(self.options, primed=rules.primes(version))
         key = _key(shape.request_id)
@@ -674,7 +589,7 @@ class HttpApp:
         finally:
             live.feeding = None
         if shape.kind == "invalid":
-            await _respond(send, 400, stream.final or b"", "application/json", extra)
+            await respond(send, 400, stream.final or b"", "application/json", extra)
             return
         if not stream.done and not stream.last:
             # R-HTTP-7: wait for the first message about the call; a Reply first is plain JSON
@@ -690,10 +605,10 @@ class HttpApp:
                 self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
         answer = rules.request_answer(stream.done, stream.last, stream.final is not None)
         if answer == "nothing":
-            await _respond(send, 200, b"", "text/event-stream", extra)
+            await respond(send, 200, b"", "text/event-stream", extra)
             return
         if answer == "json":
-            await _respond(send, 200, stream.final or b"", "application/json", extra)
+            await respond(send, 200, stream.final or b"", "application/json", extra)
             return
         if not stream.done:
             live.pending.setdefault(key, stream)
@@ -799,7 +714,7 @@ class HttpApp:
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found
         if rejection is not None or not isinstance(found, rules.Session):
-            await _reject(send, rejection or rules.Rejection(400, "Bad Request"))
+            await reject(send, rejection or rules.Rejection(400, "Bad Request"))
             return
         live = self._live[found.id]
         replay = b""
@@ -813,7 +728,7 @@ class HttpApp:
             view = None if resumed is None else resumed.view()
             refused = rules.resume(view, number, now, self.options)
             if refused is not None or resumed is None:
-                await _reject(send, refused or rules.RESUME_REFUSED)
+                await reject(send, refused or rules.RESUME_REFUSED)
                 return
             if resumed.post:  # the rest of a POST's stream, on this GET
                 self.sessions = rules.touch(self.sessions, found.id, now)
@@ -824,7 +739,7 @@ class HttpApp:
             replay = resumed.frames_after(number)  # a GET's: then the new standalone stream
         self.sessions, refused = rules.open_get(self.sessions, found.id, self._now())  # R-HTTP-10
         if refused is not None:
-            await _reject(send, refused)
+            await reject(send, refused)
             return
         stream = live.get = _EventStream(self.options, post=False)
         live.opened(stream)
@@ -844,7 +759,11 @@ class HttpApp:
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found
         if rejection is not None or not isinstance(found, rules.Session):
-            await _reject(send, rejection or rules.Rejection(400, "Bad Request"))
+            await reject(send, rejection or rules.Rejection(400, "Bad Request"))
             return
         self._end(found.id)  # R-HTTP-11
-        await _respond(send, 204)
+        await respond(send, 204)
+
+
+HttpApp = HttpTransport
+"""The same class: the name the ASGI app is mounted and documented under."""

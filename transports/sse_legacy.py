@@ -8,8 +8,8 @@ after each quiet ``keepalive_ms``. ``POST /messages?sessionId=ID`` feeds one mes
 connection and is answered 202. Closing the stream ends the session: ``SubscriberDetached`` drops
 its parked calls and kills its workers.
 
-:class:`askgate.transports.http.HttpApp` dispatches the two paths here after its Host, Origin and
-principal checks; every decision is in :mod:`askgate.core.sse_legacy` and
+:class:`askgate.transports.http.HttpTransport` dispatches the two paths here after its Host,
+Origin and principal checks; every decision is in :mod:`askgate.core.sse_legacy` and
 :mod:`askgate.core.http`. ``app.legacy = None`` turns the pair off (404);
 ``app.legacy = LegacySse(app, keepalive_ms=...)`` changes the keep-alive period.
 """
@@ -19,29 +19,89 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
-from askgate.core import SubscriberAttached, SubscriberDetached
+from askgate.core import SubscriberAttached, SubscriberDetached, codec
 from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
 from askgate.core.events import MessageReceived
 
-from .http import Receive, Scope, Send, _reject, _respond, _Stream
+from .asgi import Receive, Scope, Send, read_body, reject, respond
+from .runtime import Runtime
 
-if TYPE_CHECKING:
-    from .http import HttpApp
-
-__all__ = ["LegacySse"]
+__all__ = ["LegacyHost", "LegacySse"]
 
 logger = logging.getLogger("askgate.http.sse")
 
 
-class LegacySse:
-    """The legacy pair of one :class:`HttpApp`: its open ``/sse`` streams, by session id."""
+class LegacyHost(Protocol):
+    """What the pair uses of the app that serves it
+    (:class:`askgate.transports.http.HttpTransport`): its options, its session table (shared
+    with Streamable HTTP) and the server's runtime."""
 
-    def __init__(self, app: HttpApp, *, keepalive_ms: int | None = None) -> None:
+    options: rules.HttpOptions
+    sessions: rules.Sessions
+
+    @property
+    def runtime(self) -> Runtime: ...
+
+    @property
+    def current_runtime(self) -> Runtime | None: ...
+
+
+class _Stream:
+    """The messages of an ``/sse`` stream: pushed in order, then finished (or closed, once its
+    reader stalled, R-HTTP-16)."""
+
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+        self.done = False
+        self.final: bytes | None = None
+        self.pending = 0
+        self._wake: anyio.Event | None = None
+
+    def put(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.items.append(data)
+        self.pending += len(data)
+        if rules.stalled(self.pending):  # R-HTTP-16
+            logger.warning("closed a stream whose reader stalled (%d bytes waiting)", self.pending)
+            self.items.clear()
+            self.finish(None)
+            return
+        self._signal()
+
+    def finish(self, data: bytes | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.final = data
+        self._signal()
+
+    def _signal(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def take(self) -> tuple[list[bytes], bool]:
+        """The messages waiting (the final one last) and whether the stream is finished."""
+        while not self.items and not self.done:
+            self._wake = anyio.Event()
+            await self._wake.wait()
+        items, self.items, self.pending = self.items, [], 0
+        if self.done and self.final is not None:
+            items.append(self.final)
+            self.final = None
+        return items, self.done
+
+
+class LegacySse:
+    """The legacy pair of one app (a :class:`LegacyHost`): its open ``/sse`` streams, by
+    session id."""
+
+    def __init__(self, app: LegacyHost, *, keepalive_ms: int | None = None) -> None:
         if keepalive_ms is None:  # the app's, as for its Streamable HTTP streams (R-HTTP-22)
             keepalive_ms = app.options.keepalive_ms
         if not isinstance(keepalive_ms, int) or isinstance(keepalive_ms, bool) or keepalive_ms < 1:
@@ -81,7 +141,7 @@ class LegacySse:
     ) -> None:
         """Serves a request the app already checked (R-HTTP-1, R-HTTP-2, the principal)."""
         if where.rejection is not None:
-            await _reject(send, where.rejection, [(b"allow", where.allow.encode())])
+            await reject(send, where.rejection, [(b"allow", where.allow.encode())])
         elif where.kind == "open":
             await self._open(scope, principal, receive, send)
         else:
@@ -97,7 +157,7 @@ class LegacySse:
             app.sessions, secrets.token_bytes(32), principal, now, app.options
         )
         if isinstance(minted, rules.Rejection):
-            await _reject(send, minted)
+            await reject(send, minted)
             return
         session = minted
         stream = self._streams[session.id] = _Stream()
@@ -118,7 +178,7 @@ class LegacySse:
             stream.finish(None)
         app = self.app
         app.sessions, ended = rules.end(app.sessions, sid)
-        runtime = app._runtime
+        runtime = app.current_runtime
         if runtime is not None:
             if ended is not None:  # not already reaped
                 runtime.feed(SubscriberDetached(conn, runtime.now()))  # R-DROP-3
@@ -178,21 +238,22 @@ class LegacySse:
         if isinstance(found, rules.Session):
             found = legacy.check_length(headers, app.options) or found  # 413, declared
         if not isinstance(found, rules.Session):
-            await _reject(send, found or rules.Rejection(400, "Bad Request"))
+            await reject(send, found or rules.Rejection(400, "Bad Request"))
             return
-        body = await app._read_body(receive)
+        body = await read_body(receive, app.options)
         if body is None:
-            await _reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
+            await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return
-        runtime = app._runtime
+        runtime = app.current_runtime
         if runtime is None or not self.owns(found.id):  # it ended while the body came in
-            await _reject(send, rules.Rejection(404, "Not Found: unknown session"))
+            await reject(send, rules.Rejection(404, "Not Found: unknown session"))
             return
         now = runtime.now()
         app.sessions = rules.touch(app.sessions, found.id, now)
-        runtime.feed(MessageReceived(found.conn, body, now))  # the answer goes on the stream
-        status, payload = legacy.answer(body)
-        await _respond(send, status, payload, "application/json" if payload else None)
+        decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
+        runtime.feed(MessageReceived(found.conn, decoded, now))  # its answer goes on the stream
+        status, payload = legacy.answer(decoded)
+        await respond(send, status, payload, "application/json" if payload else None)
 
     def _lookup(self, sid: str, principal: str) -> rules.Session | rules.Rejection:
         return legacy.lookup(self.app.sessions, sid, principal, self._streams)

@@ -30,9 +30,9 @@ import logging
 import os
 import stat
 import sys
-import typing
-from collections.abc import Hashable
-from typing import Final
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
+from typing import ClassVar, Final
 
 import anyio
 import anyio.abc
@@ -43,6 +43,7 @@ from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
 from askgate.core.options import Transport
 
+from .base import Serving
 from .runtime import Runtime
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "FdSendStream",
     "LineSplitter",
     "Outbox",
+    "StdioTransport",
     "WireIsolation",
     "run_stdio",
     "serve_stdio",
@@ -430,19 +432,63 @@ class WireIsolation:
             os.close(fd)
 
 
-class _Serving(typing.Protocol):
-    def initial_state(self, transport: Transport = ...) -> State: ...
+class StdioTransport:
+    """stdio as a transport (:class:`askgate.transports.base.Transport`): built from the server
+    it serves, over ``stdin`` and ``stdout`` (byte streams; ``None``: this process's standard
+    input and output, descriptors 0 and 1), starting from ``state`` if given. :meth:`running`
+    runs the server's runtime for the length of the block; :meth:`serve` runs it and serves
+    the one connection until end of input (use :func:`run_stdio` for a whole process)."""
 
-    async def serve_stdio(
+    name: ClassVar[Transport] = "stdio"
+
+    def __init__(
         self,
-        stdin: anyio.abc.ByteReceiveStream | None = ...,
-        stdout: anyio.abc.ByteSendStream | None = ...,
+        server: Serving,
+        stdin: anyio.abc.ByteReceiveStream | None = None,
+        stdout: anyio.abc.ByteSendStream | None = None,
         *,
-        state: State | None = ...,
-    ) -> None: ...
+        state: State | None = None,
+    ) -> None:
+        self.server = server
+        self.stdin = stdin
+        self.stdout = stdout
+        self.state = state
+        self._runtime: Runtime | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The server's runtime; raises when the transport is not running."""
+        if self._runtime is None:
+            raise RuntimeError("the stdio transport is not running: use `transport.serve()`")
+        return self._runtime
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[StdioTransport]:
+        """Runs the server's runtime for the length of the block."""
+        async with self.server.running(self.name, state=self.state) as runtime:
+            self._runtime = runtime
+            try:
+                yield self
+            finally:
+                self._runtime = None
+
+    async def serve(self) -> None:
+        """Runs the server and serves its one connection until end of input (or until the peer
+        closes the output). Streams it opened itself (descriptors 0 and 1) it closes, leaving
+        the descriptors open, their flags as found."""
+        async with self.running():
+            source = self.stdin if self.stdin is not None else FdReceiveStream(0)
+            sink = self.stdout if self.stdout is not None else FdSendStream(1)
+            try:
+                await serve_stdio(self.runtime, source, sink)
+            finally:
+                if self.stdin is None:
+                    await source.aclose()
+                if self.stdout is None:
+                    await sink.aclose()
 
 
-def run_stdio(server: _Serving, *, backend: str = "asyncio") -> int:
+def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     """Serves ``server`` on this process's standard input and output until end of input.
 
     Returns 0, or 1 when the server's own machinery failed (said on standard error). A server
@@ -454,7 +500,7 @@ def run_stdio(server: _Serving, *, backend: str = "asyncio") -> int:
         async def main() -> None:
             stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)
             try:
-                await server.serve_stdio(stdin, stdout, state=state)
+                await StdioTransport(server, stdin, stdout, state=state).serve()
             finally:
                 await stdin.aclose()
                 await stdout.aclose()
