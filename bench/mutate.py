@@ -66,6 +66,8 @@ REDUCER_SUITE = (
     "tests/test_rules.py",
     "tests/test_context.py",
     "tests/test_protocol.py",
+    "tests/test_door.py",
+    "tests/test_revisions.py",
     "tests/test_totality.py",
     "tests/test_explore.py",
     "tests/test_model.py",
@@ -120,16 +122,20 @@ INVARIANTS = "core/invariants.py"
 OPTIONS = "core/options.py"
 CODEC = "core/codec.py"
 PROTOCOL = "core/protocol.py"
+DOOR = "core/door.py"
+REVISIONS = "core/revisions.py"
 
 # Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
 # covers ..."): ``--model-suite`` skips these and says so in its report.
-_WIRE = (
-    "the wire codec: the model and the explorer feed decoded events, never bytes "
-    "(MessageReceived is not modelled)"
+_WIRE_CAPS = (
+    "the codec's byte and depth caps: every client event the models draw also goes through the "
+    "codec as its message, but those messages are far below both caps"
 )
-_PROTOCOL_LAYER = (
-    "the protocol layer of spec/protocol.md (list methods, pagination, initialize) is not modelled"
+_WIRE_BOOL_ID = (
+    "the codec's id check: past it, the reducer refuses a bool id itself (R-ADM-0), so through "
+    "the whole entry the mutant changes nothing a model sees; test_codec checks the codec alone"
 )
+_PROTOCOL_LAYER = "list methods and pagination (spec/protocol.md) are not modelled"
 _CHECKER = (
     "a mutant of check_invariants, not of the reducer: the reducer behaves the same, so no "
     "comparison of its effects or states with the model's can fail; only a test that feeds the "
@@ -138,10 +144,6 @@ _CHECKER = (
 _NOT_DRAWN = (
     "progress and logs (R-CTX-2, R-CTX-3) depend on protocol state (a progressToken, "
     "logging/setLevel) the model does not keep: ToolProgressed and ToolLogged are not drawn"
-)
-_NO_REVISION = (
-    "the model keeps no negotiated protocol revision (initialize is protocol state): the "
-    "machine never negotiates one, so the mode field is always sent"
 )
 
 _EVICTION = """\
@@ -152,7 +154,7 @@ _EVICTION = """\
         victim = d.calls[d.parked[victim_eid].key]
         _unpark(d, victim)
         out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = m.elicitation_cancelled(victim_eid, m.TOO_MANY_ON_SERVER)
+        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.TOO_MANY_ON_SERVER)
         out.append(Push(victim.conn, withdrawn, victim.request_id))
         _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
         c = _get_conn(d, call.conn)
@@ -413,8 +415,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "timeout-no-withdraw",
         REDUCER,
-        "    out.append(Push(call.conn, m.elicitation_cancelled(eid, m.TIMED_OUT), "
-        "call.request_id))\n",
+        "    withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)\n"
+        "    out.append(Push(call.conn, withdrawn, call.request_id))\n",
         "",
         ("R-CLOSE-4",),
         "a timed-out prompt is not withdrawn",
@@ -422,8 +424,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "timeout-withdrawal-unrouted",
         REDUCER,
-        "m.elicitation_cancelled(eid, m.TIMED_OUT), call.request_id))",
-        "m.elicitation_cancelled(eid, m.TIMED_OUT)))",
+        "withdraw(eid, m.TIMED_OUT)\n    out.append(Push(call.conn, withdrawn, call.request_id))",
+        "withdraw(eid, m.TIMED_OUT)\n    out.append(Push(call.conn, withdrawn))",
         ("R-DLV-1", "R-CLOSE-4"),
         "a timed-out prompt's withdrawal does not name its request (HTTP cannot route it)",
     ),
@@ -619,9 +621,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ctx-request-to-another-connection",
         REDUCER,
-        "    out.append(Push(call.conn, m.client_request(rid, method, params), call.request_id))\n",
+        "    out.append(Push(call.conn, revision.tool_request(rid, method, params), "
+        "call.request_id))\n",
         "    out.append(Push(next(k[0] for k in d.calls if k[1] == call.request_id), "
-        "m.client_request(rid, method, params), call.request_id))\n",
+        "revision.tool_request(rid, method, params), call.request_id))\n",
         ("R-CTX-4", "R-INV-9"),
         "a tool's own request (elicitation/create, sampling) is routed by request id alone: it"
         " goes to the first connection with an open call of that id",
@@ -845,12 +848,11 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ctx-elicit-mode-for-old-revisions",
-        REDUCER,
-        '        if not version or version >= "2025-11-25":\n',
-        "        if True:\n",
-        ("R-CTX-4",),
+        REVISIONS,
+        '            return {"mode": "form", **sent} if self.form_mode else sent\n',
+        '            return {"mode": "form", **sent}\n',
+        ("R-CTX-4", "R-REV-4"),
         "a 2025-06-18 client is sent the mode field it does not know",
-        outside_model=_NO_REVISION,
     ),
     Mutant(
         "ctx-authorizer-may-ask",
@@ -903,6 +905,144 @@ MUTANTS: tuple[Mutant, ...] = (
         "check_invariants does not check a running tool's requests",
         outside_model=_CHECKER,
     ),
+    # --- the door and the message layer (R-PROTO-15): what a client message means ----------
+    Mutant(
+        "door-cancel-reads-wrong-field",
+        DOOR,
+        '            return CancelRequested(conn, params.get("requestId"), now)\n',
+        '            return CancelRequested(conn, params.get("id"), now)\n',
+        ("R-PROTO-13", "R-PROTO-15"),
+        "notifications/cancelled cancels nothing: the door reads the wrong field",
+    ),
+    Mutant(
+        "door-any-notification-cancels",
+        DOOR,
+        '        if message.method == "notifications/cancelled":  # R-PROTO-13\n',
+        '        if message.method.startswith("notifications/"):  # R-PROTO-13\n',
+        ("R-PROTO-5", "R-PROTO-13"),
+        "any notification naming a requestId cancels that call",
+    ),
+    Mutant(
+        "door-absent-arguments-are-null",
+        DOOR,
+        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")\n',
+        '            conn, rid, name, p.get("arguments"), now, mode, caller, p.get("_meta")\n',
+        ("R-PROTO-6", "R-PROTO-15"),
+        "a tools/call without arguments is refused instead of meaning {}",
+    ),
+    Mutant(
+        "door-meta-dropped",
+        DOOR,
+        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")\n',
+        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, None\n',
+        ("R-CTX-2", "R-PROTO-15"),
+        "a tools/call's _meta (its progress token) is lost on the wire",
+    ),
+    Mutant(
+        "door-initialize-version-ignored",
+        DOOR,
+        "        return ClientInitialized(conn, capabilities, now, rid, "
+        'p.get("protocolVersion"))\n',
+        "        return ClientInitialized(conn, capabilities, now, rid, None)\n",
+        ("R-PROTO-3", "R-PROTO-15"),
+        "initialize answers the latest version whatever the client asked",
+    ),
+    Mutant(
+        "door-ping-is-unknown",
+        DOOR,
+        '    if method == "ping":  # R-PROTO-4\n',
+        '    if method == "pong":  # R-PROTO-4\n',
+        ("R-PROTO-4", "R-PROTO-15"),
+        "ping is answered -32601 as an unknown method",
+    ),
+    Mutant(
+        "door-error-answer-read-as-result",
+        DOOR,
+        "        return ElicitationAnswered(conn, message.id, None, now, message.error)\n",
+        "        return ElicitationAnswered(conn, message.id, message.error, now)\n",
+        ("R-PROTO-2", "R-CLOSE-2"),
+        "an error answer to an elicitation is read as a result: the wrong deny detail",
+    ),
+    Mutant(
+        "door-response-read-as-error",
+        DOOR,
+        "        return ElicitationAnswered(conn, message.id, message.result, now)\n",
+        "        return ElicitationAnswered(conn, message.id, None, now, message.result)\n",
+        ("R-PROTO-2", "R-CLOSE-1"),
+        "every answer is read as an error: nothing is ever approved",
+    ),
+    Mutant(
+        "door-invalid-swallowed",
+        DOOR,
+        "    return message.reply  # R-PROTO-1\n",
+        "    return None  # R-PROTO-1\n",
+        ("R-PROTO-1",),
+        "an invalid message gets no error reply",
+    ),
+    Mutant(
+        "door-mode-lost",
+        DOOR,
+        "    return _request(conn, message, now, mode, caller)\n",
+        '    return _request(conn, message, now, "reply", caller)\n',
+        ("R-DLV-3", "R-PROTO-15"),
+        "a push-mode call arriving on the wire is answered in reply mode",
+    ),
+    Mutant(
+        "tool-call-arguments-unchecked",
+        REDUCER,
+        "    if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6\n",
+        "    if not isinstance(ev.tool, str):  # R-PROTO-6\n",
+        ("R-PROTO-6",),
+        "a tools/call whose arguments are not an object reaches the authorizer",
+    ),
+    Mutant(
+        "invalid-id-answered-under-it",
+        REDUCER,
+        "        out.append(Reply(conn, None, m.invalid_id()))\n",
+        "        out.append(Reply(conn, request_id, m.invalid_id()))\n",
+        ("R-ADM-0", "R-PROTO-15"),
+        "a typed event's bad id is answered under that id, the wire's under none",
+    ),
+    Mutant(
+        "initialize-not-admitted",
+        REDUCER,
+        "    if not _admit(d, conn, rid, out):\n        return\n    capabilities = ",
+        "    capabilities = ",
+        ("R-ADM-1", "R-PROTO-3"),
+        "an initialize reusing an open call's id is answered as if new",
+    ),
+    Mutant(
+        "initialize-renegotiates",
+        REDUCER,
+        "    version = c.version\n    if not version:\n",
+        "    version = c.version\n    if True:\n",
+        ("R-PROTO-3", "R-REV-1"),
+        "a second initialize changes the negotiated version (and how the client is asked)",
+    ),
+    Mutant(
+        "ping-not-admitted",
+        REDUCER,
+        "    if _admit(d, ev.conn, ev.request_id, out):  # R-PROTO-4\n",
+        "    if is_request_id(ev.request_id):  # R-PROTO-4\n",
+        ("R-ADM-1", "R-PROTO-4"),
+        "a ping reusing an open call's id is answered as if new",
+    ),
+    Mutant(
+        "revision-ask-never-names-mode",
+        REVISIONS,
+        '        if not self.form_mode:\n            del request["params"]["mode"]\n',
+        '        del request["params"]["mode"]\n',
+        ("R-REV-2", "R-PARK-2"),
+        "a 2025-11-25 client is asked without the mode it expects",
+    ),
+    Mutant(
+        "revision-old-versions-get-mode",
+        REVISIONS,
+        '    "2025-06-18": ELICITATION_PLAIN,\n',
+        '    "2025-06-18": ELICITATION_FORM,\n',
+        ("R-REV-1", "R-REV-2"),
+        "a 2025-06-18 client is asked with a mode field it does not know",
+    ),
     # --- the wire codec ---------------------------------------------------------------------
     Mutant(
         "codec-byte-cap-minus-one",
@@ -911,7 +1051,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if len(data) >= max_bytes:\n",
         ("R-WIRE-2",),
         "a message of exactly the byte cap is refused",
-        outside_model=_WIRE,
+        outside_model=_WIRE_CAPS,
     ),
     Mutant(
         "codec-depth-minus-one",
@@ -920,7 +1060,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return bool(signs) and max(accumulate(array("b", signs))) >= limit\n',
         ("R-WIRE-6",),
         "nesting of exactly 64 is refused",
-        outside_model=_WIRE,
+        outside_model=_WIRE_CAPS,
     ),
     Mutant(
         "codec-byte-cap-plus-one",
@@ -929,7 +1069,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if len(data) > max_bytes + 1:\n",
         ("R-WIRE-2",),
         "a message one byte over the byte cap is parsed",
-        outside_model=_WIRE,
+        outside_model=_WIRE_CAPS,
     ),
     Mutant(
         "codec-depth-plus-one",
@@ -938,7 +1078,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return bool(signs) and max(accumulate(array("b", signs))) > limit + 1\n',
         ("R-WIRE-6",),
         "nesting of 65 is accepted",
-        outside_model=_WIRE,
+        outside_model=_WIRE_CAPS,
     ),
     Mutant(
         "codec-bool-id",
@@ -948,7 +1088,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return isinstance(value, (str, int))\n",
         ("R-WIRE-8",),
         "true is accepted as an id on the wire",
-        outside_model=_WIRE,
+        outside_model=_WIRE_BOOL_ID,
     ),
 )
 

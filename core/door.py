@@ -117,7 +117,9 @@ def wire_form(event: Event) -> JsonObject | None:
     a client message. Values a peer cannot send (NaN, tuples as keys, ...) are the caller's to
     avoid: :func:`askgate.core.codec.encode` refuses them."""
     if isinstance(event, ToolCallReceived):
-        params: JsonObject = {"name": event.tool, "arguments": event.arguments}
+        params: JsonObject = {"name": event.tool}
+        if event.arguments != {}:  # absent means {} (R-PROTO-6)
+            params["arguments"] = event.arguments
         if event.meta is not None:
             params["_meta"] = event.meta
         return _request_form(event.request_id, "tools/call", params)

@@ -160,6 +160,7 @@ MALFORMED_CALLS: tuple[tuple[Any, object], ...] = ((7, {}), (PLAIN, None), (PLAI
 READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get")
 UNKNOWN_REF = 10**6  # a ref no worker ever had
 ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
+METAS: tuple[object, ...] = (None, None, {"progressToken": "t"}, {"progressToken": 1.5}, [])
 PARAMS: dict[str, dict[str, Any]] = {  # well-formed params of each read method (R-PROTO-7)
     "resources/read": {"uri": "file:///tmp/x"},
     "prompts/get": {"name": "greet"},
@@ -510,7 +511,11 @@ class ReducerMachine(RuleBasedStateMachine):
         tool = data.draw(st.sampled_from((PLAIN, SENSITIVE, PLAIN, UNKNOWN)), label="tool")
         mode: Any = data.draw(st.sampled_from(("reply", "push")), label="mode")
         caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
-        self.apply(ToolCallReceived(conn, request_id, tool, ARGUMENTS, self.now, mode, caller))
+        arguments = data.draw(st.sampled_from((ARGUMENTS, {})), label="arguments")
+        meta = data.draw(st.sampled_from(METAS), label="_meta")
+        self.apply(
+            ToolCallReceived(conn, request_id, tool, arguments, self.now, mode, caller, meta)
+        )
 
     @rule(data=st.data())
     def tool_calls_asked(self, data: st.DataObject) -> None:
