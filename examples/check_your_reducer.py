@@ -11,7 +11,10 @@ Swap ``YourReducer`` for your implementation: ``initial_state`` builds a state f
 ``Options`` and the ``(name, sensitive)`` tools the machine registers, ``step`` takes and
 returns the same events and effects as ``askgate.core.step``. If your state is not
 ``askgate.core.State``, also give ``observe_fn``, ``check_invariants_fn`` and ``live_timers_fn``
-(see the ``askgate.models.machine`` docstring).
+(see the ``askgate.models.machine`` docstring). The machines also send every client event as
+the JSON-RPC message that means it (``MessageReceived``) from the same state and require the
+same effects (R-PROTO-15); a reducer that takes only typed events turns that off with
+``THROUGH_THE_WIRE = False`` on a subclass of the machine.
 
 ``check`` runs two machines: the general one (every event, every option) and
 ``ContextMachine``, a profile where tools run at once and ask their client (R-CTX-4 ..

@@ -51,6 +51,13 @@ connection (result objects, garbage, JSON-RPC errors), and the timer rule fires 
 Progress and logs (R-CTX-2, R-CTX-3) are not drawn: the reference model leaves them out.
 Options are drawn per run (see :meth:`options_strategy`).
 
+Every client event (a tool call, a read, a ping, an ``initialize`` with its request id, an
+answer, a cancel) is stepped twice from the same state: as the typed event, and as the
+``MessageReceived`` carrying the JSON-RPC message that means it (``door.wire_event``), the entry
+the transports use. Both must give the same effects and the same state (R-PROTO-15); the run
+goes on from the message's state, and ``seen["through the wire"]`` counts them. A reducer that
+takes only typed events sets ``THROUGH_THE_WIRE = False`` on its subclass.
+
 Reusing it
 ----------
 The implementation under test is reached only through five hooks, which default to

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import re
+import typing
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -169,3 +173,46 @@ def test_R_PROTO_15_every_method_the_models_send_has_one_event_kind() -> None:
 def test_R_PROTO_15_an_embedders_initialize_has_no_wire_form() -> None:
     assert door.wire_form(ClientInitialized("a", {"elicitation": {}})) is None
     assert door.wire_event(ToolCallReceived("a", 1, "echo", {"x": float("nan")}, 0)) is None
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELL = [*sorted((ROOT / "transports").glob("*.py")), ROOT / "askgate" / "server.py"]
+
+
+def _constructed_in_shell() -> set[str]:
+    """The names the shipped shell calls, e.g. ``MessageReceived(...)``."""
+    names: set[str] = set()
+    for path in SHELL:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                names.add(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+    return names
+
+
+def _readme_feeders() -> dict[str, str]:
+    """Event name -> who feeds it, from the README's "One way in" table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## One way in", 1)[1].split("\n## ", 1)[0]
+    feeders: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            for name in re.findall(r"`(\w+)`", cells[0]):
+                assert name not in feeders, f"{name} listed twice"
+                feeders[name] = cells[1]
+    return feeders
+
+
+def test_R_PROTO_15_every_event_kind_is_fed_by_the_shell_or_an_embedders_entry() -> None:
+    """Every event kind is either emitted by a shipped transport (or the Server) or documented
+    in the README as an embedder's entry, and the README says which, truly."""
+    kinds = {kind.__name__ for kind in typing.get_args(Event)}
+    feeders = _readme_feeders()
+    assert set(feeders) == kinds
+    shell = _constructed_in_shell()
+    for name, who in feeders.items():
+        if "embedder's entry" in who:
+            assert name not in shell, f"the README calls {name} an embedder's entry"
+        else:
+            assert name in shell, f"the README says the shell feeds {name}; it does not"

@@ -153,6 +153,7 @@ def test_R_INV_2_model_machine_general() -> None:
     seen = run(Machine, 600)
     assert seen["parked"], seen
     assert seen["outcome pushed"], seen
+    assert seen["through the wire"], seen  # R-PROTO-15: the transports' entry was driven too
 
 
 def test_R_INV_3_model_machine_busy_workers() -> None:
