@@ -55,6 +55,7 @@ from askgate.core import (
     UnknownToolReply,
     initial_state,
     protocol,
+    step,
 )
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
@@ -599,7 +600,22 @@ class Server:
         authorizes (R-OPT-2), naming the tools."""
         options = attrs.evolve(self._options, transport=transport).validated()
         tools = tuple(tool.info for tool in self._tools.values())
-        return initial_state(options, id_key=os.urandom(32), tools=tools)
+        state = initial_state(options, id_key=os.urandom(32), tools=tools)
+        # The catalog is complete from the first step (catalog_complete, R-PROTO-18, 19).
+        for event in self._catalog_events():
+            state, _ = step(state, event)  # no connection yet: nobody to tell
+        return state
+
+    def _catalog_events(self) -> list[CatalogChanged]:
+        """What is registered: every resource, resource template and prompt."""
+        return [
+            *(CatalogChanged("resource", r.uri, r.definition) for r in self._resources.values()),
+            *(
+                CatalogChanged("template", t.uri_template, t.definition)
+                for t in self._templates.values()
+            ),
+            *(CatalogChanged("prompt", p.name, p.definition) for p in self._prompts.values()),
+        ]
 
     @asynccontextmanager
     async def running(
@@ -617,12 +633,9 @@ class Server:
         runtime = Runtime(first, self.perform_job)
         runtime.eager_when(self.runs_eagerly)
         async with runtime.running():
-            for resource in self._resources.values():
-                runtime.feed(CatalogChanged("resource", resource.uri, resource.definition))
-            for template in self._templates.values():
-                runtime.feed(CatalogChanged("template", template.uri_template, template.definition))
-            for prompt in self._prompts.values():
-                runtime.feed(CatalogChanged("prompt", prompt.name, prompt.definition))
+            if state is not None:  # built elsewhere: tell it what is registered now
+                for event in self._catalog_events():
+                    runtime.feed(event)
             self._runtime = runtime
             try:
                 yield runtime
@@ -719,6 +732,10 @@ class Server:
                 raise TypeError("a tool returned text JSON cannot carry") from None
             return protocol.text_result(value)
         result = protocol.tool_result(value)
+        if tool.info.output_validator is not None:
+            # R-PROTO-17 before the JSON check: a value JSON cannot carry (NaN) that breaks the
+            # schema answers the schema's error, as the reducer would; the reducer checks again.
+            result = protocol.checked_output(tool.info, result)
         _ensure_json(result)
         return result
 

@@ -113,7 +113,15 @@ def render_transitions() -> str:
         "| --- | --- | --- |",
     ]
     for entry in DOOR:
-        lines.append(f"| {entry.message} | {entry.becomes} | {_rules_cell(entry.rules)} |")
+        if entry.becomes is None:
+            becomes = "nothing"
+        elif entry.becomes is dict:
+            becomes = "an error reply"
+        else:
+            becomes = f"`{entry.becomes.__name__}`"
+        if entry.note:
+            becomes += f" ({entry.note})"
+        lines.append(f"| {entry.message} | {becomes} | {_rules_cell(entry.rules)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -47,24 +47,76 @@ JsonObject = dict[str, Any]
 
 @attrs.frozen
 class Entry:
-    """One row of the door: a kind of message, what it becomes, and the rules that say so."""
+    """One row of the door: a kind of message, an example of it, what it becomes (an event
+    kind; ``dict`` for an error reply; ``None`` for nothing), and the rules that say so."""
 
     message: str
-    becomes: str
+    example: bytes
+    becomes: type[object] | None
+    note: str
     rules: tuple[str, ...]
 
 
+_R = b'{"jsonrpc":"2.0","id":1,'
 DOOR: Final[tuple[Entry, ...]] = (
-    Entry("request `tools/call`", "`ToolCallReceived`", ("R-PROTO-6", "R-CTX-2")),
-    Entry("request `initialize`", "`ClientInitialized` with its request id", ("R-PROTO-3",)),
-    Entry("request `ping`", "`PingReceived`", ("R-PROTO-4",)),
-    Entry("request for a read method", "`ReadRequested`", ("R-PROTO-7",)),
-    Entry("request for any other method", "`ReadRequested`, answered -32601", ("R-PROTO-5",)),
-    Entry("notification `notifications/cancelled`", "`CancelRequested`", ("R-PROTO-13",)),
-    Entry("any other notification", "nothing", ("R-PROTO-5",)),
-    Entry("response", "`ElicitationAnswered` with its result", ("R-PROTO-2",)),
-    Entry("error response", "`ElicitationAnswered` with its error", ("R-PROTO-2",)),
-    Entry("invalid message", "the codec's error reply, or nothing", ("R-PROTO-1",)),
+    Entry(
+        "request `tools/call`",
+        _R + b'"method":"tools/call","params":{"name":"t"}}',
+        ToolCallReceived,
+        "`params._meta` as `meta`; absent arguments mean `{}`",
+        ("R-PROTO-6", "R-CTX-2"),
+    ),
+    Entry(
+        "request `initialize`",
+        _R + b'"method":"initialize","params":{"capabilities":{}}}',
+        ClientInitialized,
+        "with its request id and `protocolVersion`",
+        ("R-PROTO-3",),
+    ),
+    Entry("request `ping`", _R + b'"method":"ping"}', PingReceived, "", ("R-PROTO-4",)),
+    Entry(
+        "request for a read method",
+        _R + b'"method":"resources/read","params":{"uri":"u"}}',
+        ReadRequested,
+        "",
+        ("R-PROTO-7",),
+    ),
+    Entry(
+        "request for any other method",
+        _R + b'"method":"server/discover"}',
+        ReadRequested,
+        "answered -32601",
+        ("R-PROTO-5",),
+    ),
+    Entry(
+        "notification `notifications/cancelled`",
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
+        CancelRequested,
+        "",
+        ("R-PROTO-13",),
+    ),
+    Entry(
+        "any other notification",
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        None,
+        "",
+        ("R-PROTO-5",),
+    ),
+    Entry("response", _R + b'"result":{}}', ElicitationAnswered, "with its result", ("R-PROTO-2",)),
+    Entry(
+        "error response",
+        _R + b'"error":{"code":-1,"message":"no"}}',
+        ElicitationAnswered,
+        "with its error",
+        ("R-PROTO-2",),
+    ),
+    Entry(
+        "invalid message",
+        b"[]",
+        dict,
+        "the codec's; nothing for a malformed notification or response",
+        ("R-PROTO-1",),
+    ),
 )
 """What each kind of client message becomes (R-PROTO-15)."""
 

@@ -1153,7 +1153,9 @@ CALL_TRANSITIONS: dict[tuple[str, Stage], Transition] = {
         _unknown_failed, ("R-ADM-2", "R-WORK-2"), "closed"
     ),
     ("WorkerFinished", _W.READ_AUTHORIZING): Transition(
-        _read_authorized, ("R-READ-1", "R-READ-2"), "READ_RUNNING or closed"
+        _read_authorized,
+        ("R-READ-1", "R-READ-2", "R-PROTO-18", "R-PROTO-19"),
+        "READ_RUNNING or closed",
     ),
     ("WorkerFailed", _W.READ_AUTHORIZING): Transition(
         _read_authorizer_failed, ("R-READ-2",), "closed"
@@ -1205,7 +1207,16 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     PingReceived: Transition(_on_ping, ("R-ADM-0", "R-ADM-1", "R-PROTO-4"), "answered"),
     ReadRequested: Transition(
         _on_read,
-        ("R-ADM-0", "R-ADM-1", "R-ADM-5", "R-READ-1", "R-PROTO-5", "R-PROTO-7"),
+        (
+            "R-ADM-0",
+            "R-ADM-1",
+            "R-ADM-5",
+            "R-READ-1",
+            "R-PROTO-5",
+            "R-PROTO-7",
+            "R-PROTO-18",
+            "R-PROTO-19",
+        ),
         "READ_AUTHORIZING, READ_RUNNING or answered",
     ),
     WorkerFinished: Transition(_on_worker_finished, ("R-WORK-3", "R-WORK-4"), "by stage"),

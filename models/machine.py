@@ -160,7 +160,15 @@ CONNS: tuple[str, ...] = ("a", "b", "c")
 REQUEST_IDS: tuple[object, ...] = (0, 1, 2, "x")
 BAD_REQUEST_IDS: tuple[object, ...] = (None, True, 1.5)
 INITIALIZE_IDS: tuple[object, ...] = (None, None, "init", "init", 0, True)
-VERSIONS: tuple[object, ...] = (None, "2025-11-25", "2025-06-18", "2024-11-05", "1999-01-01", 7)
+VERSIONS: tuple[object, ...] = (
+    None,
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+    "1999-01-01",
+    7,
+)
 CALLERS: tuple[str, ...] = ("p", "q")
 PLAIN, SENSITIVE, UNKNOWN = "echo", "rm", "ghost"
 MALFORMED_CALLS: tuple[tuple[Any, object], ...] = ((7, {}), (PLAIN, None), (PLAIN, []), (None, 1))

@@ -154,6 +154,13 @@ def test_R_PROTO_15_each_row_of_the_door(message: dict[str, Any], expected: obje
     assert _meaning(message) == expected
 
 
+@pytest.mark.parametrize("entry", door.DOOR, ids=lambda e: e.message)
+def test_R_PROTO_15_the_rendered_door_table_is_what_the_door_does(entry: door.Entry) -> None:
+    """Each row of the table spec/transitions.md renders, applied to its example."""
+    meant = door.meaning("a", decode(entry.example), 0)
+    assert (None if meant is None else type(meant)) is entry.becomes
+
+
 def test_R_PROTO_15_every_method_the_models_send_has_one_event_kind() -> None:
     """Each request method becomes one kind of event, whatever its params."""
     kinds: dict[str, set[type]] = {}

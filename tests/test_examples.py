@@ -80,5 +80,5 @@ def test_embedder_example_fails_for_a_reducer_that_leaves_a_tool_waiting() -> No
     machine = machine_for(
         step_fn=reducer.step, initial_state_fn=reducer.initial_state, base=ContextMachine
     )
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(machine, settings=QUICK)
+    with pytest.raises(AssertionError):  # a rare path: room to find it on any seed
+        run_state_machine_as_test(machine, settings=settings(QUICK, max_examples=1500))

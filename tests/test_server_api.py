@@ -28,7 +28,7 @@ from askgate import (
     completes_without_suspending,
 )
 from askgate.__main__ import _OPTION_FLAGS, main
-from askgate.core import OptionError, SubscriberAttached, live_timers
+from askgate.core import OptionError, RunRead, StartWorker, SubscriberAttached, live_timers, step
 from askgate.core.events import MessageReceived
 from askgate.server import derive_input_schema
 from askgate.transports.runtime import Runtime, now_ms
@@ -289,6 +289,36 @@ async def test_structured_output_is_checked_against_the_output_schema() -> None:
         assert text_of(failed).startswith("Output validation error:")
         conn.call(3, "unstructured")
         assert "no structured content" in text_of(await conn.result(3))
+
+
+async def test_R_PROTO_17_an_output_json_cannot_carry_answers_the_schemas_error() -> None:
+    server = Server("s")
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+
+    @server.tool(output_schema=schema)
+    async def nan() -> dict[str, float]:
+        return {"x": float("nan")}
+
+    async with connected(server) as conn:
+        conn.call(1, "nan")
+        failed = await conn.result(1)
+        assert failed["isError"] is True
+        assert text_of(failed).startswith("Output validation error:")
+
+
+def test_R_PROTO_18_a_servers_initial_state_knows_its_catalog() -> None:
+    """An embedder stepping ``Server.initial_state()`` itself finds every registration there."""
+    server = Server("s")
+
+    @server.resource("mem://here")
+    async def here() -> str:
+        return "here"
+
+    state = server.initial_state()
+    state, _ = step(state, SubscriberAttached("c"))
+    read = b'{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"mem://here"}}'
+    state, effects = step(state, MessageReceived("c", read, 0))
+    assert [type(e.job) for e in effects if isinstance(e, StartWorker)] == [RunRead]
 
 
 async def test_a_value_json_cannot_carry_is_a_callback_failure() -> None:
