@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-core bench-stdio bench-http crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -84,6 +84,30 @@ bench-stdio: $(STAMP)
 bench-http: $(STAMP)
 	$(BIN)/python bench/http_bench.py \
 		--server "$(BIN)/python bench/sdk_http_server.py --port {port}" --label sdk \
+		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate
+
+# This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked
+# into .bench-base/ with a venv of its own; the reducer benchmark runs for each in turn, then the
+# stdio and HTTP benchmarks take askgate at BASE and at this tree as two servers, interleaved
+# round by round. Figures go to bench/results/compare/ (takes about 15 minutes).
+BASE ?= HEAD~1
+COMPARE := bench/results/compare
+bench-compare: $(STAMP)
+	rm -rf .bench-base && mkdir -p .bench-base $(COMPARE)
+	git archive $(BASE) | tar -x -C .bench-base
+	$(PYTHON) -m venv .bench-base/.venv
+	.bench-base/.venv/bin/python -m pip install --quiet -e .bench-base
+	git rev-parse $(BASE) > $(COMPARE)/base.txt
+	cd .bench-base && .venv/bin/python bench/core_bench.py --out ../$(COMPARE)/core_base.json
+	$(BIN)/python bench/core_bench.py --out $(COMPARE)/core.json
+	$(BIN)/python bench/stdio_bench.py --out $(COMPARE)/stdio.json \
+		--server ".bench-base/.venv/bin/python -m askgate serve --stdio --demo $(ASKGATE_32)" \
+		--label askgate-base \
+		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate
+	$(BIN)/python bench/http_bench.py --out $(COMPARE)/http.json \
+		--server ".bench-base/.venv/bin/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate-base \
 		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate
 

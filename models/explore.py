@@ -567,8 +567,10 @@ def main(argv: list[str] | None = None) -> int:
         "initialize, a running tool's request and its answers (owner, stranger) and timeout; "
         "2 workers (1 per connection), 1 request per running tool. edges adds reads through a "
         "read authorizer, 2 capability entries for 3 connections, the tool unregistered and "
-        "registered again, malformed and reused ids, stale worker events, cancel and "
-        "unapproved answers; open has no authorizer and a sensitive tool registered late"
+        "registered again, malformed and reused ids, pings, stale worker events, cancel and "
+        "unapproved answers, and malformed or hostile messages; open has no authorizer and a "
+        "sensitive tool registered late. Every client event also goes through the wire "
+        "(MessageReceived) and must do the same"
     )
     for name in args.config or sorted(CONFIGS):
         options = CONFIGS[name]
