@@ -101,6 +101,8 @@ bench-compare: $(STAMP)
 	git rev-parse $(BASE) > $(COMPARE)/base.txt
 	cd .bench-base && .venv/bin/python bench/core_bench.py --out ../$(COMPARE)/core_base.json
 	$(BIN)/python bench/core_bench.py --out $(COMPARE)/core.json
+	@echo "base:" && .bench-base/.venv/bin/python bench/http_app_bench.py
+	@echo "this tree:" && $(BIN)/python bench/http_app_bench.py
 	$(BIN)/python bench/stdio_bench.py --out $(COMPARE)/stdio.json \
 		--server ".bench-base/.venv/bin/python -m askgate serve --stdio --demo $(ASKGATE_32)" \
 		--label askgate-base \

@@ -142,6 +142,12 @@ def meaning(
     return message.reply  # R-PROTO-1
 
 
+def opens_session(request: Request) -> bool:
+    """Whether ``request`` means a ``ClientInitialized`` (what opens an HTTP session), without
+    building the event."""
+    return request.method == "initialize"
+
+
 def _request(
     conn: ConnId, request: Request, now: int, mode: Mode, caller: CallerId | None
 ) -> Event:

@@ -18,7 +18,6 @@ from immutables import Map
 
 from . import door
 from .codec import Decoded, ErrorResponse, Notification, Request, Response
-from .events import ClientInitialized
 from .options import OptionError
 from .protocol import SUPPORTED_VERSIONS
 
@@ -234,8 +233,7 @@ def classify(decoded: Decoded) -> Body:
     made ``decoded`` (a stream or JSON for a request, 202 for a notification or a response); the
     reducer, fed the same value, decides what the message means (R-HTTP-23)."""
     if isinstance(decoded, Request):
-        meant = door.meaning(None, decoded, 0)  # the door says what opens a session
-        kind = "initialize" if isinstance(meant, ClientInitialized) else "request"
+        kind = "initialize" if door.opens_session(decoded) else "request"
         return Body(kind, decoded.id)
     if isinstance(decoded, Notification):
         return Body("notification")

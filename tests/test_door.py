@@ -26,7 +26,7 @@ from askgate.core import (
     door,
     step,
 )
-from askgate.core.codec import Decoded, Invalid, decode, encode
+from askgate.core.codec import Decoded, Invalid, Request, decode, encode
 from askgate.core.messages import invalid_id
 from tests.test_totality import IDS, JSON_VALUES, METHODS, PARAMS_VALUES, STATES, peer_events
 
@@ -159,6 +159,14 @@ def test_R_PROTO_15_the_rendered_door_table_is_what_the_door_does(entry: door.En
     """Each row of the table spec/transitions.md renders, applied to its example."""
     meant = door.meaning("a", decode(entry.example), 0)
     assert (None if meant is None else type(meant)) is entry.becomes
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_R_PROTO_15_a_session_opens_on_what_the_door_calls_initialize(method: str) -> None:
+    request = decode(encode({"jsonrpc": "2.0", "id": 1, "method": method}))
+    assert isinstance(request, Request)
+    meant = door.meaning("a", request, 0)
+    assert door.opens_session(request) is isinstance(meant, ClientInitialized)
 
 
 def test_R_PROTO_15_every_method_the_models_send_has_one_event_kind() -> None:

@@ -1,0 +1,106 @@
+"""The HTTP app alone, in process: CPU per echo ``tools/call`` POST through askgate's ASGI app.
+
+    python bench/http_app_bench.py [--calls 5000] [--rounds 3]
+
+No server, no sockets, no HTTP parser: the app (``askgate.transports.http.HttpApp`` around the
+demo) is called as uvicorn would call it, with a complete body and a ``send`` that keeps what it
+is given, one POST after another on one session. What it measures is the cost of askgate's own
+shell and reducer per call, apart from uvicorn and the kernel, so a change to either shows
+without the noise of a loaded machine's network stack. ``make bench-compare`` runs it for the
+base tree and this one. Prints the median of the rounds, in microseconds of CPU per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+import anyio
+
+from askgate.demo import build_demo
+from askgate.transports.http import HttpApp
+
+Message = MutableMapping[str, Any]
+HEADERS = [
+    (b"host", b"127.0.0.1:8765"),
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json, text/event-stream"),
+]
+
+
+async def _post(app: HttpApp, body: bytes, extra: list[tuple[bytes, bytes]]) -> list[Message]:
+    out: list[Message] = []
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        out.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": HEADERS + extra,
+        "client": ("127.0.0.1", 50000),
+    }
+    await app(scope, receive, send)
+    return out
+
+
+def _call(request_id: int) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","id":%d,"method":"tools/call",'
+        b'"params":{"name":"echo","arguments":{"text":"hello"}}}' % request_id
+    )
+
+
+async def measure(calls: int, rounds: int) -> list[float]:
+    app = HttpApp(build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32))
+    figures: list[float] = []
+    async with app.running():
+        init = (
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize",'
+            b'"params":{"protocolVersion":"2025-06-18","capabilities":{}}}'
+        )
+        answer = await _post(app, init, [])
+        session = dict(answer[0]["headers"])[b"mcp-session-id"]
+        extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-06-18")]
+        next_id = 1
+        for _ in range(200):  # warm up
+            await _post(app, _call(next_id), extra)
+            next_id += 1
+        for _ in range(rounds):
+            bodies = [_call(next_id + i) for i in range(calls)]
+            next_id += calls
+            began = time.process_time()
+            for body in bodies:
+                answer = await _post(app, body, extra)
+            figures.append((time.process_time() - began) / calls * 1e6)
+            if answer[0]["status"] != 200:
+                raise SystemExit(f"an echo call was answered {answer[0]['status']}")
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    figures = anyio.run(measure, args.calls, args.rounds)
+    rounds = ", ".join(f"{f:.1f}" for f in figures)
+    print(f"app CPU per echo call: {statistics.median(figures):.1f} us (rounds: {rounds})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
