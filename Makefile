@@ -90,7 +90,7 @@ bench-http: $(STAMP)
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked
 # into .bench-base/ with a venv of its own; the reducer benchmark runs for each in turn, then the
 # stdio and HTTP benchmarks take askgate at BASE and at this tree as two servers, interleaved
-# round by round. Figures go to bench/results/compare/ (takes about 15 minutes).
+# 7 rounds each, interleaved. Figures go to bench/results/compare/ (a few minutes).
 BASE ?= HEAD~1
 COMPARE := bench/results/compare
 bench-compare: $(STAMP)
@@ -103,11 +103,11 @@ bench-compare: $(STAMP)
 	$(BIN)/python bench/core_bench.py --out $(COMPARE)/core.json
 	@echo "base:" && .bench-base/.venv/bin/python bench/http_app_bench.py
 	@echo "this tree:" && $(BIN)/python bench/http_app_bench.py
-	$(BIN)/python bench/stdio_bench.py --out $(COMPARE)/stdio.json \
+	$(BIN)/python bench/stdio_bench.py --rounds 7 --out $(COMPARE)/stdio.json \
 		--server ".bench-base/.venv/bin/python -m askgate serve --stdio --demo $(ASKGATE_32)" \
 		--label askgate-base \
 		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate
-	$(BIN)/python bench/http_bench.py --out $(COMPARE)/http.json \
+	$(BIN)/python bench/http_bench.py --rounds 7 --out $(COMPARE)/http.json \
 		--server ".bench-base/.venv/bin/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate-base \
 		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
