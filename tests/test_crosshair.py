@@ -247,6 +247,22 @@ ONE_POST_BUDGET = 40
 SEVERAL_POSTS_BUDGET = 2
 
 
+def _only_crosshair_internal_tracebacks(out: str) -> bool:
+    """Whether ``out`` holds tracebacks and every frame of them is CrossHair's or the standard
+    library's: CrossHair 0.0.113 sometimes fails while realizing a symbolic dict's keys (a
+    key compared with an ``importlib.metadata`` name), a failure of the search, not of a
+    contract. A frame in askgate or in a planted copy is never internal."""
+    frames = re.findall(r'File "([^"]+)"', out)
+    if "Traceback" not in out or not frames:
+        return False
+    return all(
+        "/crosshair/" in f
+        or ("/lib/python3" in f and "site-packages" not in f)
+        or f.endswith("/bin/crosshair")
+        for f in frames
+    )
+
+
 def test_crosshair_refutes_wrong_copies(tmp_path: Path) -> None:
     """The contracts can fail: each copy with a planted bug gets a counterexample."""
     one_post: list[str] = []
@@ -258,18 +274,22 @@ def test_crosshair_refutes_wrong_copies(tmp_path: Path) -> None:
         posts = re.findall(r"^post:", inspect.getdoc(wrong.real) or "", re.MULTILINE)
         target = f"{wrong.module}.{wrong.real.__name__}"
         (several_posts if len(posts) > 1 else one_post).append(target)
-    runs = [
-        crosshair(*one_post, seconds=ONE_POST_BUDGET, cwd=tmp_path),
-        crosshair(*several_posts, seconds=SEVERAL_POSTS_BUDGET, cwd=tmp_path),
-    ]
-    try:
-        outputs = [_output(run) for run in runs]
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
-    out = "\n".join(text for _, text in outputs)
+    for attempt in range(2):
+        runs = [
+            crosshair(*one_post, seconds=ONE_POST_BUDGET, cwd=tmp_path),
+            crosshair(*several_posts, seconds=SEVERAL_POSTS_BUDGET, cwd=tmp_path),
+        ]
+        try:
+            outputs = [_output(run) for run in runs]
+        finally:
+            for run in runs:
+                if run.poll() is None:
+                    run.kill()
+                    run.wait()
+        out = "\n".join(text for _, text in outputs)
+        if attempt == 0 and _only_crosshair_internal_tracebacks(out):
+            continue  # CrossHair failed inside itself (0.0.113, rarely): one more search
+        break
     assert [status for status, _ in outputs] == [1, 1], out
     assert "Traceback" not in out, out
     for wrong in WRONG:
