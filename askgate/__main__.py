@@ -194,12 +194,16 @@ def _serve_http(server: Any, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.version or args.command is None:
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.version:
         from askgate import __version__
 
         print(f"askgate {__version__}")
         return 0
+    if args.command is None:  # no command: say what there is, as a usage error
+        parser.print_help(sys.stderr)
+        return 2
     return _serve(args)
 
 

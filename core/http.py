@@ -593,6 +593,10 @@ def deployment_refusal(configured_authorizer: bool, read_authorizer: bool) -> st
     )
 
 
+MAX_PORT: Final = 65535
+"""The largest TCP port (R-HTTP-13)."""
+
+
 def listen_or_refuse(
     address: str,
     auth: str,
@@ -612,6 +616,8 @@ def listen_or_refuse(
     host, sep, port_text = address.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         return f"askgate: --http wants HOST:PORT, got {address!r}"
+    if int(port_text) > MAX_PORT:
+        return f"askgate: --http wants a PORT from 0 to {MAX_PORT}, got {address!r}"
     if auth == "none":
         if tokens:
             return "askgate: --tokens needs --auth bearer or --auth apikey"

@@ -301,6 +301,9 @@ def test_R_HTTP_13_one_decision_says_where_the_cli_listens_or_why_it_refuses() -
     assert listen("0.0.0.0:1", "bearer", "t") == rules.Listen("0.0.0.0", 1)
     for address in ("8765", ":8765", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:-1"):
         assert listen(address) == f"askgate: --http wants HOST:PORT, got {address!r}"
+    assert listen("127.0.0.1:65535") == rules.Listen("127.0.0.1", 65535)
+    for address in ("127.0.0.1:65536", "127.0.0.1:99999"):
+        assert listen(address) == f"askgate: --http wants a PORT from 0 to 65535, got {address!r}"
     assert listen(tokens="t") == "askgate: --tokens needs --auth bearer or --auth apikey"
     assert listen("0.0.0.0:1") == (
         "askgate refuses to start: --http 0.0.0.0:1 is not a loopback address and --auth none "

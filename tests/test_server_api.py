@@ -972,3 +972,14 @@ def test_R_OPT_1_every_cli_option_flag_reaches_the_options(
     for flag, dest, _ in _OPTION_FLAGS:
         assert main(["serve", "--demo", flag, "0"]) == 2, flag
         assert dest in capsys.readouterr().err, flag
+
+
+def test_askgate_alone_prints_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """No command is a usage error (exit 2) that says what the commands are; --version prints
+    the version."""
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: askgate")
+    assert "serve" in err
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("askgate ")
