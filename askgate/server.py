@@ -732,11 +732,17 @@ class Server:
                 raise TypeError("a tool returned text JSON cannot carry") from None
             return protocol.text_result(value)
         result = protocol.tool_result(value)
-        if tool.info.output_validator is not None:
-            # R-PROTO-17 before the JSON check: a value JSON cannot carry (NaN) that breaks the
-            # schema answers the schema's error, as the reducer would; the reducer checks again.
-            result = protocol.checked_output(tool.info, result)
-        _ensure_json(result)
+        try:
+            _ensure_json(result)
+        except TypeError:
+            if tool.info.output_validator is None:
+                raise
+            # R-PROTO-17 first: a value JSON cannot carry (NaN) that breaks the output schema
+            # answers the schema's error, as the reducer would had it been JSON.
+            checked = protocol.checked_output(tool.info, result)
+            if checked is result:
+                raise
+            return checked
         return result
 
     async def _filter_tools(self, conn: Hashable, names: tuple[str, ...]) -> list[str]:

@@ -158,7 +158,7 @@ def _request(
         return ToolCallReceived(
             conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")
         )
-    if method == "initialize":  # R-PROTO-3
+    if opens_session(request):  # R-PROTO-3
         p = request.params or {}
         capabilities = p.get("capabilities")
         return ClientInitialized(conn, capabilities, now, rid, p.get("protocolVersion"))

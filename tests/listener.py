@@ -9,7 +9,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
+import pytest
 import uvicorn
+
+from askgate.core import codec
 
 App = TypeVar("App")
 
@@ -53,3 +56,16 @@ async def uvicorn_serving(make_app: Callable[[int], App]) -> AsyncIterator[tuple
                 tg.cancel_scope.cancel()
     finally:
         close_listener(web, sock)
+
+
+def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every body ``codec.decode`` is given from now on, in order (R-HTTP-23)."""
+    decoded: list[bytes] = []
+    real = codec.decode
+
+    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
+        decoded.append(data)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(codec, "decode", counting)
+    return decoded

@@ -33,7 +33,7 @@ from askgate.server import Server
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, LoopbackOnly, is_loopback, load_tokens
 from askgate.transports.http import HttpApp
 
-from .listener import uvicorn_serving
+from .listener import count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -1024,14 +1024,8 @@ def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
 
 @pytest.mark.anyio
 async def test_R_HTTP_23_a_post_body_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    decoded: list[bytes] = []
-    real = codec.decode
-
-    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
-        decoded.append(data)
-        return real(data, **kwargs)
-
-    monkeypatch.setattr(codec, "decode", counting)
+    real = codec.decode  # the pure part below reads bodies without being counted
+    decoded = count_decodes(monkeypatch)
     async with serving() as (_, url), httpx2.AsyncClient() as http:
         with anyio.fail_after(DEADLINE):
             raw = await Raw(http, url).start()  # an initialize, then a notification

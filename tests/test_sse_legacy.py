@@ -21,7 +21,6 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 
-from askgate.core import codec
 from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
 from askgate.core.codec import decode
@@ -30,7 +29,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.sse_legacy import LegacySse, _Stream
 
-from .listener import uvicorn_serving
+from .listener import count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -396,14 +395,7 @@ async def test_R_HTTP_15_bad_requests_get_their_status_and_reach_no_connection()
 async def test_R_HTTP_23_a_legacy_post_body_is_decoded_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decoded: list[bytes] = []
-    real = codec.decode
-
-    def counting(data: bytes, **kwargs: Any) -> codec.Decoded:
-        decoded.append(data)
-        return real(data, **kwargs)
-
-    monkeypatch.setattr(codec, "decode", counting)
+    decoded = count_decodes(monkeypatch)
     async with serving() as (_, pair, base), httpx2.AsyncClient(timeout=DEADLINE) as http:
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
