@@ -1,30 +1,44 @@
 """Run askgate's model-based checks against a reducer of your own.
 
-askgate ships its reference model and Hypothesis state machine (``askgate.models.machine``)
-so that an embedder who reimplements or wraps the reducer can check it against the same spec.
-This example points the machine at ``askgate.core`` through the hooks an embedder overrides,
-with a wrapper standing in for "your" reducer (here it only counts the events it sees):
+askgate ships its reference model and Hypothesis state machine (``askgate.models.machine``;
+``pip install 'askgate[models]'`` brings Hypothesis) so that an embedder who reimplements or
+wraps the reducer can check it against the same spec::
 
-    python examples/check_your_reducer.py [--examples N]
+    python examples/check_your_reducer.py --reducer yourpackage.gate:reducer [--examples N]
+    python examples/check_your_reducer.py --reducer path/to/gate.py:reducer
 
-Swap ``YourReducer`` for your implementation: ``initial_state`` builds a state from askgate's
-``Options`` and the ``(name, sensitive)`` tools the machine registers, ``step`` takes and
-returns the same events and effects as ``askgate.core.step``. If your state is not
-``askgate.core.State``, also give ``observe_fn``, ``check_invariants_fn`` and ``live_timers_fn``
-(see the ``askgate.models.machine`` docstring). The machines also send every client event as
-the JSON-RPC message that means it (``MessageReceived``) from the same state and require the
-same effects (R-PROTO-15); a reducer that takes only typed events turns that off with
-``THROUGH_THE_WIRE = False`` on a subclass of the machine.
+``--reducer`` names your reducer as ``module:attribute`` or ``file.py:attribute``: an object
+with ``initial_state(options, tools)`` (a state from askgate's ``Options`` and the
+``(name, sensitive)`` tools the machine registers) and ``step(state, event)`` (the same events
+and effects as ``askgate.core.step``), or a class or function that returns one when called with
+no arguments. If your state is not ``askgate.core.State``, the object also has ``observe``,
+``check_invariants`` and ``live_timers`` (see the ``askgate.models.machine`` docstring). Without
+``--reducer`` the example checks :class:`YourReducer`, askgate's own reducer behind a wrapper
+that counts the events it sees.
+
+The machines also send every client event as the JSON-RPC message that means it
+(``MessageReceived``) from the same state and require the same effects (R-PROTO-15); a reducer
+that takes only typed events turns that off with ``THROUGH_THE_WIRE = False`` on a subclass of
+the machine.
 
 ``check`` runs two machines: the general one (every event, every option) and
 ``ContextMachine``, a profile where tools run at once and ask their client (R-CTX-4 ..
-R-CTX-6: elicitation and sampling, answers, timeouts, withdrawals).
+R-CTX-6: elicitation and sampling, answers, timeouts, withdrawals). It exits 0 when your
+reducer agreed with the reference model on every step, 1 with the first failing step
+(Hypothesis prints the shrunk event sequence), and 2 when ``--reducer`` names nothing usable.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import importlib.util
 import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -50,12 +64,58 @@ class YourReducer:
         return core.step(state, event)
 
 
-def check(reducer: YourReducer, examples: int) -> None:
+class ReducerNotFoundError(Exception):
+    """``--reducer`` names nothing that can be checked; the message says why."""
+
+
+def load_reducer(target: str) -> Any:
+    """The reducer ``target`` names (``module:attribute`` or ``file.py:attribute``)."""
+    where, _, attribute = target.rpartition(":")
+    if not where or not attribute:
+        raise ReducerNotFoundError(
+            f"--reducer {target!r}: expected module:attribute or file.py:attribute"
+        )
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise ReducerNotFoundError(f"--reducer {target!r}: no file {where}")
+        sys.path.insert(0, str(path.resolve().parent))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as missing:
+            raise ReducerNotFoundError(f"--reducer {target!r}: {missing}") from None
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise ReducerNotFoundError(f"--reducer {target!r}: {where} has no attribute {attribute!r}")
+    if isinstance(found, type) or (callable(found) and not hasattr(found, "step")):
+        found = found()  # a class or a factory
+    for needed in ("step", "initial_state"):
+        if not callable(getattr(found, needed, None)):
+            raise ReducerNotFoundError(
+                f"--reducer {target!r}: the reducer has no {needed}() method"
+            )
+    return found
+
+
+def check(reducer: Any, examples: int) -> None:
     """Runs the machines against ``reducer``; raises on the first step where it breaks the
     spec."""
+    hooks = {
+        f"{name}_fn": getattr(reducer, name)
+        for name in ("observe", "check_invariants", "live_timers")
+        if callable(getattr(reducer, name, None))
+    }
     for base in (ReducerMachine, ContextMachine):
         machine = machine_for(
-            step_fn=reducer.step, initial_state_fn=reducer.initial_state, base=base
+            step_fn=reducer.step, initial_state_fn=reducer.initial_state, base=base, **hooks
         )
         run_state_machine_as_test(
             machine,
@@ -69,13 +129,36 @@ def check(reducer: YourReducer, examples: int) -> None:
         )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--examples", type=int, default=100)
-    args = parser.parse_args()
-    reducer = YourReducer()
-    check(reducer, args.examples)
-    print(f"your reducer agreed with the reference model on {reducer.events} events")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument(
+        "--reducer",
+        metavar="MODULE:ATTR",
+        help="your reducer, as module:attribute or file.py:attribute (default: askgate's own)",
+    )
+    parser.add_argument("--examples", type=int, default=100, help="runs per machine (default: 100)")
+    args = parser.parse_args(argv)
+    try:
+        reducer: Any = YourReducer() if args.reducer is None else load_reducer(args.reducer)
+    except ReducerNotFoundError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    steps = [0]
+    step: Callable[[Any, Event], tuple[Any, list[Effect]]] = reducer.step
+
+    def counted(state: Any, event: Event) -> tuple[Any, list[Effect]]:
+        steps[0] += 1
+        return step(state, event)
+
+    with contextlib.suppress(AttributeError):  # slots or a frozen object: count nothing
+        reducer.step = counted
+    try:
+        check(reducer, args.examples)
+    except Exception:  # a disagreement, or your reducer raised: Hypothesis shrank it
+        traceback.print_exc()
+        print("your reducer disagreed with the reference model (above)", file=sys.stderr)
+        return 1
+    print(f"your reducer agreed with the reference model on {steps[0]} events")
     return 0
 
 

@@ -82,3 +82,75 @@ def test_embedder_example_fails_for_a_reducer_that_leaves_a_tool_waiting() -> No
     )
     with pytest.raises(AssertionError):  # a rare path: room to find it on any seed
         run_state_machine_as_test(machine, settings=settings(QUICK, max_examples=1500))
+
+
+_GOOD = """
+from askgate import core
+
+
+class Gate:
+    def initial_state(self, options, tools):
+        import os
+
+        infos = tuple(core.ToolInfo(n, s, False) for n, s in tools)
+        return core.initial_state(options, id_key=os.urandom(32), tools=infos)
+
+    def step(self, state, event):
+        return core.step(state, event)
+
+
+reducer = Gate()
+name = "gate"
+"""
+
+_MUTE = _GOOD.replace(
+    "return core.step(state, event)",
+    "state, effects = core.step(state, event)\n"
+    "        return state, [e for e in effects if type(e).__name__ != 'Reply']",
+)
+
+
+def test_check_your_reducer_takes_a_reducer_of_yours_by_file_and_by_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = _load("check_your_reducer")
+    (tmp_path / "good_gate.py").write_text(_GOOD)
+    assert (
+        example.main(["--reducer", f"{tmp_path / 'good_gate.py'}:reducer", "--examples", "3"]) == 0
+    )
+    assert "agreed with the reference model on" in capsys.readouterr().out
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert example.main(["--reducer", "good_gate:Gate", "--examples", "3"]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_check_your_reducer_fails_a_reducer_of_yours_that_breaks_the_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = _load("check_your_reducer")
+    (tmp_path / "mute_gate.py").write_text(_MUTE)  # never answers a request
+    assert (
+        example.main(["--reducer", f"{tmp_path / 'mute_gate.py'}:reducer", "--examples", "50"]) == 1
+    )
+    assert "disagreed with the reference model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("nothing", "expected module:attribute"),
+        ("missing_gate_module:reducer", "No module named"),
+        ("{tmp}/absent.py:reducer", "no file"),
+        ("{tmp}/good_gate.py:absent", "has no attribute 'absent'"),
+        ("{tmp}/good_gate.py:name", "has no step() method"),
+    ],
+)
+def test_check_your_reducer_refuses_a_target_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, says: str
+) -> None:
+    example = _load("check_your_reducer")
+    (tmp_path / "good_gate.py").write_text(_GOOD)
+    assert example.main(["--reducer", target.format(tmp=tmp_path)]) == 2
+    assert says in capsys.readouterr().err
