@@ -91,8 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="serve MCP: a Server of your own (TARGET) or the demo, over stdio or HTTP",
-        description="Serves a Server of your own (TARGET) or the demo tools (--demo) over "
-        "stdio (the default) or Streamable HTTP (--http).",
+        description="Serves a Server of your own (TARGET) or the demo tools (--demo) over\n"
+        "stdio (the default) or Streamable HTTP (--http). The defaults shown are askgate's;\n"
+        "an option flag left out keeps the value TARGET's Server was built with.",
         epilog=EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -111,13 +112,15 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="serve Streamable HTTP on /mcp (default: off, stdio); needs a policy (R-HTTP-13)",
+        help="serve Streamable HTTP on /mcp (default: off, stdio); needs --policy FILE unless "
+        "--demo or TARGET brings a configured tool authorizer and a read authorizer",
     )
     serve.add_argument(
         "--policy",
         metavar="FILE",
-        help="a policy file (TOML; see README); replaces TARGET's own authorizers (default: "
-        "none: TARGET's own authorizers, or the demo's shipped policy)",
+        help="a policy file (TOML; see README: a deny entry needs a reason, an ask a prompt); "
+        "replaces TARGET's own authorizers (default: none: TARGET's own authorizers, or the "
+        "demo's shipped policy)",
     )
     serve.add_argument(
         "--auth",
@@ -359,6 +362,13 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     except PolicyError as refused:
         print(f"askgate refuses to start: {refused}", file=sys.stderr)
+        return 2
+    try:  # R-OPT-2 said to a command user: the flag that configures an authorizer
+        server.initial_state("http" if args.http is not None else "stdio")
+    except OptionError as refused:
+        if refused.option != "authorizer":
+            raise
+        print(f"askgate refuses to start: {refused.rule}; give --policy FILE", file=sys.stderr)
         return 2
     if args.http is not None:
         return _serve_http(server, args, what)
