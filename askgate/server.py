@@ -26,12 +26,13 @@ caps, timeouts, what a read may name, what a result looks like) stays in
 
 from __future__ import annotations
 
+import enum
 import inspect
 import json
 import os
 import types
 import typing
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -64,6 +65,7 @@ from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
+from askgate.transports.auth import AuthProvider
 from askgate.transports.runtime import (
     Runtime,
     call_user,
@@ -76,6 +78,13 @@ from askgate.transports.runtime import (
 __all__ = ["Allow", "Ask", "Authorizer", "ClientRequestError", "Context", "Deny", "Server"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Keep(enum.Enum):
+    """The default of :meth:`Server.configure`'s parameters: leave it as it is."""
+
+    KEEP = enum.auto()
+
 
 Authorizer = Callable[[str, Any, "Context"], Any]
 """``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async."""
@@ -656,15 +665,94 @@ class Server:
         await stdio.StdioTransport(self, stdin, stdout, state=state).serve()
 
     def run_stdio(self, *, backend: str = "asyncio") -> int:
-        """Serves this process's standard input and output until end of input; returns the
-        exit status (0, or 1 when the server's own machinery failed). Raises OptionError
-        before serving when the server refuses to start.
+        """Serves this process's standard input and output until end of input, SIGINT (Ctrl-C)
+        or SIGTERM, and returns the exit status: 0 when serving ended, 1 when the server's own
+        machinery failed, 2 when the server refused to start (an
+        :class:`~askgate.core.OptionError` such as a sensitive tool nothing authorizes: its
+        one-line reason is printed on standard error, with no traceback). A script ends with
+        ``raise SystemExit(server.run_stdio())``.
 
         A plain ``def`` callback that hung past ``callback_timeout_ms`` still occupies the
         thread the runtime abandoned, and the interpreter waits for such threads at exit; the
         ``askgate`` command ends with ``os._exit`` for that reason, and a script may too.
         """
         return stdio.run_stdio(self, backend=backend)
+
+    def run_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        *,
+        auth: AuthProvider | None = None,
+        allowed_origins: Sequence[str] = (),
+        allowed_hosts: Sequence[str] = (),
+        backend: str = "asyncio",
+        log_level: str = "warning",
+        banner: bool = False,
+    ) -> int:
+        """Serves Streamable HTTP on ``host:port`` (endpoint ``/mcp``, and the 2024-11-05
+        HTTP+SSE pair) with uvicorn until SIGINT (Ctrl-C) or SIGTERM, the code path of
+        ``askgate serve --http``, and returns the exit status: 0 when stopped, 1 when the
+        server's own machinery failed, 2 when it refused to start, its one-line reason printed
+        on standard error with no traceback. A script ends with
+        ``raise SystemExit(server.run_http())``.
+
+        It refuses (spec/http.md, R-HTTP-13) a port outside 0 to 65535; ``auth=None`` (loopback
+        peers only) on an address that is not loopback; a server whose tool authorizer nobody
+        configured (``authorizer_source="configured"``) or that has no read authorizer; an
+        address it cannot bind (a port in use). ``auth`` is an
+        :mod:`askgate.transports.auth` provider (``BearerAuth(tokens)``,
+        ``ApiKeyAuth(tokens)``); ``allowed_origins`` and ``allowed_hosts`` add to the loopback
+        names the Origin and Host checks admit. ``backend`` is ``"asyncio"`` (uvicorn runs on
+        nothing else); ``log_level`` is uvicorn's and ``banner`` prints the URL and an MCP
+        client configuration on standard error.
+        """
+        # uvicorn is imported when HTTP is served, not by every `import askgate`
+        from askgate.transports.http_server import run_http  # noqa: PLC0415
+
+        return run_http(
+            self,
+            host,
+            port,
+            auth=auth,
+            allowed_origins=allowed_origins,
+            allowed_hosts=allowed_hosts,
+            backend=backend,
+            log_level=log_level,
+            banner=banner,
+        )
+
+    def configure(
+        self,
+        *,
+        authorizer: Authorizer | Literal[_Keep.KEEP] | None = _Keep.KEEP,
+        read_authorizer: Authorizer | Literal[_Keep.KEEP] | None = _Keep.KEEP,
+        authorizer_source: AuthorizerSource | Literal[_Keep.KEEP] = _Keep.KEEP,
+        **options: Any,
+    ) -> None:
+        """Replaces the authorizers and changes options before serving (``askgate serve``
+        applies ``--policy`` and its option flags to a served ``Server`` through it); what is
+        not given stays. Raises :class:`~askgate.core.OptionError` for a bad value (nothing
+        changes then), ``TypeError`` for an unknown option, ``RuntimeError`` while serving."""
+        if self._runtime is not None:
+            raise RuntimeError("the server is serving: configure it before it starts")
+        unknown = sorted(set(options) - _USER_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"configure() got an unexpected option {unknown[0]!r}; "
+                f"options are {', '.join(sorted(_USER_OPTIONS))}"
+            )
+        tool = self._authorizer if authorizer is _Keep.KEEP else authorizer
+        read = self._read_authorizer if read_authorizer is _Keep.KEEP else read_authorizer
+        source = self._authorizer_source if authorizer_source is _Keep.KEEP else authorizer_source
+        self._options = attrs.evolve(
+            self._options,
+            has_authorizer=tool is not None,
+            has_read_authorizer=read is not None,
+            authorizer_source=source,
+            **options,
+        ).validated()
+        self._authorizer, self._read_authorizer, self._authorizer_source = tool, read, source
 
     # -- jobs -------------------------------------------------------------------------------
 

@@ -566,27 +566,47 @@ def reap(table: Sessions, now: int, options: HttpOptions) -> tuple[Sessions, tup
 
 @attrs.frozen(slots=True)
 class Listen:
-    """R-HTTP-13: where ``askgate serve --http`` listens, once nothing refuses it."""
+    """R-HTTP-13: where ``askgate serve --http`` or ``Server.run_http`` listens, once nothing
+    refuses it."""
 
     host: str
     port: int
 
 
-def deployment_refusal(configured_authorizer: bool, read_authorizer: bool) -> str | None:
-    """R-HTTP-13: why a network transport refuses to start, or ``None``."""
+Wording = Literal["python", "cli"]
+"""Whose words a refusal uses: a Python caller's (parameters) or the command's (flags)."""
+
+
+def deployment_refusal(
+    configured_authorizer: bool, read_authorizer: bool, wording: Wording = "python"
+) -> str | None:
+    """R-HTTP-13: why a network transport refuses to start, or ``None``. One decision, said in
+    the caller's words: ``"python"`` names the ``Server`` parameters, ``"cli"`` the flags."""
     missing = []
     if not configured_authorizer:
-        missing.append(
-            "no tool authorizer was configured (pass authorizer=... with "
-            'authorizer_source="configured", or --policy FILE)'
-        )
+        missing.append("no tool authorizer was configured")
     if not read_authorizer:
-        missing.append("no read authorizer (pass read_authorizer=..., or --policy FILE)")
+        missing.append("no read authorizer")
     if not missing:
         return None
+    if wording == "cli":
+        return (
+            "askgate refuses to start: --http needs --policy FILE (" + "; ".join(missing) + "). "
+            'A policy file whose [[tools]] and [[reads]] allow match = "*" is an explicit '
+            "opt-out; a served Server may instead bring its own authorizer "
+            '(authorizer_source="configured") and read_authorizer.'
+        )
+    python = []
+    if not configured_authorizer:
+        python.append(
+            "no tool authorizer was configured "
+            '(pass authorizer=... with authorizer_source="configured")'
+        )
+    if not read_authorizer:
+        python.append("no read authorizer (pass read_authorizer=...)")
     return (
         "askgate refuses to serve over the network: "
-        + "; ".join(missing)
+        + "; ".join(python)
         + ". To serve anyway, configure them explicitly: an allow-all policy "
         '(authorizer=lambda *a: Allow(), authorizer_source="configured", '
         "read_authorizer=lambda *a: Allow()) is an explicit opt-out."
@@ -606,13 +626,13 @@ def listen_or_refuse(
     read_authorizer: bool,
 ) -> Listen | str:
     """R-HTTP-13: what ``askgate serve --http ADDRESS`` does: where it listens, or the message
-    it refuses to start with (exit status 2). ``auth`` is ``--auth`` (``none``, ``bearer``,
-    ``apikey``), ``tokens`` the ``--tokens`` file named (``None``: none), ``token_error`` why
-    that file could not be used (the shell reads it, only for ``bearer`` and ``apikey``), and
-    the two booleans what :func:`deployment_refusal` takes. Checked in this order: the address
-    is ``HOST:PORT``; ``--auth none`` takes no tokens and listens on a loopback address only (it
-    admits loopback peers only); another ``--auth`` needs a usable tokens file; then the
-    deployment guard."""
+    it refuses to start with (exit status 2), in the command's words. ``auth`` is ``--auth``
+    (``none``, ``bearer``, ``apikey``), ``tokens`` the ``--tokens`` file named (``None``:
+    none), ``token_error`` why that file could not be used (the shell reads it, only for
+    ``bearer`` and ``apikey``), and the two booleans what :func:`deployment_refusal` takes.
+    Checked in this order: the address is ``HOST:PORT``; ``--auth none`` takes no tokens and
+    listens on a loopback address only (it admits loopback peers only); another ``--auth``
+    needs a usable tokens file; then the deployment guard."""
     host, sep, port_text = address.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         return f"askgate: --http wants HOST:PORT, got {address!r}"
@@ -631,7 +651,30 @@ def listen_or_refuse(
             return f"askgate: --auth {auth} needs --tokens FILE"
         if token_error is not None:
             return f"askgate refuses to start: {token_error}"
-    refusal = deployment_refusal(configured_authorizer, read_authorizer)
+    refusal = deployment_refusal(configured_authorizer, read_authorizer, "cli")
     if refusal is not None:
-        return str(OptionError("authorizer", None, refusal))
+        return refusal
     return Listen(host, int(port_text))
+
+
+def run_http_refusal(
+    host: str,
+    port: object,
+    loopback_only: bool,
+    configured_authorizer: bool,
+    read_authorizer: bool,
+) -> str | None:
+    """R-HTTP-13: why ``Server.run_http(host, port, auth=...)`` refuses to start (it returns
+    exit status 2), in a Python caller's words, or ``None``. ``loopback_only`` says the
+    authentication admits loopback peers only (``auth=None``). Checked in the order of
+    :func:`listen_or_refuse`: the port is an integer from 0 to 65535; loopback-only
+    authentication listens on a loopback address only; then the deployment guard."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        return f"askgate refuses to start: port={port!r} must be an integer from 0 to {MAX_PORT}"
+    if loopback_only and not loopback_address(host):
+        return (
+            f"askgate refuses to start: host={host!r} is not a loopback address and auth=None "
+            "admits loopback peers only; pass auth=BearerAuth(tokens) or ApiKeyAuth(tokens)"
+        )
+    refusal = deployment_refusal(configured_authorizer, read_authorizer)
+    return None if refusal is None else str(OptionError("authorizer", None, refusal))

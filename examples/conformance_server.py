@@ -356,12 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="warning", help="what askgate logs on stderr")
     args = parser.parse_args(argv)
     # The same path as `askgate serve --http HOST:PORT`: its checks, its uvicorn configuration.
-    from askgate.__main__ import _parser, _serve_http  # noqa: PLC0415
-
-    serve = _parser().parse_args(
-        ["serve", "--http", f"{args.host}:{args.port}", "--log-level", args.log_level]
-    )
-    return _serve_http(build_server(), serve)
+    return build_server().run_http(args.host, args.port, log_level=args.log_level)
 
 
 if __name__ == "__main__":

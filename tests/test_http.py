@@ -25,13 +25,14 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 
 from askgate import Allow, Context
-from askgate.__main__ import SHUTDOWN_GRACE_S, main
+from askgate.__main__ import main
 from askgate.core import OptionError, codec
 from askgate.core import http as rules
 from askgate.demo import build_demo
 from askgate.server import Server
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, LoopbackOnly, is_loopback, load_tokens
 from askgate.transports.http import HttpApp
+from askgate.transports.http_server import SHUTDOWN_GRACE_S
 
 from .listener import count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
@@ -315,10 +316,14 @@ def test_R_HTTP_13_one_decision_says_where_the_cli_listens_or_why_it_refuses() -
         "askgate refuses to start: bad file"
     )
     for configured, read in [(False, True), (True, False), (False, False)]:
-        guard = rules.deployment_refusal(configured, read)
+        guard = rules.deployment_refusal(configured, read, "cli")  # the command's words
         assert guard is not None
-        refused = listen(configured=configured, read=read)
-        assert refused == str(OptionError("authorizer", None, guard))
+        assert guard.startswith("askgate refuses to start: --http needs --policy FILE (")
+        assert "authorizer=None" not in guard
+        assert 'authorizer_source="configured")' not in guard.partition(".")[0]
+        assert ("no tool authorizer was configured" in guard) is not configured
+        assert ("no read authorizer" in guard) is not read
+        assert listen(configured=configured, read=read) == guard
     # In this order: the address, then the auth and its tokens, then the guard.
     assert str(listen("nope", tokens="t", configured=False)).startswith("askgate: --http wants")
     assert str(listen("0.0.0.0:1", configured=False)).endswith("--tokens FILE")
@@ -347,10 +352,15 @@ def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
 def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", "--http", "127.0.0.1:1"]) == 2  # no authorizer configured
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text("from askgate import Server\nserver = Server('unguarded')\n")
+    # no authorizer configured: refused in the command's words
+    assert main(["serve", f"{unguarded}:server", "--http", "127.0.0.1:1"]) == 2
     printed = capsys.readouterr().err
-    assert printed.startswith("askgate refuses to start: option authorizer=None: ")
+    assert printed == f"{rules.deployment_refusal(False, False, 'cli')}\n"
+    assert printed.startswith("askgate refuses to start: --http needs --policy FILE (")
     assert "no tool authorizer was configured" in printed
+    assert "authorizer=None" not in printed
     assert main(["serve", "--demo", "--http", "localhost"]) == 2
     assert capsys.readouterr().err == "askgate: --http wants HOST:PORT, got 'localhost'\n"
     assert main(["serve", "--demo", "--http", "0.0.0.0:1"]) == 2  # auth none, not loopback
@@ -361,6 +371,30 @@ def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(
         main(["serve", "--demo", "--http", "127.0.0.1:1", "--auth", "bearer", "--tokens", str(bad)])
         == 2
     )
+
+
+def test_R_HTTP_13_run_http_decides_as_the_command_does_in_python_words() -> None:
+    """Server.run_http refuses what the command refuses, naming parameters, not flags."""
+    assert rules.run_http_refusal("127.0.0.1", 8765, True, True, True) is None
+    assert rules.run_http_refusal("::1", 0, True, True, True) is None
+    assert rules.run_http_refusal("0.0.0.0", 65535, False, True, True) is None
+    for port in (-1, 65536, "8765", True, None):
+        assert rules.run_http_refusal("127.0.0.1", port, True, True, True) == (
+            f"askgate refuses to start: port={port!r} must be an integer from 0 to 65535"
+        )
+    assert rules.run_http_refusal("0.0.0.0", 1, True, True, True) == (
+        "askgate refuses to start: host='0.0.0.0' is not a loopback address and auth=None "
+        "admits loopback peers only; pass auth=BearerAuth(tokens) or ApiKeyAuth(tokens)"
+    )
+    for configured, read in [(False, True), (True, False), (False, False)]:
+        guard = rules.deployment_refusal(configured, read)
+        assert guard is not None
+        assert "--policy" not in guard
+        refused = rules.run_http_refusal("127.0.0.1", 1, True, configured, read)
+        assert refused == str(OptionError("authorizer", None, guard))
+    # In this order: the port, then the address for loopback-only auth, then the guard.
+    assert "port=" in str(rules.run_http_refusal("0.0.0.0", -1, True, False, False))
+    assert "host=" in str(rules.run_http_refusal("0.0.0.0", 1, True, False, False))
 
 
 def test_R_HTTP_9_token_files_and_providers(tmp_path: Any) -> None:
@@ -981,7 +1015,7 @@ async def test_R_HTTP_7_a_session_ended_while_its_body_arrives_is_404() -> None:
 
 def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
     """An open SSE stream never ends by itself; `askgate serve --http` still stops when told
-    to (uvicorn's wait for open responses is bounded: askgate.__main__.SHUTDOWN_GRACE_S)."""
+    to (uvicorn's wait for open responses is bounded: SHUTDOWN_GRACE_S), and exits 0."""
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -1002,7 +1036,7 @@ def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
         assert proc.stderr is not None
         for _ in range(200):  # bounded: uvicorn says when it listens
             line = proc.stderr.readline()
-            if not line or "Uvicorn running on" in line:
+            if not line or "serving Streamable HTTP on" in line:
                 break
         assert proc.poll() is None, "the server did not start"
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
@@ -1014,7 +1048,7 @@ def test_askgate_serve_http_stops_on_sigterm_with_a_stream_open() -> None:
                 seen += chunk
             began = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=SHUTDOWN_GRACE_S + 20)
+            assert proc.wait(timeout=SHUTDOWN_GRACE_S + 20) == 0
             assert time.monotonic() - began < SHUTDOWN_GRACE_S + 20
     finally:
         if proc.poll() is None:

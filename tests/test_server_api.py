@@ -968,10 +968,13 @@ async def test_R_CTX_3_a_plain_def_tool_logs_through_the_event_loop() -> None:
 def test_R_OPT_1_every_cli_option_flag_reaches_the_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Each numeric flag of `askgate serve` is validated as its option: 0 is refused, naming it."""
+    """Each numeric flag of `askgate serve` is validated as its option: 0 is refused in one
+    line naming the flag, not the option's field."""
     for flag, dest, _ in _OPTION_FLAGS:
         assert main(["serve", "--demo", flag, "0"]) == 2, flag
-        assert dest in capsys.readouterr().err, flag
+        err = capsys.readouterr().err
+        assert err == f"askgate refuses to start: {flag} 0: must be at least 1\n", flag
+        assert dest not in err, flag
 
 
 def test_askgate_alone_prints_its_usage(capsys: pytest.CaptureFixture[str]) -> None:

@@ -281,19 +281,25 @@ async def test_option_values_out_of_range_refuse_to_start_with_exit_2(anyio_back
     async with raw_server(command) as peer:
         assert await peer.wait_exit() == 2
         assert await peer.rest() == []
-    assert b"max_parked_elicitations" in peer.stderr
-    assert b"may not exceed max_parked_elicitations_total" in peer.stderr
+    assert (
+        peer.stderr
+        == b"askgate refuses to start: --max-parked 64: may not exceed --max-parked-total (8)\n"
+    )
 
 
 async def test_R_HTTP_13_http_without_a_configured_authorizer_refuses_to_start(
-    anyio_backend: str,
+    anyio_backend: str,  # noqa: ARG001  (the peer's loop; HTTP serves on asyncio)
+    tmp_path: Path,
 ) -> None:
-    command = [sys.executable, "-m", "askgate", "serve", "--http", "127.0.0.1:0"]
-    command += ["--backend", anyio_backend]
+    (tmp_path / "bare.py").write_text("from askgate import Server\nserver = Server('bare')\n")
+    target = f"{tmp_path / 'bare.py'}:server"
+    command = [sys.executable, "-m", "askgate", "serve", target, "--http", "127.0.0.1:0"]
     async with raw_server(command) as peer:
         assert await peer.wait_exit() == 2
+    assert peer.stderr.startswith(b"askgate refuses to start: --http needs --policy FILE (")
     assert b"no tool authorizer was configured" in peer.stderr
     assert b"no read authorizer" in peer.stderr
+    assert peer.stderr.count(b"\n") == 1
 
 
 BROKEN_REDUCER_SERVER = textwrap.dedent(

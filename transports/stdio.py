@@ -28,8 +28,10 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import ClassVar, Final
@@ -41,7 +43,7 @@ import anyio.lowlevel
 from askgate.core import State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
-from askgate.core.options import Transport
+from askgate.core.options import OptionError, Transport
 
 from .base import Serving
 from .runtime import Runtime
@@ -489,28 +491,61 @@ class StdioTransport:
 
 
 def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
-    """Serves ``server`` on this process's standard input and output until end of input.
+    """Serves ``server`` on this process's standard input and output until end of input, or
+    until the process gets SIGINT (Ctrl-C) or SIGTERM, and returns the exit status.
 
-    Returns 0, or 1 when the server's own machinery failed (said on standard error). A server
-    that refuses to start raises :class:`~askgate.core.OptionError` before anything is touched.
+    - 0: serving ended (end of input, or a signal: logged at info as ``stopped by SIGINT``);
+    - 1: the server's own machinery failed (said on standard error, with the traceback);
+    - 2: the server refused to start (an :class:`~askgate.core.OptionError`, such as a
+      sensitive tool nothing authorizes, R-OPT-2): its one-line reason is printed on standard
+      error and nothing is served.
+
+    A script ends with ``raise SystemExit(server.run_stdio())``.
     """
-    state = server.initial_state("stdio")
+    try:
+        state = server.initial_state("stdio")
+    except OptionError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    stopped: list[str] = []
     with WireIsolation() as wire:
 
         async def main() -> None:
             stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)
             try:
-                await StdioTransport(server, stdin, stdout, state=state).serve()
+                async with anyio.create_task_group() as tg:
+                    if threading.current_thread() is threading.main_thread():
+                        await tg.start(_stop_on_signal, tg.cancel_scope, stopped)
+                    await StdioTransport(server, stdin, stdout, state=state).serve()
+                    tg.cancel_scope.cancel()  # served to the end: stop watching for signals
             finally:
-                await stdin.aclose()
-                await stdout.aclose()
+                with anyio.CancelScope(shield=True):
+                    await stdin.aclose()
+                    await stdout.aclose()
 
         try:
             anyio.run(main, backend=backend)
-        except KeyboardInterrupt:
-            return 130
+        except KeyboardInterrupt:  # Ctrl-C before the signal watcher started
+            stopped.append("SIGINT")
         except BaseException:  # the machinery, not a callback: callbacks never get here
             logger.critical("askgate stopped: the server failed", exc_info=True)
             print("askgate: the server failed; see the traceback above", file=sys.stderr)
             return 1
+    if stopped:
+        logger.info("stopped by %s", stopped[0])
     return 0
+
+
+async def _stop_on_signal(
+    scope: anyio.CancelScope,
+    stopped: list[str],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancels ``scope`` at the first SIGINT or SIGTERM, noting the signal's name."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            stopped.append(signal.Signals(signum).name)
+            scope.cancel()
+            return

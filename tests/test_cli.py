@@ -1,0 +1,348 @@
+"""The ``askgate`` command and the README's walkthrough, held to the same truth.
+
+The walkthrough's files are read out of README.md (each fenced block after a
+``<!-- file: NAME -->`` line), so the README and this test cannot drift. Servers run as
+subprocesses on 127.0.0.1; every wait is on a line of output or the process's exit, under a
+deadline, and a signal is sent only once the server has answered a request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import select
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from askgate import Allow, Server
+from askgate.__main__ import _OPTION_FLAGS, HTTP_ONLY, _parser, load_target, main
+from askgate.core import Options
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DEADLINE = 60.0
+BIN = str(Path(sys.executable).parent)  # the venv's askgate and python
+
+
+def readme_files() -> dict[str, str]:
+    """The README's walkthrough files: each fenced block just after ``<!-- file: NAME -->``."""
+    found = re.findall(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```\n", README, re.DOTALL)
+    return dict(found)
+
+
+def walkthrough(tmp_path: Path) -> dict[str, str]:
+    """Writes the walkthrough's files into ``tmp_path``, an empty folder; returns the environment
+    the README assumes (the venv's bin on PATH)."""
+    files = readme_files()
+    assert set(files) == {"server.py", "policy.toml", "client.py"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def walkthrough_commands() -> list[list[str]]:
+    """The serve commands of the walkthrough's shell block, split as a shell would."""
+    section = README.partition("## Your own server in five minutes")[2].partition("\n## ")[0]
+    block = section.partition("```sh\n")[2].partition("```")[0]
+    return [shlex.split(line) for line in block.splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def read_line(stream: Any, what: str) -> str:
+    """The next line of a subprocess's pipe, waited for under the deadline."""
+    ready, _, _ = select.select([stream], [], [], DEADLINE)
+    assert ready, f"no {what} within {DEADLINE} s"
+    line: str = stream.readline()
+    return line
+
+
+def check_client_run(output: str) -> None:
+    """What client.py prints: the tool listed, an approved call's result, a declined call's
+    deny."""
+    lines = output.splitlines()
+    assert lines[0] == "tools: delete_note"
+    assert (
+        lines[1]
+        == "Delete the note \"shopping\"? [y/n] delete_note shopping: ok: deleted 'shopping'"
+    )
+    assert lines[2].startswith('Delete the note "recipes"? [y/n] delete_note recipes: refused: ')
+    assert '"decision":"ask"' in lines[2]
+    assert '"detail":"declined"' in lines[2]
+    assert len(lines) == 3
+
+
+def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
+    """From an empty folder, following the README: client.py starts
+    `askgate serve server.py:server --policy policy.toml` over stdio, lists the tool, and the
+    server asks before each call: approved, the result; declined, the deny."""
+    env = walkthrough(tmp_path)
+    stdio, _ = walkthrough_commands()
+    assert stdio == ["askgate", "serve", "server.py:server", "--policy", "policy.toml"]
+    assert 'serve = ["serve", "server.py:server", "--policy", "policy.toml"]' in (
+        (tmp_path / "client.py").read_text()
+    )
+    done = subprocess.run(
+        [sys.executable, "client.py"],
+        cwd=tmp_path,
+        env=env,
+        input="y\nn\n",
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    check_client_run(done.stdout)
+
+
+def test_the_readme_walkthrough_over_http(tmp_path: Path) -> None:
+    """The same over Streamable HTTP: the README's `--http 127.0.0.1:8765` command on a free
+    port, client.py given the URL; then Ctrl-C (SIGINT) stops the server: exit 0, no
+    traceback."""
+    env = walkthrough(tmp_path)
+    _, http = walkthrough_commands()
+    assert http[-2:] == ["--http", "127.0.0.1:8765"]
+    port = free_port()
+    command = [*http[:-1], f"127.0.0.1:{port}", "--log-level", "info"]
+    command[0] = str(Path(BIN) / "askgate")
+    server = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert server.stderr is not None
+        while "serving Streamable HTTP on" not in (line := read_line(server.stderr, "log")):
+            assert line, "the server ended before it listened"
+        assert f"http://127.0.0.1:{port}/mcp" in line
+        done = subprocess.run(
+            [sys.executable, "client.py", f"http://127.0.0.1:{port}/mcp"],
+            cwd=tmp_path,
+            env=env,
+            input="y\nn\n",
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        check_client_run(done.stdout)
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=DEADLINE) == 0
+        rest = server.stderr.read()
+        assert "Traceback" not in rest
+        assert "stopped by SIGINT" in rest
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=DEADLINE)
+
+
+def _serve_actions() -> list[argparse.Action]:
+    parser = _parser()
+    commands = next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    serve = commands.choices["serve"]
+    return [action for action in serve._actions if action.dest != "help"]
+
+
+def test_every_serve_flag_is_in_the_readme_and_shows_its_default_in_help() -> None:
+    actions = _serve_actions()
+    assert {flag for flag, _, _ in _OPTION_FLAGS} <= {
+        option for action in actions for option in action.option_strings
+    }
+    synopsis = README.partition("The whole synopsis")[2].partition("```\n\n")[0]
+    for action in actions:
+        name = action.option_strings[0] if action.option_strings else action.metavar
+        assert isinstance(name, str)
+        assert name in synopsis, name
+        assert action.help is not None
+        assert "(default: " in action.help or "(the default)" in action.help, name
+    # The reducer's defaults come from askgate.core's Options.
+    helps = {action.option_strings[0]: action.help for action in actions if action.option_strings}
+    for flag, dest, _ in _OPTION_FLAGS:
+        default = getattr(Options(), dest)
+        if default is not None:
+            assert f"(default: {default})" in str(helps[flag]), flag
+    assert "(default: half of --max-in-flight" in str(helps["--max-in-flight-per-connection"])
+    # Every exit status the command can return is documented, in --help and in the README.
+    epilog = _parser().epilog or ""
+    for status in ("0", "1", "2", "3"):
+        assert f"\n  {status}  " in epilog
+        assert f"\n| {status} | " in README
+
+
+def test_serve_needs_one_target_and_refuses_bad_ones_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cli_target_mod.py").write_text(
+        "from askgate import Server\n"
+        "server = Server('mod')\n"
+        "number = 3\n"
+        "def make():\n    return Server('made')\n"
+        "def make_wrong():\n    return 3\n"
+    )
+    (tmp_path / "cli_target_broken.py").write_text("raise ValueError('broken on import')\n")
+
+    def refused(*argv: str) -> str:
+        assert main(["serve", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert "Traceback" not in err
+        return err
+
+    assert "give TARGET" in refused()
+    assert "--demo" in refused()
+    assert refused("cli_target_mod:server", "--demo") == (
+        "askgate: give TARGET or --demo, not both\n"
+    )
+    for bad in ("cli_target_mod", "cli_target_mod:", ":server"):
+        assert refused(bad).startswith("askgate: TARGET wants module:attribute or"), bad
+    assert "no module named 'cli_target_nope'" in refused("cli_target_nope:server")
+    assert "no file nope.py" in refused("nope.py:server")
+    assert "has no attribute 'nothing'" in refused("cli_target_mod.py:nothing")
+    assert "is int, not an askgate Server" in refused("cli_target_mod:number")
+    assert "returned int, not an askgate Server" in refused("cli_target_mod:make_wrong")
+    # The user's own code failing: its traceback, then one line saying who raised.
+    assert main(["serve", "cli_target_broken.py:server"]) == 2
+    err = capsys.readouterr().err
+    assert "ValueError: broken on import" in err
+    assert err.endswith(
+        "askgate refuses to start: cli_target_broken.py raised ValueError (traceback above)\n"
+    )
+
+
+def test_serve_loads_a_server_a_factory_and_sibling_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's folder goes on sys.path (its sibling imports work); a module is imported from
+    the current folder; a callable is called for the Server."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "cli_sibling_names.py").write_text("NAME = 'sibling'\n")
+    (app / "cli_sibling_main.py").write_text(
+        "from askgate import Server\nfrom cli_sibling_names import NAME\n"
+        "server = Server(NAME)\ndef build():\n    return Server('built')\n"
+    )
+    assert load_target(f"{app / 'cli_sibling_main.py'}:server").name == "sibling"
+    monkeypatch.chdir(app)
+    assert load_target("cli_sibling_main:build").name == "built"
+
+
+def test_http_only_flags_are_refused_without_http(capsys: pytest.CaptureFixture[str]) -> None:
+    values = {"--auth": ["bearer"], "--tokens": ["t"], "--allow-origin": ["http://x"]}
+    values |= {"--allow-host": ["x"], "--banner": []}
+    assert set(values) == set(HTTP_ONLY)
+    for flag in HTTP_ONLY:
+        assert main(["serve", "--demo", flag, *values[flag]]) == 2, flag
+        err = capsys.readouterr().err
+        assert err == f"askgate: {flag} applies to --http only (stdio has no network)\n"
+    assert main(["serve", "--demo", "--http", "127.0.0.1:1", "--backend", "trio"]) == 2
+    assert capsys.readouterr().err == (
+        "askgate: --backend trio serves stdio only; --http runs on asyncio (uvicorn)\n"
+    )
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--demo", "--http", f"127.0.0.1:{port}"]) == 2
+        assert capsys.readouterr().err == (
+            f"askgate refuses to start: cannot listen on 127.0.0.1:{port}: address already in use\n"
+        )
+        server = Server(
+            "x",
+            authorizer=lambda *_: Allow(),
+            authorizer_source="configured",
+            read_authorizer=lambda *_: Allow(),
+        )
+        assert server.run_http("127.0.0.1", port) == 2
+        assert "address already in use" in capsys.readouterr().err
+
+
+def test_a_refusal_at_start_is_a_message_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """run_stdio and run_http print why they refuse to start and return 2, no traceback."""
+    server = Server("files")
+
+    @server.tool(annotations={"destructiveHint": True})
+    def delete_file(path: str) -> str:
+        return path
+
+    assert server.run_stdio() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("askgate refuses to start: option authorizer=None: ")
+    assert "delete_file" in err
+    assert err.count("\n") == 1
+    assert server.run_http("127.0.0.1", 70000) == 2
+    assert capsys.readouterr().err == (
+        "askgate refuses to start: port=70000 must be an integer from 0 to 65535\n"
+    )
+    assert server.run_http("127.0.0.1", 0) == 2  # nobody configured its authorizers
+    err = capsys.readouterr().err
+    assert "no tool authorizer was configured" in err
+    assert "--policy" not in err  # a Python caller reads Python's words
+    assert server.run_http("127.0.0.1", 0, backend="trio") == 2
+    assert "backend='trio'" in capsys.readouterr().err
+
+
+def test_the_command_names_the_flag_a_sensitive_tool_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = readme_files()
+    (tmp_path / "walk_server.py").write_text(files["server.py"])
+    assert main(["serve", f"{tmp_path / 'walk_server.py'}:server"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("askgate refuses to start: 1 tool(s) are annotated sensitive")
+    assert err.endswith("; give --policy FILE\n")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_stdio_serving_cleanly(backend: str, signum: signal.Signals) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM, once the server answered: exit 0, one info line, no
+    traceback."""
+    command = [sys.executable, "-m", "askgate", "serve", "--demo", "--backend", backend]
+    proc = subprocess.Popen(
+        [*command, "--log-level", "info"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        proc.stdin.write('{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        proc.stdin.flush()
+        assert read_line(proc.stdout, "reply") == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+        proc.send_signal(signum)
+        assert proc.wait(timeout=DEADLINE) == 0
+        err = proc.stderr.read()
+        assert "Traceback" not in err
+        assert err.splitlines()[-1].endswith(f"stopped by {signum.name}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)

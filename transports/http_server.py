@@ -1,0 +1,207 @@
+"""A whole process serving Streamable HTTP with uvicorn: what ``Server.run_http`` and
+``askgate serve --http`` run, through the one function :func:`serve_http`.
+
+Where to listen and whether to refuse is decided before this module is reached
+(:func:`askgate.core.http.listen_or_refuse` for the command, :func:`run_http` with
+:func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
+server can start (its initial state), binds the socket itself (a port in use or an address
+the machine does not have is a one-line refusal), then hands the socket and the
+:class:`~askgate.transports.http.HttpApp` to uvicorn. SIGINT (Ctrl-C) and SIGTERM stop it
+cleanly: uvicorn lets open responses finish for at most :data:`SHUTDOWN_GRACE_S` seconds, and
+the process returns 0.
+
+Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refused to start.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Final
+
+from askgate.core import OptionError
+from askgate.core import http as rules
+
+from .auth import AuthProvider, LoopbackOnly
+from .base import Serving
+from .http import ENDPOINT, HttpApp
+
+__all__ = ["SHUTDOWN_GRACE_S", "run_http", "serve_http"]
+
+logger = logging.getLogger("askgate")
+
+SHUTDOWN_GRACE_S: Final = 5
+"""Seconds a server told to stop lets open responses finish (an SSE stream never ends by
+itself: uvicorn waits for open responses before the lifespan shutdown that closes them)."""
+
+BACKLOG: Final = 2048
+"""uvicorn's default listen backlog."""
+
+BACKENDS: Final = ("asyncio",)
+"""The event loops Streamable HTTP runs on: uvicorn runs on asyncio only."""
+
+
+def _bind(host: str, port: int) -> socket.socket | str:
+    """A socket bound to ``host:port`` (IPv4 first for a name), or the one-line refusal."""
+    bare = host.strip("[]")
+    where = f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(
+            bare, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE | socket.AI_NUMERICSERV
+        )
+    except (OSError, UnicodeError) as bad:
+        return f"askgate refuses to start: cannot listen on {where}: {_reason(bad)}"
+    found.sort(key=lambda entry: entry[0] != socket.AF_INET)
+    family, kind, proto, _, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)  # connections wait in the backlog until uvicorn accepts them
+    except OSError as bad:
+        sock.close()
+        return f"askgate refuses to start: cannot listen on {where}: {_reason(bad)}"
+    return sock
+
+
+def _reason(error: BaseException) -> str:
+    text = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return str(text).lower()
+
+
+def serve_http(
+    server: Serving,
+    host: str,
+    port: int,
+    *,
+    auth: AuthProvider | None = None,
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
+    log_level: str = "warning",
+    banner: str | None = None,
+) -> int:
+    """Serves ``server`` over Streamable HTTP on ``host:port`` until SIGINT or SIGTERM; returns
+    the exit status (0 stopped, 1 the machinery failed, 2 refused to start, the reason printed
+    on standard error in one line). The listen decision (R-HTTP-13) is the caller's; this
+    refuses a server that cannot start (an :class:`~askgate.core.OptionError`) and an address
+    it cannot bind. ``banner``, when given, names what is served in a few lines on standard
+    error with the URL and an MCP client configuration."""
+    import uvicorn  # noqa: PLC0415  (imported when HTTP is served)
+
+    try:
+        server.initial_state("http")  # R-OPT-2: refused here, not in uvicorn's lifespan
+    except OptionError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    bound = _bind(host, port)
+    if isinstance(bound, str):
+        print(bound, file=sys.stderr)
+        return 2
+    port = bound.getsockname()[1]  # the port bound, when 0 asked for any
+    options = rules.HttpOptions(
+        port=port, allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins)
+    )
+    try:
+        app = HttpApp(server, auth=auth, options=options)  # its guard: R-HTTP-13
+    except OptionError as refused:
+        bound.close()
+        print(refused, file=sys.stderr)
+        return 2
+    url = f"http://{host if ':' not in host or host.startswith('[') else f'[{host}]'}:{port}"
+    url += ENDPOINT
+    if banner is not None:
+        print(
+            f"askgate: serving {banner} on {url}\n"
+            "  MCP client configuration:\n"
+            f'  {{"mcpServers": {{"askgate": {{"type": "http", "url": "{url}"}}}}}}\n'
+            "  Ctrl-C ends",
+            file=sys.stderr,
+        )
+    logger.info("serving Streamable HTTP on %s", url)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    runner = uvicorn.Server(config)
+    stopped: list[str] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+        # uvicorn handles the signal, stops, then raises it again for the handler it found:
+        # this one, which notes it instead of raising KeyboardInterrupt or killing the process.
+        stopped.append(signal.Signals(signum).name)
+
+    watched = (signal.SIGINT, signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, note) for sig in watched} if main else {}
+    try:
+        runner.run(sockets=[bound])
+    except KeyboardInterrupt:  # Ctrl-C before uvicorn took the signal over
+        stopped.append("SIGINT")
+    except SystemExit:  # uvicorn's own start failed (its lifespan): said in its log above
+        print("askgate: the server failed to start; see the log above", file=sys.stderr)
+        return 1
+    except BaseException:  # the machinery, not a callback: callbacks never get here
+        logger.critical("askgate stopped: the server failed", exc_info=True)
+        print("askgate: the server failed; see the traceback above", file=sys.stderr)
+        return 1
+    finally:
+        bound.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped:
+        logger.info("stopped by %s", stopped[0])
+    return 0
+
+
+def run_http(
+    server: Serving,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    auth: AuthProvider | None = None,
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
+    backend: str = "asyncio",
+    log_level: str = "warning",
+    banner: bool = False,
+) -> int:
+    """:meth:`askgate.server.Server.run_http`: refuses as R-HTTP-13 says, in a Python caller's
+    words (:func:`askgate.core.http.run_http_refusal`), then :func:`serve_http`."""
+    if backend not in BACKENDS:
+        print(
+            f"askgate refuses to start: backend={backend!r}: Streamable HTTP runs on asyncio "
+            "(uvicorn); trio serves stdio only",
+            file=sys.stderr,
+        )
+        return 2
+    loopback_only = auth is None or isinstance(auth, LoopbackOnly)
+    refusal = rules.run_http_refusal(
+        host,
+        port,
+        loopback_only,
+        server.authorization_configured(),
+        server.read_authorization_configured(),
+    )
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
+    return serve_http(
+        server,
+        host,
+        port,
+        auth=auth,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        log_level=log_level,
+        banner=getattr(server, "name", "MCP") if banner else None,
+    )
