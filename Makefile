@@ -42,12 +42,12 @@ verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 9 --config open $(VERIFY_RECORD)
 
 # CrossHair checks every pre:/post: contract in core/ (the reducer's decision functions, option
-# validation, version negotiation), 20 s per postcondition (a few minutes);
-# tests/crosshair_plugin.py makes its `is` exact and tells it how to build Options.
+# validation, version negotiation, the sealed approval state's verdict), 20 s per postcondition
+# (a few minutes); tests/crosshair_plugin.py makes its `is` exact and tells it how to build Options.
 crosshair: $(STAMP)
 	$(BIN)/crosshair check --analysis_kind=PEP316 --per_condition_timeout=20 \
 		--extra_plugin=tests/crosshair_plugin.py \
-		askgate.core.decide askgate.core.options askgate.core.protocol
+		askgate.core.decide askgate.core.options askgate.core.protocol askgate.core.sealing
 
 # Mutation testing: hand-written bugs in core/, each run against the tests in a temporary copy
 # (the working tree is never edited); writes bench/results/mutation.json (takes minutes).

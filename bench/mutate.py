@@ -86,6 +86,8 @@ SUITES: dict[str, tuple[str, ...]] = {
         "tests/test_protocol.py",
         "tests/test_mutation_kills.py",
     ),
+    # The sealed approval state of the 2026-07-28 revision: its own tests, then its contracts.
+    "core/sealing.py": ("tests/test_sealing.py", "tests/test_crosshair.py"),
 }
 
 
@@ -124,6 +126,7 @@ CODEC = "core/codec.py"
 PROTOCOL = "core/protocol.py"
 DOOR = "core/door.py"
 REVISIONS = "core/revisions.py"
+SEALING = "core/sealing.py"
 
 # Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
 # covers ..."): ``--model-suite`` skips these and says so in its report.
@@ -144,6 +147,11 @@ _CHECKER = (
 _NOT_DRAWN = (
     "progress and logs (R-CTX-2, R-CTX-3) depend on protocol state (a progressToken, "
     "logging/setLevel) the model does not keep: ToolProgressed and ToolLogged are not drawn"
+)
+
+_NOT_WIRED = (
+    "the sealed approval state (spec/modern.md) is not used by the reducer yet, so the model "
+    "has nothing of it to compare"
 )
 
 _EVICTION = """\
@@ -1089,6 +1097,79 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-WIRE-8",),
         "true is accepted as an id on the wire",
         outside_model=_WIRE_BOOL_ID,
+    ),
+    # --- the sealed approval state (spec/modern.md) -------------------------------------------
+    Mutant(
+        "sealing-expiry-plus-one",
+        SEALING,
+        "    if now >= expiry:\n",
+        "    if now > expiry:\n",
+        ("R-MRTR-5", "R-MRTR-4"),
+        "a state is still valid at its expiry",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-skips-the-digest",
+        SEALING,
+        '        hmac.compare_digest(_tag(secret, b"arguments", digest), parsed.arguments_tag),\n',
+        "        True,\n",
+        ("R-MRTR-2", "R-MRTR-4"),
+        "a state approved for some arguments opens for any",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-skips-the-principal",
+        SEALING,
+        '    if not principal_matches:\n        return "foreign principal"\n',
+        "",
+        ("R-MRTR-2", "R-MRTR-4"),
+        "another principal's state opens",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-unknown-key-opens-with-current",
+        SEALING,
+        "            return previous\n    return None\n",
+        "            return previous\n    return ring.current\n",
+        ("R-MRTR-6", "R-MRTR-4"),
+        "a token naming an unknown key id is checked against the current key",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-retired-key-plus-one",
+        SEALING,
+        "    return now < rotated_at + ttl\n",
+        "    return now <= rotated_at + ttl\n",
+        ("R-MRTR-6",),
+        "the rotated-out key opens one millisecond past its ttl",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-no-length-bound",
+        SEALING,
+        "    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:\n",
+        "    if not isinstance(token, str):\n",
+        ("R-MRTR-7",),
+        "a huge token is decoded before it is refused",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-mac-not-checked",
+        SEALING,
+        "    if not hmac.compare_digest(_mac(secret, parsed.body), parsed.mac):\n",
+        "    if False:\n",
+        ("R-MRTR-1", "R-MRTR-4"),
+        "a token whose MAC does not verify is believed",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "sealing-mac-compared-with-eq",
+        SEALING,
+        "    if not hmac.compare_digest(_mac(secret, parsed.body), parsed.mac):\n",
+        "    if _mac(secret, parsed.body) != parsed.mac:\n",
+        ("R-MRTR-4",),
+        "the MAC is compared with ==, in time that depends on the first differing byte",
+        outside_model=_NOT_WIRED,
     ),
 )
 

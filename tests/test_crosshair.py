@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import pytest
 
-from askgate.core import decide, options, protocol
+from askgate.core import decide, options, protocol, sealing
 
 CROSSHAIR = Path(sys.executable).with_name("crosshair")
 PLUGIN = Path(__file__).with_name("crosshair_plugin.py")
@@ -45,6 +45,8 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "R-PARK-3": ("decide.full_server_verdict",),
     "R-CLOSE-1": ("decide.is_approval", "decide.approves"),
     "R-CLOSE-2": ("decide.refusal_detail",),
+    "R-MRTR-4": ("sealing.verdict",),
+    "R-MRTR-6": ("sealing.previous_key_opens",),
 }
 
 
@@ -119,6 +121,14 @@ def test_R_CLOSE_1_crosshair_is_approval_and_approves() -> None:
 
 def test_R_CLOSE_2_crosshair_refusal_detail() -> None:
     _holds("R-CLOSE-2")
+
+
+def test_R_MRTR_4_crosshair_verdict_order() -> None:
+    _holds("R-MRTR-4")
+
+
+def test_R_MRTR_6_crosshair_previous_key_opens_for_one_ttl() -> None:
+    _holds("R-MRTR-6")
 
 
 def _contracts() -> set[str]:
@@ -235,6 +245,14 @@ WRONG = (
         _OPTIONS,
         "        if share > options.max_in_flight:\n",
         "        if share > options.max_in_flight + 1:\n",
+    ),
+    Wrong(
+        "wrong_verdict",
+        sealing.verdict,
+        "a state is still valid at its expiry",
+        inspect.getsource(sealing),
+        "    if now >= expiry:\n",
+        "    if now > expiry:\n",
     ),
 )
 
