@@ -92,6 +92,11 @@ def _serve(args: argparse.Namespace) -> int:
     }
     try:
         policy = load_policy(args.policy) if args.policy else None
+        if policy is not None:  # what the loader chose for the file, and what looks wrong
+            for note in policy.notices:
+                logging.getLogger("askgate").info("%s", note)
+            for warning in policy.warnings:
+                logging.getLogger("askgate").warning("%s", warning)
         if args.demo:
             from askgate.demo import build_demo
 
@@ -105,6 +110,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "askgate",
                 authorizer=policy.authorize if policy else None,
                 read_authorizer=policy.authorize_read if policy else None,
+                visibility=policy.visible if policy else None,
                 authorizer_source="configured" if policy else "default",
                 **options,
             )
