@@ -333,6 +333,11 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         _refuse_misplaced_flags(args)
         policy = load_policy(args.policy) if args.policy else None
+        if policy is not None:  # what the loader chose for the file, and what looks wrong
+            for note in policy.notices:
+                logging.getLogger("askgate").info("%s", note)
+            for warning in policy.warnings:
+                logging.getLogger("askgate").warning("%s", warning)
         if args.demo:
             from askgate.demo import build_demo
 
@@ -349,6 +354,7 @@ def _serve(args: argparse.Namespace) -> int:
                 server.configure(
                     authorizer=policy.authorize,
                     read_authorizer=policy.authorize_read,
+                    visibility=policy.visible,
                     authorizer_source="configured",
                     **options,
                 )

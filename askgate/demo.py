@@ -33,6 +33,7 @@ def build_demo(policy: Policy | None = None, *, configured: bool = False, **opti
         instructions="A demo of askgate: echo runs, guarded_echo asks first, forbidden is denied.",
         authorizer=chosen.authorize,
         read_authorizer=chosen.authorize_read,
+        visibility=chosen.visible,
         authorizer_source="configured" if configured else "default",
         **options,
     )

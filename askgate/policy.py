@@ -20,22 +20,28 @@
     match = "*"                 # a method name or glob: "resources/*", "tools/list"
     decision = "allow"
 
-Entries are tried in file order and the first whose ``match`` fits decides; a name no entry
-fits is denied. A prompt may quote the call: ``{tool}`` is the tool's name and ``{args.NAME}``
-the argument ``NAME``. Quoted values are escaped (quotes, backslashes, and every control, format
-or line-separator character written as an escape, so an argument cannot start a new line or
-hide text), cut to :data:`QUOTE_LIMIT` characters, and wrapped in double quotes. Anything wrong
-with the file refuses to start with a :class:`PolicyError` that names the file and the line.
+The rules are spec/policy.md's (R-POL-*). Entries are tried in file order and the first whose
+``match`` fits decides; a name no entry fits is denied. ``tools/list`` shows a tool when the
+first ``[[tools]]`` entry fitting its name allows or asks (:meth:`Policy.visible`, the
+visibility hook). A file without ``[[reads]]`` allows the list methods and denies every other
+read. A prompt may quote the call: ``{tool}`` is the tool's name and ``{args.NAME}`` the
+argument ``NAME``: a number, boolean or null as its JSON literal, anything else quoted (quotes,
+backslashes, and every control, format or line-separator character written as an escape, so an
+argument cannot start a new line or hide text), cut to :data:`QUOTE_LIMIT` characters, and
+wrapped in double quotes. Anything wrong with the file refuses to start with a
+:class:`PolicyError` that names the file, the line of the offending key, and what is allowed
+there; what is suspicious but usable is in :attr:`Policy.warnings`.
 
-The authorizers are ``async def``: a decision is a few comparisons, so it runs on the event
-loop without a thread hop. They never suspend, and are marked so: the runtime runs them to
-completion at once instead of starting a task for each call.
+The authorizers and the visibility hook are ``async def``: a decision is a few comparisons, so
+it runs on the event loop without a thread hop. They never suspend, and are marked so: the
+runtime runs them to completion at once instead of starting a task for each call.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 import tomllib
 import unicodedata
@@ -47,8 +53,20 @@ import attrs
 
 from askgate.core import Allow, Ask, Decision, Deny
 from askgate.core.callbacks import completes_without_suspending
+from askgate.core.messages import READ_ASK
 
-__all__ = ["QUOTE_LIMIT", "Policy", "PolicyError", "Rule", "load_policy", "parse_policy", "quote"]
+__all__ = [
+    "LIST_METHODS",
+    "NO_READS_REASON",
+    "QUOTE_LIMIT",
+    "Policy",
+    "PolicyError",
+    "Rule",
+    "load_policy",
+    "parse_policy",
+    "quote",
+    "shown",
+]
 
 QUOTE_LIMIT: Final = 200
 """The most characters of one quoted argument a prompt shows."""
@@ -112,26 +130,63 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     return f'"{escaped}{"…" if cut else ""}"'
 
 
+def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """An argument as a prompt shows it: a number, boolean or null as its JSON literal (``5``,
+    ``2.5``, ``true``, ``null``) when that is at most ``limit`` characters; anything else (text,
+    objects, arrays, a longer number) as :func:`quote` writes it."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        try:
+            literal = json.dumps(value)
+        except ValueError:  # an int past the interpreter's digit limit
+            return quote(value, limit)
+        if len(literal) <= limit:
+            return literal
+    return quote(value, limit)
+
+
 def render_prompt(template: str, tool: str, arguments: Mapping[str, Any]) -> str:
-    """The prompt for a call: ``{tool}`` and ``{args.NAME}`` replaced by quoted values."""
+    """The prompt for a call: ``{tool}`` replaced by the quoted name, ``{args.NAME}`` by the
+    argument as :func:`shown` writes it, or ``(none)`` when the call has no such argument."""
 
     def substitute(found: re.Match[str]) -> str:
         field = found.group(1)
         if field == "tool":
             return quote(tool)
         name = field[len("args.") :]
-        return quote(arguments[name]) if name in arguments else "(none)"
+        return shown(arguments[name]) if name in arguments else "(none)"
 
     return _PLACEHOLDER.sub(substitute, template)
 
 
+LIST_METHODS: Final = ("tools/list", "resources/list", "resources/templates/list", "prompts/list")
+"""The read methods a file without ``[[reads]]`` allows (R-POL-2)."""
+
+NO_READS_REASON: Final = "the policy file has no [[reads]] entry for this method"
+"""The reason a read other than a list gets from a file without ``[[reads]]`` (R-POL-2)."""
+
+
+def _default_reads() -> tuple[Rule, ...]:
+    allowed = tuple(Rule(method, "allow", "", 0) for method in LIST_METHODS)
+    return (*allowed, Rule("*", "deny", NO_READS_REASON, 0))
+
+
 @attrs.frozen(slots=True)
 class Policy:
-    """The rules of one file; :meth:`authorize` and :meth:`authorize_read` are the authorizers."""
+    """The rules of one file. :meth:`authorize` and :meth:`authorize_read` are the authorizers,
+    :meth:`visible` the visibility hook (``Server(visibility=...)``).
+
+    ``warnings`` are what the loader found suspicious (an ``ask`` on a read, an entry an earlier
+    one shadows), ``notices`` what it chose for the file (the reads of a file without
+    ``[[reads]]``); each names the file and the line. ``askgate serve`` logs them at start.
+    """
 
     tools: tuple[Rule, ...]
     reads: tuple[Rule, ...]
     source: str = "<policy>"
+    warnings: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
 
     def decide(self, rules: tuple[Rule, ...], name: str, arguments: Mapping[str, Any]) -> Decision:
         for rule in rules:
@@ -153,73 +208,140 @@ class Policy:
         """The read authorizer: ``(method name, params, context) -> decision``."""
         return self.decide(self.reads, method, params if isinstance(params, dict) else {})
 
-
-def _header_lines(text: str, section: str) -> list[int]:
-    pattern = re.compile(rf"^\s*\[\[\s*{re.escape(section)}\s*\]\]")
-    return [n for n, line in enumerate(text.splitlines(), 1) if pattern.match(line)]
-
-
-def _key_line(text: str, section: str) -> int:
-    pattern = re.compile(rf"^\s*{re.escape(section)}\s*=")
-    for n, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return n
-    return 1
+    @completes_without_suspending
+    async def visible(self, tool: str, _context: object) -> bool:
+        """The visibility hook: ``tools/list`` shows ``tool`` when the first ``[[tools]]`` entry
+        matching its name allows or asks (R-POL-1). Arguments play no part."""
+        for rule in self.tools:
+            if rule.fits(tool):
+                return rule.decision != "deny"
+        return False
 
 
-def _rule(entry: object, where: str, line: int) -> Rule:
-    def fail(problem: str) -> PolicyError:
-        return PolicyError(f"{where}: {problem}")
+# -- loading ---------------------------------------------------------------------------------------
+
+_HEADER = re.compile(r"^\s*\[")
+
+
+class _Layout:
+    """Where things are in the file's text, for messages that name a line."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.headers = [n for n, line in enumerate(self.lines, 1) if _HEADER.match(line)]
+
+    def headers_of(self, section: str) -> list[int]:
+        pattern = re.compile(rf"^\s*\[\[\s*{re.escape(section)}\s*\]\]")
+        return [n for n in self.headers if pattern.match(self.lines[n - 1])]
+
+    def key_line(self, key: str, start: int = 1) -> int | None:
+        """The line of ``key = ...`` in the table that starts at line ``start`` (or at the top
+        of the file), or ``None``."""
+        pattern = re.compile(
+            rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*="""
+        )
+        end = next((n for n in self.headers if n > start), len(self.lines) + 1)
+        first = start + 1 if start in self.headers else start
+        for n in range(first, end):
+            if pattern.match(self.lines[n - 1]):
+                return n
+        return None
+
+    def section_line(self, section: str) -> int:
+        """The line that opens ``section``: its header, else ``section = ...``."""
+        pattern = re.compile(rf"^\s*\[+\s*{re.escape(section)}\s*[\].]")
+        for n in self.headers:
+            if pattern.match(self.lines[n - 1]):
+                return n
+        return self.key_line(section) or 1
+
+
+_KEY_LIST: Final = "match, decision, prompt, reason"
+
+
+def _rule(entry: object, section: str, index: int, layout: _Layout, source: str) -> Rule:
+    headers = layout.headers_of(section)
+    start = headers[index] if index < len(headers) else layout.section_line(section)
+
+    def fail(problem: str, key: str | None = None) -> PolicyError:
+        line = (layout.key_line(key, start) if key else None) or start
+        return PolicyError(f"{source}, line {line}: [[{section}]] entry {index + 1}: {problem}")
 
     if not isinstance(entry, dict):
-        raise fail("an entry must be a table with match and decision")
+        raise fail(f"an entry must be a table with the keys {_KEY_LIST}")
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (expected match, decision, prompt, reason)")
+        raise fail(f"unknown key {unknown[0]!r} (the keys are {_KEY_LIST})", unknown[0])
     match = entry.get("match")
+    if "match" not in entry:
+        raise fail('has no match (a name, or a glob such as "fs.*" or "*")')
     if not isinstance(match, str) or not match:
-        raise fail("match must be a non-empty string (a name or a glob)")
-    decision = entry.get("decision")
+        raise fail(
+            f"match = {match!r}: match must be a non-empty string (a name, or a glob such as "
+            '"fs.*")',
+            "match",
+        )
+    if "decision" not in entry:
+        raise fail("has no decision (one of allow, ask, deny)")
+    decision = entry["decision"]
     if decision not in _DECISIONS:
-        raise fail(f"decision must be one of allow, ask, deny (got {decision!r})")
+        raise fail(f"decision = {decision!r}: decision must be one of allow, ask, deny", "decision")
     text = ""
     if decision == "deny":
+        if "prompt" in entry:
+            raise fail("a deny takes a reason, not a prompt", "prompt")
         reason = entry.get("reason")
         if not isinstance(reason, str) or not reason:
-            raise fail("a deny needs a reason (a non-empty string)")
-        if "prompt" in entry:
-            raise fail("a deny takes a reason, not a prompt")
+            where = "reason" if "reason" in entry else "decision"
+            raise fail("a deny needs a reason (a non-empty string the client reads)", where)
         text = reason
     elif decision == "ask":
+        if "reason" in entry:
+            raise fail("an ask takes a prompt, not a reason", "reason")
         prompt = entry.get("prompt")
         if not isinstance(prompt, str) or not prompt:
-            raise fail("an ask needs a prompt (a non-empty string)")
-        if "reason" in entry:
-            raise fail("an ask takes a prompt, not a reason")
+            where = "prompt" if "prompt" in entry else "decision"
+            raise fail("an ask needs a prompt (a non-empty string the user approves)", where)
         for found in _PLACEHOLDER.finditer(prompt):
             field = found.group(1)
             if field != "tool" and not _ARG_NAME.fullmatch(field):
                 raise fail(
-                    f"the prompt quotes {{{field}}}; only {{tool}} and {{args.NAME}} are known"
+                    f"the prompt quotes {{{field}}}; only {{tool}} and {{args.NAME}} are known",
+                    "prompt",
                 )
         text = prompt
-    elif "prompt" in entry or "reason" in entry:
-        raise fail("an allow takes neither a prompt nor a reason")
-    return Rule(match, decision, text, line)
+    else:
+        for key in ("prompt", "reason"):
+            if key in entry:
+                raise fail(f"an allow takes neither a prompt nor a reason (found {key})", key)
+    return Rule(match, decision, text, start)
 
 
-def _rules(text: str, data: dict[str, Any], section: str, source: str) -> tuple[Rule, ...]:
+def _rules(data: dict[str, Any], section: str, layout: _Layout, source: str) -> tuple[Rule, ...]:
     entries = data.get(section, [])
     if not isinstance(entries, list):
-        line = _key_line(text, section)
-        raise PolicyError(f"{source}, line {line}: {section} must be an array of tables")
-    headers = _header_lines(text, section)
-    rules = []
-    for index, entry in enumerate(entries):
-        line = headers[index] if len(headers) == len(entries) else _key_line(text, section)
-        where = f"{source}, line {line}: [[{section}]] entry {index + 1}"
-        rules.append(_rule(entry, where, line))
-    return tuple(rules)
+        line = layout.section_line(section)
+        raise PolicyError(
+            f"{source}, line {line}: {section} must be an array of tables ([[{section}]] entries)"
+        )
+    return tuple(_rule(entry, section, i, layout, source) for i, entry in enumerate(entries))
+
+
+def _shadowing(rules: tuple[Rule, ...], section: str, source: str) -> list[str]:
+    """A warning for each entry an earlier one always wins over (``match = "*"``, or the same
+    match): it can never decide anything."""
+    found = []
+    for later_index, later in enumerate(rules):
+        for index, earlier in enumerate(rules[:later_index]):
+            if earlier.match in ("*", later.match):
+                found.append(
+                    f"{source}, line {later.line}: [[{section}]] entry {later_index + 1} "
+                    f"(match = {later.match!r}) never applies: entry {index + 1} on line "
+                    f"{earlier.line} (match = {earlier.match!r}) comes first and matches every "
+                    "name it matches"
+                )
+                break
+    return found
 
 
 def parse_policy(text: str, source: str = "<policy>") -> Policy:
@@ -228,26 +350,49 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as bad:
         raise PolicyError(f"{source}: not valid TOML: {bad}") from None
+    layout = _Layout(text)
     unknown = sorted(set(data) - {"tools", "reads"})
     if unknown:
-        line = _key_line(text, unknown[0])
-        for n, raw in enumerate(text.splitlines(), 1):
-            if re.match(rf"^\s*\[+\s*{re.escape(unknown[0])}\s*\]+", raw):
-                line = n
-                break
+        line = layout.section_line(unknown[0])
         raise PolicyError(
-            f"{source}, line {line}: unknown section {unknown[0]!r} (expected tools, reads)"
+            f"{source}, line {line}: unknown section {unknown[0]!r} (the sections are "
+            "[[tools]] and [[reads]])"
         )
-    return Policy(_rules(text, data, "tools", source), _rules(text, data, "reads", source), source)
+    tools = _rules(data, "tools", layout, source)
+    reads = _rules(data, "reads", layout, source)
+    warnings = [*_shadowing(tools, "tools", source), *_shadowing(reads, "reads", source)]
+    for index, rule in enumerate(reads):
+        if rule.decision == "ask":
+            warnings.append(
+                f"{source}, line {rule.line}: [[reads]] entry {index + 1} (match = "
+                f"{rule.match!r}) asks, but a read is never parked: the client is denied "
+                f"({READ_ASK!r}); write allow or deny"
+            )
+    notices = []
+    if not reads:
+        reads = _default_reads()
+        notices.append(
+            f"{source} has no [[reads]] entry: {', '.join(LIST_METHODS)} are allowed, every "
+            "other read (resources/read, prompts/get, ...) is denied"
+        )
+    return Policy(tools, reads, source, tuple(sorted(warnings, key=_line_of)), tuple(notices))
+
+
+def _line_of(message: str) -> int:
+    found = re.search(r", line (\d+):", message)
+    return int(found.group(1)) if found else 0
 
 
 def load_policy(path: str | Path) -> Policy:
     """The policy in the file ``path`` (UTF-8 TOML)."""
     where = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        raw = Path(path).read_bytes()
     except OSError as bad:
         raise PolicyError(f"{where}: cannot read the policy file: {bad.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as bad:
-        raise PolicyError(f"{where}: not UTF-8 (byte {bad.start})") from None
+        line = raw[: bad.start].count(b"\n") + 1
+        raise PolicyError(f"{where}, line {line}: not UTF-8 (byte {bad.start})") from None
     return parse_policy(text, where)

@@ -50,6 +50,7 @@ from askgate.core import (
     FilterTools,
     Job,
     Options,
+    Raised,
     RunRead,
     RunTool,
     State,
@@ -75,7 +76,16 @@ from askgate.transports.runtime import (
     runs_eagerly,
 )
 
-__all__ = ["Allow", "Ask", "Authorizer", "ClientRequestError", "Context", "Deny", "Server"]
+__all__ = [
+    "Allow",
+    "Ask",
+    "Authorizer",
+    "ClientRequestError",
+    "Context",
+    "Deny",
+    "Server",
+    "Visibility",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +98,10 @@ class _Keep(enum.Enum):
 
 Authorizer = Callable[[str, Any, "Context"], Any]
 """``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async."""
+
+Visibility = Callable[[str, "Context"], Any]
+"""``(tool name, context) -> bool``, sync or async: whether ``tools/list`` shows the tool to
+this caller (spec/protocol.md, R-PROTO-8)."""
 
 # Options a caller may pass through ``Server(**options)``; the rest are derived here.
 _USER_OPTIONS = frozenset(
@@ -391,7 +405,9 @@ class Server:
     ``(name, arguments, context) -> Allow() | Ask(prompt) | Deny(reason)``, sync or async).
     ``authorizer_source`` says whether a caller chose the authorizer (``"configured"``) or a
     framework default stood in (``"default"``, the default): see
-    :meth:`authorization_configured`. ``unknown_tool_reply(name) -> str | None`` answers a call
+    :meth:`authorization_configured`. ``visibility(tool, context) -> bool`` decides which tools
+    ``tools/list`` shows a caller; without it every registered tool is listed (the authorizer
+    decides calls, not listing). ``unknown_tool_reply(name) -> str | None`` answers a call
     of an unknown tool with text instead of ``-32601``. ``options`` are the reducer's
     (``elicitation_timeout_ms``, ``max_parked_elicitations``, ...); bad values raise
     :class:`~askgate.core.OptionError` here.
@@ -406,6 +422,7 @@ class Server:
         authorizer: Authorizer | None = None,
         read_authorizer: Authorizer | None = None,
         authorizer_source: AuthorizerSource = "default",
+        visibility: Visibility | None = None,
         unknown_tool_reply: Callable[[str], Any] | None = None,
         **options: Any,
     ) -> None:
@@ -420,11 +437,13 @@ class Server:
         self._authorizer = authorizer
         self._read_authorizer = read_authorizer
         self._authorizer_source = authorizer_source
+        self._visibility = visibility
         self._unknown_tool_reply = unknown_tool_reply
         self._options = Options(
             catalog_complete=True,  # every resource, template and prompt is announced
             has_authorizer=authorizer is not None,
             has_read_authorizer=read_authorizer is not None,
+            has_visibility=visibility is not None,
             has_unknown_tool_reply=unknown_tool_reply is not None,
             authorizer_source=authorizer_source,
             server_name=name,
@@ -727,13 +746,15 @@ class Server:
         *,
         authorizer: Authorizer | Literal[_Keep.KEEP] | None = _Keep.KEEP,
         read_authorizer: Authorizer | Literal[_Keep.KEEP] | None = _Keep.KEEP,
+        visibility: Visibility | Literal[_Keep.KEEP] | None = _Keep.KEEP,
         authorizer_source: AuthorizerSource | Literal[_Keep.KEEP] = _Keep.KEEP,
         **options: Any,
     ) -> None:
-        """Replaces the authorizers and changes options before serving (``askgate serve``
-        applies ``--policy`` and its option flags to a served ``Server`` through it); what is
-        not given stays. Raises :class:`~askgate.core.OptionError` for a bad value (nothing
-        changes then), ``TypeError`` for an unknown option, ``RuntimeError`` while serving."""
+        """Replaces the authorizers and the visibility hook and changes options before serving
+        (``askgate serve`` applies ``--policy`` and its option flags to a served ``Server``
+        through it); what is not given stays. Raises :class:`~askgate.core.OptionError` for a
+        bad value (nothing changes then), ``TypeError`` for an unknown option, ``RuntimeError``
+        while serving."""
         if self._runtime is not None:
             raise RuntimeError("the server is serving: configure it before it starts")
         unknown = sorted(set(options) - _USER_OPTIONS)
@@ -745,14 +766,17 @@ class Server:
         tool = self._authorizer if authorizer is _Keep.KEEP else authorizer
         read = self._read_authorizer if read_authorizer is _Keep.KEEP else read_authorizer
         source = self._authorizer_source if authorizer_source is _Keep.KEEP else authorizer_source
+        shown = self._visibility if visibility is _Keep.KEEP else visibility
         self._options = attrs.evolve(
             self._options,
             has_authorizer=tool is not None,
             has_read_authorizer=read is not None,
+            has_visibility=shown is not None,
             authorizer_source=source,
             **options,
         ).validated()
         self._authorizer, self._read_authorizer, self._authorizer_source = tool, read, source
+        self._visibility = shown
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -760,8 +784,10 @@ class Server:
         """Whether ``job``'s callback is marked ``completes_without_suspending`` (askgate's own
         policy authorizers are, and tools may be): its worker then runs it at once, without a
         task."""
-        if isinstance(job, Authorize | FilterTools):
+        if isinstance(job, Authorize):
             return self._authorizer is not None and runs_eagerly(self._authorizer)
+        if isinstance(job, FilterTools):
+            return self._visibility is not None and runs_eagerly(self._visibility)
         if isinstance(job, AuthorizeRead):
             return self._read_authorizer is not None and runs_eagerly(self._read_authorizer)
         if isinstance(job, RunTool):
@@ -833,31 +859,28 @@ class Server:
             return checked
         return result
 
-    async def _filter_tools(self, conn: Hashable, names: tuple[str, ...]) -> list[str]:
-        authorizer = self._authorizer
-        assert authorizer is not None
+    async def _filter_tools(self, conn: Hashable, names: tuple[str, ...]) -> dict[str, object]:
+        """What the visibility hook says of each name, as it said it; :class:`Raised` where it
+        raised. The reducer decides what that lists (R-PROTO-8)."""
+        hook = self._visibility
+        assert hook is not None
         context = self._context(conn)
-        if is_async_callable(authorizer):
-            listed = []
+        verdicts: dict[str, object] = {}
+        if is_async_callable(hook):
             for name in names:
                 try:
-                    decision = await authorizer(name, {}, context)
-                except Exception:
-                    continue  # a raising policy hides the tool
-                if isinstance(decision, Allow | Ask):
-                    listed.append(name)
-            return listed
+                    verdicts[name] = await hook(name, context)
+                except Exception as raised:
+                    verdicts[name] = Raised(type(raised).__name__)
+            return verdicts
 
-        def filter_in_thread() -> list[str]:  # one thread hop for the whole list
-            listed = []
+        def filter_in_thread() -> dict[str, object]:  # one thread hop for the whole list
             for name in names:
                 try:
-                    decision = authorizer(name, {}, context)
-                except Exception:
-                    continue
-                if isinstance(decision, Allow | Ask):
-                    listed.append(name)
-            return listed
+                    verdicts[name] = hook(name, context)
+                except Exception as raised:
+                    verdicts[name] = Raised(type(raised).__name__)
+            return verdicts
 
         return await anyio.to_thread.run_sync(
             filter_in_thread, abandon_on_cancel=True, limiter=self._limiter

@@ -979,6 +979,31 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-PROTO-2", "R-CLOSE-1"),
         "every answer is read as an error: nothing is ever approved",
     ),
+    # --- listing (R-PROTO-8) ---------------------------------------------------------------
+    Mutant(
+        "listing-truthy-verdict",
+        REDUCER,
+        "        if verdict is True:\n",
+        "        if verdict:\n",
+        ("R-PROTO-8",),
+        "a truthy verdict that is not True (a raise, 1, a string) lists the tool",
+    ),
+    Mutant(
+        "listing-raise-unreported",
+        REDUCER,
+        "        elif verdict is not False:\n",
+        "        elif verdict is None:\n",
+        ("R-PROTO-8",),
+        "a hook that raised (or answered a non-bool) hides the tool without telling the operator",
+    ),
+    Mutant(
+        "listing-asks-without-a-hook",
+        REDUCER,
+        "        if d.options.has_visibility and d.tools:\n",
+        "        if d.options.has_authorizer and d.tools:\n",
+        ("R-PROTO-8",),
+        "tools/list starts a FilterTools worker when there is an authorizer but no hook",
+    ),
     Mutant(
         "door-invalid-swallowed",
         DOOR,

@@ -6,7 +6,7 @@ happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS`
 :data:`EVENT_TRANSITIONS` are rendered into spec/transitions.md.
 """
 
-from .decisions import Allow, Ask, Decision, Deny, Failure
+from .decisions import Allow, Ask, Decision, Deny, Failure, Raised
 from .effects import (
     CancelTimer,
     Effect,
@@ -91,6 +91,7 @@ __all__ = [
     "Options",
     "PingReceived",
     "Push",
+    "Raised",
     "ReadRequested",
     "Reply",
     "Resolve",

@@ -3,7 +3,8 @@
 An authorizer's worker finishes with an :class:`Allow`, :class:`Ask` or :class:`Deny`. A read
 callback's worker may finish with a :class:`Failure`, which answers its request with that
 JSON-RPC error (R-PROTO-14); a running tool's request to its client resolves to one when the
-client answered with an error or could not answer (R-CTX-4 .. R-CTX-6).
+client answered with an error or could not answer (R-CTX-4 .. R-CTX-6). A visibility hook that
+raised stands in a ``FilterTools`` value as :class:`Raised` (R-PROTO-8).
 """
 
 from __future__ import annotations
@@ -41,3 +42,12 @@ class Failure:
     code: int
     message: str
     data: object = None
+
+
+@attrs.frozen(slots=True)
+class Raised:
+    """A callback raised instead of answering: ``kind`` is the exception's type name, for the
+    operator's log (a ``FilterTools`` value holds one for each name its hook raised on,
+    R-PROTO-8)."""
+
+    kind: str

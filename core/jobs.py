@@ -50,8 +50,9 @@ class UnknownToolReply:
 
 @attrs.frozen(slots=True)
 class FilterTools:
-    """Job: ask the tool authorizer about each name (empty arguments); the worker's value is
-    the names it allowed or asked about, in any order (R-PROTO-8)."""
+    """Job: ask the visibility hook about each name; the worker's value is a dict from each name
+    to what the hook returned for it, as it returned it, or a
+    :class:`~askgate.core.decisions.Raised` where the hook raised (R-PROTO-8)."""
 
     names: tuple[str, ...]
 

@@ -38,8 +38,8 @@ class Options:
     """Every option of the reducer, with the defaults of ``shared/reference/wire-shapes.md``.
 
     ``max_in_flight_per_connection`` of ``None`` means half of ``max_in_flight``, at least 1.
-    ``has_authorizer``/``has_read_authorizer``/``has_unknown_tool_reply`` say which user
-    callbacks exist; the callbacks themselves live in the shell and run as workers.
+    ``has_authorizer``/``has_read_authorizer``/``has_visibility``/``has_unknown_tool_reply`` say
+    which user callbacks exist; the callbacks themselves live in the shell and run as workers.
     ``catalog_complete`` says every resource, template and prompt callback is in the catalog
     (``CatalogChanged``), so that a read naming none is answered without a worker
     (R-PROTO-18, R-PROTO-19).
@@ -54,6 +54,7 @@ class Options:
     callback_timeout_ms: int = 300_000
     has_authorizer: bool = False
     has_read_authorizer: bool = False
+    has_visibility: bool = False
     has_unknown_tool_reply: bool = False
     authorizer_source: AuthorizerSource = "default"
     transport: Transport = "unknown"
@@ -144,6 +145,7 @@ def validate_options(options: Options) -> None:
     for flag in (
         "has_authorizer",
         "has_read_authorizer",
+        "has_visibility",
         "has_unknown_tool_reply",
         "catalog_complete",
     ):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from . import messages as m
+from .decisions import Raised
 from .messages import JsonObject, RequestId
 from .options import Options
 from .tools import ToolInfo, output_problem
@@ -139,6 +140,14 @@ def tool_entry(name: str, definition: object) -> JsonObject:
     if isinstance(definition, dict):
         return definition
     return {"name": name, "inputSchema": {"type": "object"}}
+
+
+def hidden_reason(verdict: object) -> str:
+    """Why a tool the visibility hook answered ``verdict`` about (neither ``True`` nor
+    ``False``) is hidden: the operator's log line (R-PROTO-8)."""
+    if isinstance(verdict, Raised):
+        return f"the visibility hook raised {clip(str(verdict.kind), 64)}"
+    return f"the visibility hook returned {clip(type(verdict).__name__, 64)}, not a bool"
 
 
 def read_params_error(

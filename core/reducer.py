@@ -580,8 +580,8 @@ def _answer_read(
     must (R-PROTO-7 .. R-PROTO-11)."""
     size = d.options.page_size
     if method == "tools/list":
-        if d.options.has_authorizer and d.tools:
-            return None  # R-PROTO-8: FilterTools decides which to list
+        if d.options.has_visibility and d.tools:
+            return None  # R-PROTO-8: the visibility hook says which to list
         tools = ((name, protocol.tool_entry(name, t.definition)) for name, t in d.tools.items())
         return protocol.page(rid, params, "tools", tools, size)
     if method == "resources/list":
@@ -721,21 +721,34 @@ def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out:
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     rid: Any = call.request_id
-    if call.name == "tools/list" and isinstance(value, list | tuple | set | frozenset):
-        allowed = {name for name in value if isinstance(name, str)}  # R-PROTO-8
-        tools = (
-            (name, protocol.tool_entry(name, t.definition))
-            for name, t in d.tools.items()
-            if name in allowed
-        )
-        params: Any = call.arguments
-        _close(d, call, protocol.page(rid, params, "tools", tools, d.options.page_size), out)
+    if call.name == "tools/list" and isinstance(value, dict):
+        _list_visible(d, call, value, out)
     elif isinstance(value, dict) and call.name != "tools/list":
         _close(d, call, m.result(rid, value), out)
     elif isinstance(value, Failure) and isinstance(value.code, int):  # R-PROTO-14
         _close(d, call, m.error(rid, value.code, str(value.message), value.data), out)
     else:
         _read_failed(d, call, value, now, out)
+
+
+def _list_visible(d: _Draft, call: Call, verdicts: dict[Any, object], out: Out) -> None:
+    """Answers ``tools/list`` from the visibility hook's verdicts: a registered tool is listed
+    when its verdict is ``True``; one whose verdict is neither ``True`` nor ``False`` is hidden
+    and reported to the operator (R-PROTO-8)."""
+    listed = []
+    for name in sorted(d.tools.keys()):
+        if name not in verdicts:
+            continue  # registered while the hook ran: not asked about, not listed
+        verdict = verdicts[name]
+        if verdict is True:
+            listed.append((name, protocol.tool_entry(name, d.tools[name].definition)))
+        elif verdict is not False:
+            reason = protocol.hidden_reason(verdict)
+            out.append(Emit("tool_hidden", {"tool": name, "reason": reason}))
+    params: Any = call.arguments
+    _close(
+        d, call, protocol.page(call.request_id, params, "tools", listed, d.options.page_size), out
+    )
 
 
 def _read_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -1163,7 +1176,9 @@ CALL_TRANSITIONS: dict[tuple[str, Stage], Transition] = {
     ("TimerFired", _W.READ_AUTHORIZING): Transition(
         _read_authorizer_failed, ("R-READ-2", "R-WORK-2"), "closed"
     ),
-    ("WorkerFinished", _W.READ_RUNNING): Transition(_read_finished, ("R-WORK-3",), "closed"),
+    ("WorkerFinished", _W.READ_RUNNING): Transition(
+        _read_finished, ("R-WORK-3", "R-PROTO-8", "R-PROTO-14"), "closed"
+    ),
     ("WorkerFailed", _W.READ_RUNNING): Transition(_read_failed, ("R-WORK-3",), "closed"),
     ("TimerFired", _W.READ_RUNNING): Transition(_read_timed_out, ("R-WORK-2",), "closed"),
 }

@@ -103,7 +103,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from askgate import core
 from askgate.core import door
-from askgate.core.decisions import Allow, Ask, Deny, Failure
+from askgate.core.decisions import Allow, Ask, Deny, Failure, Raised
 from askgate.core.effects import (
     CancelTimer,
     Effect,
@@ -133,7 +133,15 @@ from askgate.core.events import (
     WorkerFailed,
     WorkerFinished,
 )
-from askgate.core.jobs import Authorize, AuthorizeRead, Job, RunRead, RunTool, UnknownToolReply
+from askgate.core.jobs import (
+    Authorize,
+    AuthorizeRead,
+    FilterTools,
+    Job,
+    RunRead,
+    RunTool,
+    UnknownToolReply,
+)
 from askgate.core.options import Options
 from askgate.core.state import State
 
@@ -172,13 +180,14 @@ VERSIONS: tuple[object, ...] = (
 CALLERS: tuple[str, ...] = ("p", "q")
 PLAIN, SENSITIVE, UNKNOWN = "echo", "rm", "ghost"
 MALFORMED_CALLS: tuple[tuple[Any, object], ...] = ((7, {}), (PLAIN, None), (PLAIN, []), (None, 1))
-READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get")
+READ_METHODS: tuple[str, ...] = ("resources/read", "prompts/get", "tools/list")
 UNKNOWN_REF = 10**6  # a ref no worker ever had
 ARGUMENTS: dict[str, Any] = {"path": "/tmp/x"}
 METAS: tuple[object, ...] = (None, None, {"progressToken": "t"}, {"progressToken": 1.5}, [])
 PARAMS: dict[str, dict[str, Any]] = {  # well-formed params of each read method (R-PROTO-7)
     "resources/read": {"uri": "file:///tmp/x"},
     "prompts/get": {"name": "greet"},
+    "tools/list": {},
 }
 AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
 FORM: dict[str, Any] = {
@@ -252,6 +261,7 @@ def small_options(
             st.sampled_from([True, True, False]) if authorizer is None else authorizer
         ),
         has_read_authorizer=draw(st.booleans()),
+        has_visibility=draw(st.booleans()),
         has_unknown_tool_reply=draw(st.booleans()),
         max_client_requests_per_call=draw(st.integers(1, max_requests)),
     )
@@ -295,6 +305,17 @@ class ReducerMachine(RuleBasedStateMachine):
         Failure("-1", "a code that is not an int"),  # type: ignore[arg-type]
     )
     UNKNOWN_REPLY_VALUES: ClassVar[tuple[object, ...]] = ("no such tool here", None, 7)
+    READ_METHODS: ClassVar[tuple[str, ...]] = READ_METHODS
+    # A visibility hook's verdict on one tool (R-PROTO-8): listed, hidden, raised, off-contract.
+    VERDICTS: ClassVar[tuple[object, ...]] = (
+        True,
+        True,
+        False,
+        Raised("KeyError"),
+        1,
+        "yes",
+        None,
+    )
     AUTHORIZE_READ_VALUES: ClassVar[tuple[object, ...]] = (
         Allow(),
         Ask("May I read?"),
@@ -549,7 +570,7 @@ class ReducerMachine(RuleBasedStateMachine):
     def read_requested(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(CONNS), label="conn")
         request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
-        method = data.draw(st.sampled_from(READ_METHODS), label="method")
+        method = data.draw(st.sampled_from(self.READ_METHODS), label="method")
         caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
         self.apply(ReadRequested(conn, request_id, method, PARAMS[method], self.now, caller))
 
@@ -571,6 +592,11 @@ class ReducerMachine(RuleBasedStateMachine):
             values = self.UNKNOWN_REPLY_VALUES
         elif isinstance(job, AuthorizeRead):
             values = self.AUTHORIZE_READ_VALUES
+        elif isinstance(job, FilterTools):  # R-PROTO-8: a verdict per name, or not a dict
+            if data.draw(st.integers(0, 7), label="verdicts") == 0:
+                return data.draw(st.sampled_from(self.RUN_VALUES), label="value")
+            verdict = st.sampled_from(self.VERDICTS)
+            return {name: data.draw(verdict, label=f"verdict on {name}") for name in job.names}
         return data.draw(st.sampled_from(values), label="value")
 
     def _live_ref(self, data: st.DataObject) -> int:
@@ -580,6 +606,15 @@ class ReducerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def worker_finished(self, data: st.DataObject) -> None:
         ref = self._live_ref(data)
+        self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
+
+    @precondition(lambda self: any(isinstance(j, FilterTools) for j in self.running.values()))
+    @rule(data=st.data())
+    def hook_answered(self, data: st.DataObject) -> None:
+        """A visibility hook's worker reports its verdicts (R-PROTO-8); rare among the other
+        workers otherwise."""
+        refs = sorted(r for r, j in self.running.items() if isinstance(j, FilterTools))
+        ref = data.draw(st.sampled_from(refs), label="hook ref")
         self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
 
     @precondition(lambda self: bool(self.running))
@@ -847,6 +882,10 @@ class ReducerMachine(RuleBasedStateMachine):
         for e in effects:
             if isinstance(e, Emit) and e.name == "client_capabilities_evicted":
                 seen["capabilities evicted"] += 1
+            elif isinstance(e, Emit) and e.name == "tool_hidden":
+                seen["tool hidden"] += 1
+            elif isinstance(e, Reply | Push) and (e.message or {}).get("result", {}).get("tools"):
+                seen["tools listed"] += 1
             elif isinstance(e, Push) and e.message.get("method") == "notifications/cancelled":
                 seen["prompt withdrawn"] += 1
             elif isinstance(e, Push) and is_response(e.message):

@@ -7,9 +7,13 @@ are one list. Nothing is shared with :mod:`askgate.core` but the event, effect a
 classes and :class:`~askgate.core.Options`; the wire messages are written out here from the
 spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
 
-The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failure`` value);
-the protocol layer of spec/protocol.md (``MessageReceived``, ``ResourceUpdated``,
-``LogEmitted``, ``CatalogChanged``, tool definitions, built-in list methods) is not modelled.
+The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failure`` value) and
+R-PROTO-8 (``tools/list``: every tool without a visibility hook, else what the hook's verdicts
+say, with a ``tool_hidden`` telemetry event for each verdict that is neither ``True`` nor
+``False``; the first page only, with minimal entries: a listing longer than ``page_size`` and
+tool definitions are not modelled); the rest of the protocol layer of spec/protocol.md
+(``MessageReceived``, ``ResourceUpdated``, ``LogEmitted``, ``CatalogChanged``, the other
+built-in list methods, cursors) is not modelled.
 
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
@@ -77,7 +81,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from askgate.core.decisions import Allow, Ask, Deny, Failure
+from askgate.core.decisions import Allow, Ask, Deny, Failure, Raised
 from askgate.core.effects import (
     CancelTimer,
     Effect,
@@ -107,7 +111,15 @@ from askgate.core.events import (
     WorkerFailed,
     WorkerFinished,
 )
-from askgate.core.jobs import Authorize, AuthorizeRead, Job, RunRead, RunTool, UnknownToolReply
+from askgate.core.jobs import (
+    Authorize,
+    AuthorizeRead,
+    FilterTools,
+    Job,
+    RunRead,
+    RunTool,
+    UnknownToolReply,
+)
 from askgate.core.options import Options
 
 JsonObject = dict[str, Any]
@@ -788,8 +800,48 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller)
         if self.options.has_read_authorizer:  # R-READ-1
             self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, ev.params), ev.now, out)
+        elif ev.method == "tools/list" and not self._hook_lists():  # R-PROTO-8
+            out.append(Reply(ev.conn, rid, self._tools_page(rid, sorted(self.tools))))
         else:
-            self._open(call, READ_RUNNING, RunRead(ev.method, ev.params), ev.now, out)
+            self._open(call, READ_RUNNING, self._read_job(ev.method, ev.params), ev.now, out)
+
+    def _hook_lists(self) -> bool:
+        """Whether ``tools/list`` asks the visibility hook (R-PROTO-8): there is one, and a
+        tool to ask about."""
+        return self.options.has_visibility and bool(self.tools)
+
+    def _read_job(self, method: str, params: object) -> Job:
+        if method == "tools/list":
+            return FilterTools(tuple(sorted(self.tools)))
+        return RunRead(method, params)
+
+    def _tools_page(self, rid: object, names: list[str]) -> JsonObject:
+        """The first page of a ``tools/list`` answer listing ``names`` (R-PROTO-8, R-PROTO-9)."""
+        if len(names) > self.options.page_size:
+            raise NotImplementedError("the model lists at most one page of tools")
+        entries = [{"name": name, "inputSchema": {"type": "object"}} for name in names]
+        return _result(rid, {"tools": entries})
+
+    def _listed(self, call: ModelCall, verdicts: dict[Any, object], out: list[Effect]) -> None:
+        """R-PROTO-8: ``True`` lists a registered tool the hook was asked about; ``False``
+        hides it; anything else hides it and is reported, in name order, before the answer."""
+        names = []
+        for name in sorted(n for n in self.tools if n in verdicts):
+            verdict = verdicts[name]
+            if verdict is True:
+                names.append(name)
+            elif verdict is not False:
+                if isinstance(verdict, Raised):
+                    kind = str(verdict.kind)
+                    reason = (
+                        f"the visibility hook raised {kind[:64]}{'…' if len(kind) > 64 else ''}"
+                    )
+                else:
+                    kind = type(verdict).__name__
+                    cut = f"{kind[:64]}{'…' if len(kind) > 64 else ''}"
+                    reason = f"the visibility hook returned {cut}, not a bool"
+                out.append(Emit("tool_hidden", {"tool": name, "reason": reason}))
+        self._close(call, self._tools_page(call.request_id, names), out)
 
     # -- ending calls (R-DLV-*, R-DROP-*) ------------------------------------------------------
 
@@ -883,7 +935,11 @@ class ReferenceModel:
             if how != "finished":
                 self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
             elif isinstance(value, Allow):
-                self._next_stage(call, READ_RUNNING, RunRead(call.name, call.arguments), now, out)
+                if call.name == "tools/list" and not self._hook_lists():  # R-PROTO-8
+                    self._close(call, self._tools_page(rid, sorted(self.tools)), out)
+                else:
+                    job = self._read_job(call.name, call.arguments)
+                    self._next_stage(call, READ_RUNNING, job, now, out)
             elif isinstance(value, Deny) and isinstance(value.reason, str):
                 self._close(call, read_denied_message(rid, call.name, value.reason), out)
             elif isinstance(value, Ask) and isinstance(value.prompt, str):
@@ -891,7 +947,9 @@ class ReferenceModel:
             else:
                 self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
         elif call.stage == READ_RUNNING:
-            if how == "finished" and isinstance(value, dict):
+            if how == "finished" and call.name == "tools/list" and isinstance(value, dict):
+                self._listed(call, value, out)  # R-PROTO-8
+            elif how == "finished" and isinstance(value, dict) and call.name != "tools/list":
                 self._close(call, _result(rid, value), out)
             elif how == "finished" and isinstance(value, Failure) and isinstance(value.code, int):
                 message = _error(rid, value.code, str(value.message), value.data)

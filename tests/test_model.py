@@ -434,3 +434,31 @@ def test_R_INV_4_machine_checks_timers_against_the_model_not_only_the_embedders_
 
     with pytest.raises(AssertionError, match="model's"):
         run_state_machine_as_test(SameBugInModel, settings=PLANTED)
+
+
+def test_R_PROTO_8_model_machine_lists_tools_as_the_visibility_hook_says() -> None:
+    """tools/list against the model: with and without a hook, verdicts on and off contract."""
+
+    class Machine(General):
+        seen: ClassVar[Counter[str]] = Counter()
+        READ_METHODS = ("tools/list",)
+
+        def options_strategy(self) -> st.SearchStrategy[Options]:
+            return small_options(min_in_flight=2).map(
+                lambda o: attrs.evolve(o, has_visibility=True)
+            )
+
+    run_state_machine_as_test(  # derandomized: the counts below are reached on every run
+        Machine,
+        settings=settings(
+            max_examples=200,
+            stateful_step_count=STEPS,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+    seen = Machine.seen
+    assert seen["tool hidden"], seen
+    assert seen["tools listed"], seen

@@ -17,12 +17,14 @@ from askgate.core.callbacks import runs_eagerly as core_runs_eagerly
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.demo import demo_policy
 from askgate.policy import (
+    NO_READS_REASON,
     QUOTE_LIMIT,
     PolicyError,
     _escape_char,
     load_policy,
     parse_policy,
     quote,
+    shown,
 )
 from askgate.transports.runtime import runs_eagerly
 
@@ -66,7 +68,7 @@ reason = "prompts are private"
 """
 
 
-async def test_the_first_matching_entry_decides() -> None:
+async def test_R_POL_1_the_first_matching_entry_decides() -> None:
     policy = parse_policy(POLICY)
     assert await policy.authorize("echo", {}, None) == Allow()
     assert await policy.authorize("fs.read", {"path": "/etc"}, None) == Ask(
@@ -75,14 +77,14 @@ async def test_the_first_matching_entry_decides() -> None:
     assert await policy.authorize("rm", {}, None) == Deny("never")
 
 
-async def test_a_name_no_entry_matches_is_denied() -> None:
+async def test_R_POL_1_a_name_no_entry_matches_is_denied() -> None:
     policy = parse_policy(POLICY)
     assert await policy.authorize("echo2", {}, None) == Deny("no policy rule matches")
     assert await policy.authorize_read("tools/list", {}, None) == Deny("no policy rule matches")
     assert await parse_policy("").authorize("echo", {}, None) == Deny("no policy rule matches")
 
 
-async def test_reads_have_their_own_section() -> None:
+async def test_R_POL_1_reads_have_their_own_section() -> None:
     policy = parse_policy(POLICY)
     assert await policy.authorize_read("resources/read", {"uri": "x://y"}, None) == Allow()
     assert await policy.authorize_read("prompts/get", {}, None) == Deny("prompts are private")
@@ -99,21 +101,32 @@ def test_the_authorizers_are_marked_to_run_at_once_and_a_users_never_is() -> Non
     policy = parse_policy(POLICY)
     assert runs_eagerly(policy.authorize)
     assert runs_eagerly(policy.authorize_read)
-    server = Server("s", authorizer=policy.authorize, read_authorizer=policy.authorize_read)
+    assert runs_eagerly(policy.visible)
+    server = Server(
+        "s",
+        authorizer=policy.authorize,
+        read_authorizer=policy.authorize_read,
+        visibility=policy.visible,
+    )
     assert server.runs_eagerly(Authorize("echo", {}))
     assert server.runs_eagerly(FilterTools(("echo",)))
+    assert not Server("n", authorizer=policy.authorize).runs_eagerly(FilterTools(("echo",)))
     assert server.runs_eagerly(AuthorizeRead("tools/list", {}))
     assert not server.runs_eagerly(RunTool("echo", {}))
 
     async def never_awaits(_tool: str, _arguments: object, _context: object) -> Allow:
         return Allow()  # it would complete at once, but nothing says so: it gets a task
 
-    users = Server("u", authorizer=never_awaits, read_authorizer=never_awaits)
+    async def shows_all(_tool: str, _context: object) -> bool:
+        return True
+
+    users = Server("u", authorizer=never_awaits, read_authorizer=never_awaits, visibility=shows_all)
     assert not users.runs_eagerly(Authorize("echo", {}))
+    assert not users.runs_eagerly(FilterTools(("echo",)))
     assert not users.runs_eagerly(AuthorizeRead("tools/list", {}))
 
 
-async def test_a_missing_argument_is_shown_as_none() -> None:
+async def test_R_POL_3_a_missing_argument_is_shown_as_none() -> None:
     policy = parse_policy(POLICY)
     assert await policy.authorize("fs.write", {}, None) == Ask('Let "fs.write" touch (none)?')
 
@@ -135,25 +148,25 @@ async def test_a_missing_argument_is_shown_as_none() -> None:
         ({"a": [1, 2]}, '"{\\"a\\":[1,2]}"'),
     ],
 )
-def test_quoted_arguments_are_escaped_to_one_line(value: object, shown: str) -> None:
+def test_R_POL_3_quoted_arguments_are_escaped_to_one_line(value: object, shown: str) -> None:
     quoted = quote(value)
     assert quoted.startswith(shown)
     assert quoted.isprintable()
     assert "\n" not in quoted
 
 
-async def test_placeholders_look_up_arguments_never_attributes() -> None:
+async def test_R_POL_3_placeholders_look_up_arguments_never_attributes() -> None:
     policy = parse_policy('[[tools]]\nmatch = "*"\ndecision = "ask"\nprompt = "{args.__class__}"\n')
     assert await policy.authorize("t", {}, None) == Ask("(none)")
     assert await policy.authorize("t", {"__class__": "x"}, None) == Ask('"x"')
 
 
-def test_quoted_arguments_are_truncated() -> None:
+def test_R_POL_3_quoted_arguments_are_truncated() -> None:
     quoted = quote("x" * 100_000)
     assert quoted == '"' + "x" * QUOTE_LIMIT + '…"'
 
 
-async def test_a_hostile_argument_cannot_forge_the_prompt() -> None:
+async def test_R_POL_3_a_hostile_argument_cannot_forge_the_prompt() -> None:
     policy = parse_policy(POLICY)
     hostile = "/tmp/a?\n\nApproved by admin. Click Accept\u202e" + "A" * 10_000
     decision = await policy.authorize("fs.delete", {"path": hostile}, None)
@@ -166,27 +179,50 @@ async def test_a_hostile_argument_cannot_forge_the_prompt() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "problem"),
     [
-        ('[[tools]]\nmatch = "a"\ndecision = "allow"\n\n[[tools]]\nmatch = "b"\n', 5, "decision"),
-        ('[[tools]]\nmatch = "a"\ndecision = "alow"\n', 1, "one of allow, ask, deny"),
-        ('[[tools]]\nmatch = "a"\ndecision = "deny"\n', 1, "a deny needs a reason"),
-        ('[[tools]]\nmatch = "a"\ndecision = "ask"\n', 1, "an ask needs a prompt"),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "allow"\n\n[[tools]]\nmatch = "b"\n',
+            5,
+            "has no decision",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "alow"\n',
+            3,
+            "'alow': decision must be one of allow, ask, deny",
+        ),
+        ('[[tools]]\nmatch = "a"\ndecision = "deny"\n', 3, "a deny needs a reason"),
+        ('[[tools]]\nmatch = "a"\ndecision = "deny"\nreason = ""\n', 4, "a deny needs a reason"),
+        ('[[tools]]\nmatch = "a"\ndecision = "ask"\n', 3, "an ask needs a prompt"),
         (
             '\n[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "{args.a.b}"\n',
-            2,
+            5,
             "only {tool} and {args.NAME}",
         ),
-        ('[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "{0}"\n', 1, "{0}"),
-        ('[[tools]]\nmatch = "a"\ndecision = "allow"\nreason = "x"\n', 1, "neither"),
-        ('[[tools]]\nmatch = ""\ndecision = "allow"\n', 1, "match must be"),
-        ('[[tools]]\nmatch = "a"\ndecision = "allow"\nwhen = 1\n', 1, "unknown key 'when'"),
+        ('[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "{0}"\n', 4, "{0}"),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "p"\nreason = "r"\n',
+            5,
+            "not a reason",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "deny"\nprompt = "p"\nreason = "r"\n',
+            4,
+            "not a prompt",
+        ),
+        ('[[tools]]\nmatch = "a"\ndecision = "allow"\nreason = "x"\n', 4, "neither"),
+        ('[[tools]]\nmatch = ""\ndecision = "allow"\n', 2, "match must be"),
+        ('[[tools]]\ndecision = "allow"\n', 1, "has no match"),
+        ('[[tools]]\nmatch = "a"\ndecision = "allow"\nwhen = 1\n', 4, "unknown key 'when'"),
         ('\n\n[[tool]]\nmatch = "a"\n', 3, "unknown section 'tool'"),
         ('tools = "all"\n', 1, "must be an array of tables"),
-        ('[[reads]]\nmatch = "*"\ndecision = "ask"\n', 1, "an ask needs a prompt"),
+        ('\n[tools]\nmatch = "a"\n', 2, "must be an array of tables"),
+        ('[[reads]]\nmatch = "*"\ndecision = "ask"\n', 3, "an ask needs a prompt"),
         ('[[tools]]\nmatch = "a"\ndecision = "allow"\n\n[[tools\n', 5, "not valid TOML"),
         ('[[tools]]\nmatch = "a"\nmatch = "b"\n', 3, "not valid TOML"),
     ],
 )
-def test_a_malformed_policy_is_refused_naming_the_line(text: str, line: int, problem: str) -> None:
+def test_R_POL_4_a_malformed_policy_is_refused_naming_the_line(
+    text: str, line: int, problem: str
+) -> None:
     with pytest.raises(PolicyError) as refused:
         parse_policy(text, "p.toml")
     message = str(refused.value)
@@ -227,7 +263,7 @@ def test_the_readme_shows_the_shipped_demo_policy() -> None:
     assert shipped.strip() in readme
 
 
-def test_serve_refuses_a_malformed_policy_file_with_exit_2(tmp_path: Path) -> None:
+def test_R_POL_4_serve_refuses_a_malformed_policy_file_with_exit_2(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[[tools]]\nmatch = "echo"\ndecision = "maybe"\n')
     done = subprocess.run(
@@ -239,7 +275,7 @@ def test_serve_refuses_a_malformed_policy_file_with_exit_2(tmp_path: Path) -> No
     )
     assert done.returncode == 2
     assert done.stdout == b""
-    assert b"line 1" in done.stderr
+    assert b"policy.toml, line 3: [[tools]] entry 1: decision = 'maybe'" in done.stderr
     assert b"decision must be one of allow, ask, deny" in done.stderr
 
 
@@ -264,3 +300,147 @@ def test_the_policy_module_imports_only_from_the_core() -> None:
     assert ours, imported
     assert all(name.startswith("askgate.core") for name in ours), ours
     assert runs_eagerly is core_runs_eagerly  # the shell reads the mark the core defines
+
+
+async def test_R_POL_1_tools_list_shows_what_the_first_matching_tools_entry_does_not_deny() -> None:
+    policy = parse_policy(POLICY)
+    assert await policy.visible("echo", None) is True  # allow
+    assert await policy.visible("fs.read", None) is True  # ask (fs.* comes first)
+    assert await policy.visible("rm", None) is False  # deny
+    assert await policy.visible("unmatched", None) is False  # no entry: denied, not shown
+    shadowed = parse_policy(
+        '[[tools]]\nmatch = "a*"\ndecision = "deny"\nreason = "no"\n'
+        '[[tools]]\nmatch = "ab"\ndecision = "allow"\n'
+    )
+    assert await shadowed.visible("ab", None) is False  # the first match decides
+
+
+async def test_R_POL_2_a_file_without_reads_allows_listing_and_denies_every_other_read() -> None:
+    policy = parse_policy('[[tools]]\nmatch = "echo"\ndecision = "allow"\n', "p.toml")
+    for method in ("tools/list", "resources/list", "resources/templates/list", "prompts/list"):
+        assert await policy.authorize_read(method, {}, None) == Allow(), method
+    for method in ("resources/read", "prompts/get", "completion/complete", "logging/setLevel"):
+        assert await policy.authorize_read(method, {}, None) == Deny(NO_READS_REASON), method
+    assert NO_READS_REASON == "the policy file has no [[reads]] entry for this method"
+    assert policy.notices == (
+        "p.toml has no [[reads]] entry: tools/list, resources/list, resources/templates/list, "
+        "prompts/list are allowed, every other read (resources/read, prompts/get, ...) is denied",
+    )
+    assert policy.warnings == ()
+    empty = parse_policy("reads = []\n")
+    assert await empty.authorize_read("prompts/list", {}, None) == Allow()
+    strict = parse_policy('[[reads]]\nmatch = "resources/read"\ndecision = "allow"\n')
+    assert await strict.authorize_read("tools/list", {}, None) == Deny("no policy rule matches")
+    assert strict.notices == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "shown_as"),
+    [
+        (5, "5"),
+        (-3, "-3"),
+        (2.5, "2.5"),
+        (1e100, "1e+100"),
+        (True, "true"),
+        (False, "false"),
+        (None, "null"),
+        ("5", '"5"'),
+        ("two\nlines", '"two\\u000alines"'),
+        ({"n": 1}, '"{\\"n\\":1}"'),
+        ([1, "a"], '"[1,\\"a\\"]"'),
+        (float("nan"), '"NaN"'),
+        (10**250, '"' + "1" + "0" * (QUOTE_LIMIT - 1) + '…"'),  # too long for a literal
+    ],
+)
+async def test_R_POL_3_numbers_booleans_and_null_are_shown_as_json_literals(
+    value: object, shown_as: str
+) -> None:
+    policy = parse_policy('[[tools]]\nmatch = "*"\ndecision = "ask"\nprompt = "n={args.n}"\n')
+    assert await policy.authorize("t", {"n": value}, None) == Ask(f"n={shown_as}")
+    assert shown(value) == shown_as
+
+
+def test_R_POL_4_every_message_names_file_line_entry_key_and_what_is_allowed() -> None:
+    text = (
+        "# two good entries, then a typo on line 7\n"
+        '[[tools]]\nmatch = "a"\ndecision = "allow"\n'
+        '[[tools]]\nmatch = "b"\ndecision = "alow"\n'
+    )
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(text, "p.toml")
+    assert str(refused.value) == (
+        "p.toml, line 7: [[tools]] entry 2: decision = 'alow': decision must be one of "
+        "allow, ask, deny"
+    )
+    with pytest.raises(PolicyError) as unknown:
+        parse_policy('[[reads]]\nmatch = "*"\n"decision" = "allow"\nwhy = "x"\n', "p.toml")
+    assert str(unknown.value) == (
+        "p.toml, line 4: [[reads]] entry 1: unknown key 'why' (the keys are match, decision, "
+        "prompt, reason)"
+    )
+    with pytest.raises(PolicyError) as section:
+        parse_policy('[[tool]]\nmatch = "*"\n', "p.toml")
+    assert str(section.value) == (
+        "p.toml, line 1: unknown section 'tool' (the sections are [[tools]] and [[reads]])"
+    )
+
+
+def test_R_POL_4_a_file_that_is_not_utf8_names_the_line_of_the_bad_byte(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'[[tools]]\nmatch = "\xff"\n')
+    with pytest.raises(PolicyError) as refused:
+        load_policy(bad)
+    assert str(refused.value) == f"{bad}, line 2: not UTF-8 (byte 19)"
+
+
+def test_R_POL_5_an_ask_on_a_read_and_a_shadowed_entry_are_warned_about() -> None:
+    text = (
+        '[[tools]]\nmatch = "*"\ndecision = "allow"\n'  # lines 1-3
+        '[[tools]]\nmatch = "rm"\ndecision = "deny"\nreason = "no"\n'  # 4-7: never applies
+        '[[reads]]\nmatch = "resources/read"\ndecision = "ask"\nprompt = "read?"\n'  # 8-11
+        '[[reads]]\nmatch = "resources/read"\ndecision = "allow"\n'  # 12-14: same match
+    )
+    policy = parse_policy(text, "p.toml")
+    assert policy.warnings == (
+        "p.toml, line 4: [[tools]] entry 2 (match = 'rm') never applies: entry 1 on line 1 "
+        "(match = '*') comes first and matches every name it matches",
+        "p.toml, line 8: [[reads]] entry 1 (match = 'resources/read') asks, but a read is "
+        "never parked: the client is denied ('interactive approval unsupported'); write allow "
+        "or deny",
+        "p.toml, line 12: [[reads]] entry 2 (match = 'resources/read') never applies: entry 1 "
+        "on line 8 (match = 'resources/read') comes first and matches every name it matches",
+    )
+    assert policy.notices == ()
+    assert parse_policy(POLICY).warnings == ()  # fs.read after fs.* is not caught: a glob
+
+
+def test_R_POL_5_serve_logs_the_warnings_and_the_reads_default_at_start(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[tools]]\nmatch = "*"\ndecision = "allow"\n'
+        '[[tools]]\nmatch = "echo"\ndecision = "allow"\n'
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "askgate",
+            "serve",
+            "--demo",
+            "--log-level=info",
+            f"--policy={policy}",
+        ],
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert f"askgate WARNING askgate: {policy}, line 4: [[tools]] entry 2 (match = 'echo') " in (
+        "".join(line for line in lines if "never applies" in line)
+    )
+    assert any(
+        line.startswith(f"askgate INFO askgate: {policy} has no [[reads]] entry: tools/list")
+        for line in lines
+    ), lines

@@ -22,6 +22,7 @@ from askgate.core import (
     MessageReceived,
     OptionError,
     Push,
+    Raised,
     ReadRequested,
     Reply,
     ResourceUpdated,
@@ -298,23 +299,65 @@ def test_R_PROTO_7_reads_go_through_the_read_authorizer_then_are_answered() -> N
     assert only_reply(effects)["error"]["code"] == -32090
 
 
-def test_R_PROTO_8_tools_list_shows_only_what_the_caller_may_call() -> None:
-    h = Harness(
-        tools=(ECHO, ToolInfo("delete_file", True, False), ToolInfo("forbidden", False, False)),
-        has_authorizer=True,
-    )
+THREE_TOOLS = (ECHO, ToolInfo("delete_file", True, False), ToolInfo("forbidden", False, False))
+
+
+def test_R_PROTO_8_without_a_visibility_hook_every_tool_is_listed_and_nothing_is_asked() -> None:
+    h = Harness(tools=THREE_TOOLS, has_authorizer=True)
+    effects = send(h, "s", request(1, "tools/list"))
+    assert not [e for e in effects if isinstance(e, StartWorker)]  # the authorizer: not asked
+    listed = only_reply(effects)["result"]["tools"]
+    assert [t["name"] for t in listed] == ["delete_file", "echo", "forbidden"]
+    assert listed[1] == ECHO.definition
+
+
+def test_R_PROTO_8_the_visibility_hook_lists_exactly_the_tools_it_said_true_of() -> None:
+    h = Harness(tools=THREE_TOOLS, has_authorizer=True, has_visibility=True)
     effects = send(h, "s", request(1, "tools/list"))
     assert effects[0] == StartWorker(1, "s", FilterTools(("delete_file", "echo", "forbidden")))
-    effects = h.finish(1, ["echo", "delete_file", "not-a-tool", 7])
+    verdicts = {"delete_file": True, "echo": 1, "forbidden": False, "not-a-tool": True}
+    effects = h.finish(1, verdicts)
     listed = only_reply(effects)["result"]["tools"]
-    assert [t["name"] for t in listed] == ["delete_file", "echo"]
-    assert listed[1] == ECHO.definition
-    h2 = Harness(tools=(ECHO,))
-    effects = send(h2, "s", request(1, "tools/list"))
-    assert [t["name"] for t in only_reply(effects)["result"]["tools"]] == ["echo"]
+    assert [t["name"] for t in listed] == ["delete_file"]  # 1 is not True; unknown names: no
+    assert listed[0] == protocol.tool_entry("delete_file", None)
+    hidden = [e for e in effects if isinstance(e, Emit)]
+    reason = "the visibility hook returned int, not a bool"
+    assert hidden == [Emit("tool_hidden", {"tool": "echo", "reason": reason})]
+    assert effects.index(hidden[0]) < effects.index(
+        next(e for e in effects if isinstance(e, Reply))
+    )
     send(h, "s", request(2, "tools/list"))
-    effects = h.finish(h.worker(), "not a list")
+    effects = h.finish(h.worker(), ["echo", "delete_file"])  # not a dict: the read failed
     assert only_reply(effects)["error"]["data"]["error"] == "callback_failed"
+    assert not [e for e in effects if isinstance(e, Emit)]
+
+
+def test_R_PROTO_8_a_hook_that_raised_hides_the_tool_and_is_reported_in_name_order() -> None:
+    h = Harness(tools=THREE_TOOLS, has_authorizer=True, has_visibility=True)
+    send(h, "s", request(1, "tools/list"))
+    h.feed(ToolRegistered("late", sensitive=False))  # registered while the hook ran
+    verdicts = {"forbidden": Raised("KeyError"), "echo": True, "delete_file": Raised("x" * 100)}
+    effects = h.finish(1, verdicts)
+    assert [t["name"] for t in only_reply(effects)["result"]["tools"]] == ["echo"]
+    assert [e for e in effects if isinstance(e, Emit)] == [
+        Emit(
+            "tool_hidden",
+            {"tool": "delete_file", "reason": "the visibility hook raised " + "x" * 64 + "…"},
+        ),
+        Emit("tool_hidden", {"tool": "forbidden", "reason": "the visibility hook raised KeyError"}),
+    ]
+
+
+def test_R_PROTO_8_the_list_is_paginated_after_the_hook_and_with_no_tools_nothing_runs() -> None:
+    h = Harness(tools=THREE_TOOLS, has_authorizer=True, has_visibility=True, page_size=1)
+    send(h, "s", request(1, "tools/list", {"cursor": encode_cursor(1)}))
+    effects = h.finish(1, {"delete_file": True, "echo": False, "forbidden": True})
+    result = only_reply(effects)["result"]
+    assert [t["name"] for t in result["tools"]] == ["forbidden"]
+    assert "nextCursor" not in result
+    empty = Harness(tools=(), has_visibility=True)
+    effects = send(empty, "s", request(1, "tools/list"))
+    assert only_reply(effects)["result"] == {"tools": []}
 
 
 def test_R_PROTO_9_lists_paginate_with_opaque_cursors() -> None:

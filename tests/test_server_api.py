@@ -30,6 +30,7 @@ from askgate import (
 from askgate.__main__ import _OPTION_FLAGS, main
 from askgate.core import OptionError, RunRead, StartWorker, SubscriberAttached, live_timers, step
 from askgate.core.events import MessageReceived
+from askgate.policy import NO_READS_REASON, parse_policy
 from askgate.server import derive_input_schema
 from askgate.transports.runtime import Runtime, now_ms
 from askgate.transports.stdio import LineSplitter, serve_stdio
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.anyio
 
 DEADLINE = 10.0
 ELICIT: dict[str, Any] = {"elicitation": {}}
+APPROVE: dict[str, Any] = {"action": "accept", "content": {"approve": True}}
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -473,10 +475,105 @@ async def test_authorizers_sync_or_async_get_the_context() -> None:
         assert failed == deny_payload("c", "deny", "authorizer failed")
         conn.request(4, "tools/list")
         listed = await conn.result(4)
-        assert [tool["name"] for tool in listed["tools"]] == ["a"]  # b denied, c raised
+        assert [tool["name"] for tool in listed["tools"]] == ["a", "b", "c"]  # R-PROTO-8
         conn.request(5, "prompts/list")
         assert (await conn.reply(5))["error"]["code"] == -32090
     assert {(ctx.conn_id, ctx.transport) for ctx in contexts} == {("c1", "stdio")}
+
+
+async def test_R_PROTO_8_the_readme_authorizer_reading_path_lists_its_tool() -> None:
+    """The README's Python API example: an authorizer that reads ``arguments['path']`` would
+    raise on made-up arguments; listing never asks it, so the tool is listed and callable."""
+    asked: list[object] = []
+
+    async def policy(tool: str, arguments: dict[str, Any], _context: Context) -> Any:
+        asked.append(arguments)
+        if tool == "delete_file":
+            return Ask(f"Delete {arguments['path']!r}?")
+        return Allow()
+
+    server = Server("files", authorizer=policy, authorizer_source="configured")
+
+    @server.tool(annotations={"destructiveHint": True})
+    def delete_file(path: str) -> str:
+        return f"deleted {path}"
+
+    async with connected(server, ELICIT) as conn:
+        tools = (await _list(conn, "tools/list"))["tools"]
+        assert [tool["name"] for tool in tools] == ["delete_file"]
+        assert asked == []  # listing asked the authorizer nothing
+        conn.call(1, "delete_file", path="/tmp/x")
+        prompt = await conn.elicitation()
+        assert prompt["params"]["message"] == "Delete '/tmp/x'?"
+        conn.send({"jsonrpc": "2.0", "id": prompt["id"], "result": APPROVE})
+        assert text_of(await conn.result(1)) == "deleted /tmp/x"
+
+
+@pytest.mark.parametrize("sync", [True, False])
+async def test_R_PROTO_8_a_visibility_hook_decides_listing_and_one_that_raises_is_logged(
+    sync: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[str, object, str]] = []
+
+    def decide(tool: str, context: Context) -> object:
+        seen.append((tool, context.conn_id, context.transport))
+        if tool == "broken":
+            raise KeyError("path")
+        return {"shown": True, "secret": False}.get(tool, "yes")
+
+    async def async_decide(tool: str, context: Context) -> object:
+        return decide(tool, context)
+
+    server = Server("s", visibility=decide if sync else async_decide)
+    for name in ("shown", "secret", "broken", "vague"):
+        server.tool(name=name)(lambda: "ran")
+
+    with caplog.at_level("WARNING", logger="askgate.runtime"):
+        async with connected(server) as conn:
+            tools = (await _list(conn, "tools/list"))["tools"]
+            assert [tool["name"] for tool in tools] == ["shown"]
+            conn.call(1, "secret")  # hidden is not refused: calls are the authorizer's
+            assert text_of(await conn.result(1)) == "ran"
+    assert sorted(seen) == [(n, "c1", "stdio") for n in ("broken", "secret", "shown", "vague")]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "tools/list hides broken: the visibility hook raised KeyError",
+        "tools/list hides vague: the visibility hook returned str, not a bool",
+    ]
+
+
+async def test_R_POL_2_a_policy_with_only_tools_entries_lists_and_calls_its_allowed_tool() -> None:
+    """What the official client does (initialize, tools/list, then tools/call), served with a
+    policy file that has no [[reads]]."""
+    policy = parse_policy('[[tools]]\nmatch = "echo"\ndecision = "allow"\n')
+    server = Server(
+        "s",
+        authorizer=policy.authorize,
+        read_authorizer=policy.authorize_read,
+        visibility=policy.visible,
+        authorizer_source="configured",
+    )
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    @server.tool()
+    async def other() -> str:
+        return "never listed"
+
+    @server.resource("x://status")
+    async def status() -> str:
+        return "ok"
+
+    async with connected(server) as conn:
+        tools = (await _list(conn, "tools/list"))["tools"]
+        assert [tool["name"] for tool in tools] == ["echo"]
+        conn.call(1, "echo", text="hi")
+        assert text_of(await conn.result(1)) == "hi"
+        conn.request(2, "resources/read", {"uri": "x://status"})
+        denied = await conn.reply(2)
+        assert denied["error"]["data"]["detail"] == NO_READS_REASON
 
 
 async def test_a_tool_can_ask_for_its_context() -> None:

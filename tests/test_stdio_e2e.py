@@ -254,7 +254,7 @@ async def test_an_approved_slow_tool_does_not_block_ping(
                 assert text(await client.call_tool("echo", {"text": "meanwhile"})) == "meanwhile"
                 assert not finished.is_set()
                 tg.cancel_scope.cancel()
-    assert asker.prompts == ['Sleep for "600000" ms?']
+    assert asker.prompts == ["Sleep for 600000 ms?"]  # R-POL-3: a number, unquoted
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -289,3 +289,13 @@ async def test_a_crashing_tool_answers_callback_failed_without_its_text(
         assert result.is_error
         assert structured(result) == {"error": "callback_failed"}
         assert text(await client.call_tool("echo", {"text": "still here"})) == "still here"
+
+
+async def test_R_POL_2_the_official_client_lists_and_calls_with_a_policy_without_reads(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[tools]]\nmatch = "echo"\ndecision = "allow"\n')
+    async with connect(anyio_backend, "--policy", str(policy), mode="auto") as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == {"echo"}
+        assert text(await client.call_tool("echo", {"text": "hi"})) == "hi"

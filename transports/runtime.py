@@ -426,6 +426,9 @@ class Runtime:
             if scope is not None:
                 scope.cancel()  # None: it completed at once; its queued report is dropped
         elif isinstance(effect, Emit):
+            if effect.name == "tool_hidden":  # R-PROTO-8: the operator hears of it
+                fields = effect.fields
+                logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
             if self._observer is not None:
                 self._observer(effect.name, effect.fields)
             else:
