@@ -9,6 +9,7 @@ deadline, and a signal is sent only once the server has answered a request.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import select
@@ -346,3 +347,64 @@ def test_a_signal_stops_stdio_serving_cleanly(backend: str, signum: signal.Signa
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=DEADLINE)
+
+
+def test_policy_on_a_served_module_decides_listing_and_calls(tmp_path: Path) -> None:
+    """--policy applied to a TARGET of one's own: the file's visibility hides what it denies,
+    and its rules decide the calls (R-POL-1 through Server.configure)."""
+    (tmp_path / "two.py").write_text(
+        "from askgate import Server\nserver = Server('two')\n"
+        "@server.tool()\ndef shown(x: int) -> str:\n    return f'shown {x}'\n"
+        "@server.tool()\ndef hidden() -> str:\n    return 'ran'\n"
+    )
+    (tmp_path / "p.toml").write_text(
+        '[[tools]]\nmatch = "shown"\ndecision = "allow"\n\n'
+        '[[tools]]\nmatch = "hidden"\ndecision = "deny"\nreason = "not here"\n'
+    )
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "shown", "arguments": {"x": 5}},
+        },
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "hidden"}},
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "askgate", "serve", "two.py:server", "--policy", "p.toml"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+    proc.stdin.flush()
+    replies: dict[int, Any] = {}
+    try:
+        while len(replies) < 4:  # every reply before end of input drops what still runs
+            reply = json.loads(read_line(proc.stdout, "a reply"))
+            replies[reply["id"]] = reply
+        proc.stdin.close()
+        assert proc.wait(timeout=DEADLINE) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+    assert [tool["name"] for tool in replies[2]["result"]["tools"]] == ["shown"]
+    assert replies[3]["result"]["content"][0]["text"] == "shown 5"
+    denied = replies[4]["result"]["structuredContent"]
+    assert (denied["decision"], denied["detail"]) == ("deny", "not here")
