@@ -117,6 +117,10 @@ def test_R_LOG_2_call_ended_says_who_what_and_how_it_ended() -> None:
     ]
     ref = h.allow("a", 2)
     assert records(h.finish(ref, {"content": []}))[0]["decision"] == "allow"
+    ref = h.allow("a", 2)
+    assert records(h.feed(WorkerFailed(ref, 0)))[0]["outcome"] == "failed"
+    ref = h.allow("a", 2)
+    assert records(h.feed(TimerFired(("worker", ref), 0)))[0]["outcome"] == "timed_out"
     h.call("a", 3)
     h.finish(h.worker(), Deny("no"))
     assert records(h.effects)[0]["outcome"] == "denied"
