@@ -146,7 +146,9 @@ def _number(value: object, what: str) -> None:
 @attrs.frozen(slots=True)
 class Context:
     """Who is calling: given to authorizers, and to callbacks that declare a ``Context``
-    parameter. ``transport`` is the server's declared transport, never the client's claim.
+    parameter. ``transport`` is the server's declared transport, never the client's claim;
+    ``principal`` is who the transport authenticated (an HTTP session's principal, e.g. the
+    bearer token's owner, or ``local``), ``None`` on stdio.
 
     A running tool can also talk to its caller through it (spec/rules.md, R-CTX): report
     progress, log, and ask the client (a form elicitation, or sampling). The reducer decides
@@ -158,6 +160,7 @@ class Context:
 
     conn_id: Hashable
     transport: Transport
+    principal: str | None = None
     _runtime: Runtime | None = attrs.field(default=None, eq=False, repr=False, alias="runtime")
     _worker: int | None = attrs.field(default=None, eq=False, repr=False, alias="worker")
 
@@ -796,7 +799,9 @@ class Server:
         return False
 
     def _context(self, conn: Hashable) -> Context:
-        return Context(conn, self._transport, runtime=self._runtime, worker=current_worker())
+        runtime = self._runtime
+        principal = None if runtime is None else runtime.principal_of(conn)
+        return Context(conn, self._transport, principal, runtime=runtime, worker=current_worker())
 
     async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
         return await call_user(func, *args, limiter=self._limiter, **kwargs)

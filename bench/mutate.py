@@ -64,6 +64,7 @@ MODEL_RESULTS = ROOT / "bench" / "results" / "mutation_model.json"
 # A file that does not exist in the copy (test_model.py before it lands) is skipped.
 REDUCER_SUITE = (
     "tests/test_rules.py",
+    "tests/test_records.py",
     "tests/test_context.py",
     "tests/test_protocol.py",
     "tests/test_door.py",
@@ -127,6 +128,7 @@ PROTOCOL = "core/protocol.py"
 DOOR = "core/door.py"
 REVISIONS = "core/revisions.py"
 SEALING = "core/sealing.py"
+MESSAGES = "core/messages.py"
 
 # Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
 # covers ..."): ``--model-suite`` skips these and says so in its report.
@@ -162,9 +164,9 @@ _EVICTION = """\
         victim = d.calls[d.parked[victim_eid].key]
         _unpark(d, victim)
         out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.TOO_MANY_ON_SERVER)
+        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
         out.append(Push(victim.conn, withdrawn, victim.request_id))
-        _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
+        _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)
         c = _get_conn(d, call.conn)
     _park(d, call, c, prompt, now, out)
 """
@@ -456,16 +458,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "caller-exit-no-withdraw",
         REDUCER,
-        "        _drop(d, d.calls[key], out, notify=True)  # R-DROP-2\n",
-        "        _drop(d, d.calls[key], out, notify=False)  # R-DROP-2\n",
+        "        _drop(d, d.calls[key], ev.now, out, notify=True, why=CALLER_GONE)  # R-DROP-2\n",
+        "        _drop(d, d.calls[key], ev.now, out, notify=False, why=CALLER_GONE)  # R-DROP-2\n",
         ("R-CLOSE-4", "R-DROP-2"),
         "a prompt whose caller exited is not withdrawn",
     ),
     Mutant(
         "detach-withdraws",
         REDUCER,
-        "        _drop(d, d.calls[key], out, notify=False)\n",
-        "        _drop(d, d.calls[key], out, notify=True)\n",
+        "        _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)\n",
+        "        _drop(d, d.calls[key], now, out, notify=True, why=CONNECTION_GONE)\n",
         ("R-DROP-3",),
         "a connection that went away is pushed withdrawals",
     ),
@@ -542,13 +544,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "approval-wins-over-error",
         REDUCER,
         "    if error is not None:\n"
-        '        _deny(d, call, "ask", m.ELICITATION_FAILED, out)\n'
+        '        _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)\n'
         "    elif is_approval(result):\n"
-        "        _run_tool(d, call, now, out)  # R-CLOSE-1\n",
+        '        _run_tool(d, call, "approved", now, out)  # R-CLOSE-1\n',
         "    if is_approval(result):\n"
-        "        _run_tool(d, call, now, out)  # R-CLOSE-1\n"
+        '        _run_tool(d, call, "approved", now, out)  # R-CLOSE-1\n'
         "    elif error is not None:\n"
-        '        _deny(d, call, "ask", m.ELICITATION_FAILED, out)\n',
+        '        _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)\n',
         ("R-CLOSE-2",),
         "an error answer that also carries an approving result runs the tool",
     ),
@@ -563,8 +565,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "approval-skips-busy-check",
         REDUCER,
-        "    if scope:\n        _close(d, call, _busy(",
-        "    if scope and call.stage is not Stage.PARKED:\n        _close(d, call, _busy(",
+        "    if scope:\n        busy = _busy(",
+        "    if scope and call.stage is not Stage.PARKED:\n        busy = _busy(",
         ("R-ADM-5", "R-INV-1"),
         "an approved call starts its tool without checking the in-flight bounds",
     ),
@@ -701,8 +703,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "read-ask-echoes-prompt",
         REDUCER,
-        "m.read_denied(rid, call.name, m.READ_ASK)",
-        "m.read_denied(rid, call.name, str(value.prompt))",
+        "        _read_deny(d, call, m.READ_ASK, now, out)  # R-READ-2\n",
+        "        _read_deny(d, call, str(value.prompt), now, out)  # R-READ-2\n",
         ("R-READ-2",),
         "a read's ASK sends the operator's prompt to the client",
     ),
@@ -717,10 +719,75 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "deny-on-ask-says-deny",
         REDUCER,
-        '        _deny(d, call, "ask", prompt, out)\n',
-        '        _deny(d, call, "deny", prompt, out)\n',
+        '        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=',
+        '        _deny(d, call, "deny", prompt, now, out, m.CANNOT_ASK, recorded=',
         ("R-AUTH-3",),
         "deny-on-ASK carries decision 'deny' instead of 'ask'",
+    ),
+    # --- records (R-LOG-1 .. R-LOG-4) and the deny's words (R-DLV-4) -------------------------
+    Mutant(
+        "approval-recorded-as-allow",
+        REDUCER,
+        '        _run_tool(d, call, "approved", now, out)  # R-CLOSE-1\n',
+        '        _run_tool(d, call, "allow", now, out)  # R-CLOSE-1\n',
+        ("R-LOG-2",),
+        "an approved call's record says the policy allowed it",
+    ),
+    Mutant(
+        "drop-unrecorded",
+        REDUCER,
+        "        out.append(record)\n\n\ndef _revision",
+        "\n\ndef _revision",
+        ("R-LOG-1",),
+        "a dropped call ends without a call_ended record",
+    ),
+    Mutant(
+        "park-unrecorded",
+        REDUCER,
+        '    out.append(Emit("call_parked", fields))  # R-LOG-3\n',
+        "",
+        ("R-LOG-3",),
+        "a park emits no call_parked record",
+    ),
+    Mutant(
+        "evicted-by-the-victim",
+        REDUCER,
+        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)',
+        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=victim.conn)',
+        ("R-LOG-2",),
+        "an evicted call's record names its own connection as the evictor",
+    ),
+    Mutant(
+        "failure-recorded-as-result",
+        REDUCER,
+        '"callback_failed"), now, out, "failed")',
+        '"callback_failed"), now, out, "result")',
+        ("R-LOG-2",),
+        "a tool that raised is recorded as having returned a result",
+    ),
+    Mutant(
+        "record-shows-the-prompt",
+        REDUCER,
+        ", recorded=m.CANNOT_ASK_DETAIL)",
+        ")",
+        ("R-LOG-2",),
+        "a deny-on-ASK's record carries the authorizer's prompt as its detail",
+    ),
+    Mutant(
+        "evicted-says-server-full",
+        REDUCER,
+        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)',
+        '_deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, now, out, evicted_by=call.conn)',
+        ("R-PARK-3", "R-CLOSE-2"),
+        "an evicted call is told the server was full, not that it was evicted",
+    ),
+    Mutant(
+        "timeout-sentence-in-ms-always",
+        MESSAGES,
+        '    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms} ms"\n',
+        '    return f"{ms} ms"\n',
+        ("R-DLV-4",),
+        "a timeout of whole seconds is told in milliseconds",
     ),
     # --- capabilities and subscribers -------------------------------------------------------
     Mutant(

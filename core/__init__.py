@@ -8,6 +8,7 @@ happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS`
 
 from .decisions import Allow, Ask, Decision, Deny, Failure, Raised
 from .effects import (
+    RECORDS,
     CancelTimer,
     Effect,
     Emit,
@@ -64,6 +65,7 @@ __all__ = [
     "ELICITATION_TIMER",
     "EVENT_TRANSITIONS",
     "PARKED_TRANSITIONS",
+    "RECORDS",
     "WORKER_TIMER",
     "Allow",
     "Ask",

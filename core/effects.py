@@ -69,7 +69,8 @@ class KillWorker:
 
 @attrs.frozen(slots=True)
 class Emit:
-    """A telemetry event for the embedder's observers."""
+    """A telemetry event for the embedder's observers; the records of spec/rules.md's
+    "Records" (:data:`RECORDS`) are what the shell logs (R-LOG-1 .. R-LOG-4)."""
 
     name: str
     fields: dict[str, Any]
@@ -84,5 +85,8 @@ class Resolve:
     token: Hashable
     outcome: object
 
+
+RECORDS = ("call_parked", "call_ended", "read_denied")
+"""The names of the :class:`Emit` records of calls (spec/rules.md, R-LOG-1 .. R-LOG-4)."""
 
 Effect = Reply | Push | StartTimer | CancelTimer | StartWorker | KillWorker | Emit | Resolve

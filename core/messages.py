@@ -26,12 +26,29 @@ AUTHORIZER_FAILED: Final = "authorizer failed"
 SENSITIVE_UNGUARDED: Final = "sensitive tool unguarded"
 TOO_MANY_PENDING: Final = "too many elicitations pending"
 TOO_MANY_ON_SERVER: Final = "too many elicitations pending on this server"
+EVICTED: Final = "evicted to make room on this server"
 DECLINED: Final = "declined"
 CANCELLED: Final = "cancelled"
 NOT_APPROVED: Final = "not approved"
 ELICITATION_FAILED: Final = "elicitation failed"
 TIMED_OUT: Final = "elicitation timed out"
 READ_ASK: Final = "interactive approval unsupported"
+
+# What a deny's `message` says after "<tool> was not run: " (R-DLV-4), by the deny's path.
+WHY: Final[dict[str, str]] = {
+    SENSITIVE_UNGUARDED: "it is marked sensitive and the server has no policy to allow it",
+    AUTHORIZER_FAILED: "the server's policy failed to decide on it",
+    TOO_MANY_PENDING: "this connection already has too many approvals pending",
+    TOO_MANY_ON_SERVER: "too many approvals are pending on this server",
+    EVICTED: "it was evicted to make room on this server while it waited for approval",
+    DECLINED: "the approval was declined",
+    CANCELLED: "the approval was cancelled",
+    NOT_APPROVED: "the answer did not approve it",
+    ELICITATION_FAILED: "the client answered the approval request with an error",
+}
+CANNOT_ASK: Final = "it needs approval and this client cannot be asked"
+# The `detail` of a call_ended record for a deny-on-ASK, whose wire detail is the prompt (R-LOG-2).
+CANNOT_ASK_DETAIL: Final = "client cannot be asked"
 
 ELICITATION_ID_PREFIX: Final = "askgate-elicit-"
 CLIENT_REQUEST_ID_PREFIX: Final = "askgate-request-"
@@ -64,15 +81,32 @@ def tool_error_result(payload: JsonObject) -> JsonObject:
     }
 
 
+def policy_denies(reason: str) -> str:
+    """The ``why`` of an authorizer's ``Deny`` (R-DLV-4)."""
+    return f"the server's policy denies it ({reason})"
+
+
+def duration_text(ms: int) -> str:
+    """``60 s`` for a whole number of seconds, else ``1500 ms``."""
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms} ms"
+
+
+def nobody_approved(timeout_ms: int) -> str:
+    """The ``why`` of an elicitation that timed out (R-DLV-4)."""
+    return f"no one approved it within {duration_text(timeout_ms)}"
+
+
 def authorization_required(
-    request_id: RequestId, tool: str, decision: str, detail: str
+    request_id: RequestId, tool: str, decision: str, detail: str, why: str
 ) -> JsonObject:
-    """The one deny shape for ``tools/call`` (R-CLOSE-2): a tool result, not a JSON-RPC error."""
+    """The one deny shape for ``tools/call`` (R-DLV-4): a tool result, not a JSON-RPC error.
+    ``why`` completes the sentence ``<tool> was not run: <why>``."""
     payload = {
         "error": "authorization_required",
         "tool": tool,
         "decision": decision,
         "detail": detail,
+        "message": f"{tool} was not run: {why}",
     }
     return result(request_id, tool_error_result(payload))
 

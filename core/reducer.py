@@ -266,7 +266,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     if c is None:
         return
     for key in _in_admission_order(d, [(conn, rid) for rid in c.requests]):
-        _drop(d, d.calls[key], out, notify=False)
+        _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
     c = _remove_caps(d, _get_conn(d, conn))
     _put_conn(d, conn, attrs.evolve(c, subscribed=False))
 
@@ -343,13 +343,29 @@ def _open(
     scope = _busy_scope(d, conn)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
+        if is_tool:
+            out.append(_record(conn, request_id, name, "", "busy", scope, "", None, now, now))
         return
     key = (conn, request_id)
     c = _get_conn(d, conn)
     _put_conn(d, conn, c.with_requests(c.requests.set(request_id, True)))
     ref = _start_worker(d, key, job, now, out)
     call = _new_call(
-        conn, request_id, is_tool, name, arguments, mode, caller, stage, ref, "", False, d.next_seq
+        conn,
+        request_id,
+        is_tool,
+        name,
+        arguments,
+        mode,
+        caller,
+        stage,
+        ref,
+        "",
+        False,
+        d.next_seq,
+        now,
+        "",
+        "",
     )
     d.next_seq += 1
     d.calls = d.calls.set(key, call)
@@ -385,18 +401,22 @@ def _release_worker(d: _Draft, call: Call) -> None:
     d.in_flight = d.in_flight.set(call.conn, n) if n else d.in_flight.delete(call.conn)
 
 
-def _next_stage(d: _Draft, call: Call, stage: Stage, job: Job, now: int, out: Out) -> None:
-    """Moves a call whose worker just ended to a stage with a new worker, or answers busy.
+def _next_stage(
+    d: _Draft, call: Call, stage: Stage, job: Job, now: int, out: Out, decision: str = ""
+) -> None:
+    """Moves a call whose worker just ended to a stage with a new worker, or answers busy;
+    ``decision`` is what the authorizer decided (R-LOG-2).
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
     scope = _busy_scope(d, call.conn)
     if scope:
-        _close(d, call, _busy(call.request_id, call.is_tool, call.name, scope), out)
+        busy = _busy(call.request_id, call.is_tool, call.name, scope)
+        _close(d, call, busy, now, out, "busy", scope, decision)
         return
     key = (call.conn, call.request_id)
     ref = _start_worker(d, key, job, now, out)
-    d.calls = d.calls.set(key, call.moved(stage, ref, "", call.replied))
+    d.calls = d.calls.set(key, call.moved(stage, ref, "", call.replied, decision, call.approval))
 
 
 def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
@@ -418,21 +438,133 @@ def _end(d: _Draft, call: Call) -> None:
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
 
 
-def _close(d: _Draft, call: Call, message: JsonObject, out: Out) -> None:
-    """Delivers a call's outcome to its owner, once, and ends it (R-DLV-1 .. R-DLV-3)."""
+def _record(
+    conn: ConnId,
+    request_id: Any,
+    tool: str,
+    decision: str,
+    outcome: str,
+    detail: str | None,
+    approval: str,
+    evicted_by: ConnId | None,
+    started: int,
+    now: int,
+) -> Emit:
+    """The ``call_ended`` record of a ``tools/call`` (R-LOG-1, R-LOG-2); ``decision`` as
+    :class:`~askgate.core.state.Call` keeps it, or ``deny``."""
+    approved = None
+    if decision == "approved":
+        decision, approved = "ask", True
+    elif decision == "ask":
+        approved = False
+    return Emit(
+        "call_ended",
+        {
+            "conn": conn,
+            "request_id": request_id,
+            "tool": tool,
+            "decision": decision or None,
+            "approved": approved,
+            "outcome": outcome,
+            "detail": detail,
+            "elicitation_id": approval or None,
+            "evicted_by": evicted_by,
+            "started_ms": started,
+            "duration_ms": now - started,
+        },
+    )
+
+
+def _close(
+    d: _Draft,
+    call: Call,
+    message: JsonObject,
+    now: int,
+    out: Out,
+    outcome: str,
+    detail: str | None = None,
+    decision: str | None = None,
+) -> None:
+    """Delivers a call's outcome to its owner, once, and ends it (R-DLV-1 .. R-DLV-3); a
+    ``tools/call`` is recorded with ``outcome``, ``detail`` and ``decision`` (by default the
+    call's own) (R-LOG-1)."""
     if call.replied:
         out.append(Push(call.conn, message, call.request_id))
     else:
         out.append(Reply(call.conn, call.request_id, message))
     _end(d, call)
+    if call.is_tool:
+        out.append(
+            _record(
+                call.conn,
+                call.request_id,
+                call.name,
+                call.decision if decision is None else decision,
+                outcome,
+                detail,
+                call.approval,
+                None,
+                call.started,
+                now,
+            )
+        )
 
 
-def _deny(d: _Draft, call: Call, decision: str, detail: str, out: Out) -> None:
-    _close(d, call, m.authorization_required(call.request_id, call.name, decision, detail), out)
+def _deny(
+    d: _Draft,
+    call: Call,
+    decision: str,
+    detail: str,
+    now: int,
+    out: Out,
+    why: str | None = None,
+    *,
+    recorded: str | None = None,
+    evicted_by: ConnId | None = None,
+) -> None:
+    """Closes a ``tools/call`` with the deny (R-DLV-4); ``why`` defaults to the sentence of
+    ``detail``; its record says ``recorded`` instead of ``detail`` when given (R-LOG-2)."""
+    rid = call.request_id
+    sentence = m.WHY[detail] if why is None else why
+    message = m.authorization_required(rid, call.name, decision, detail, sentence)
+    if call.replied:
+        out.append(Push(call.conn, message, rid))
+    else:
+        out.append(Reply(call.conn, rid, message))
+    _end(d, call)
+    shown = detail if recorded is None else recorded
+    out.append(
+        _record(
+            call.conn,
+            rid,
+            call.name,
+            decision,
+            "denied",
+            shown,
+            call.approval,
+            evicted_by,
+            call.started,
+            now,
+        )
+    )
 
 
-def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
-    """Ends a call with no outcome at whatever stage it is (R-DROP-1 .. R-DROP-4)."""
+def _read_deny(d: _Draft, call: Call, detail: str, now: int, out: Out) -> None:
+    """Closes a read with its deny (R-READ-2), recorded as ``read_denied`` (R-LOG-4)."""
+    rid: Any = call.request_id
+    _close(d, call, m.read_denied(rid, call.name, detail), now, out, "denied", detail)
+    fields = {"conn": call.conn, "request_id": rid, "method": call.name, "detail": detail}
+    out.append(Emit("read_denied", fields))
+
+
+CANCELLED_BY_CLIENT = "cancelled"
+CALLER_GONE = "caller gone"
+CONNECTION_GONE = "connection gone"
+
+
+def _drop(d: _Draft, call: Call, now: int, out: Out, *, notify: bool, why: str) -> None:
+    """Ends a call with no outcome at whatever stage it is (R-DROP-1 .. R-DROP-4); a
+    ``tools/call`` is recorded as dropped, ``why`` being its detail (R-LOG-2)."""
     if call.stage is Stage.PARKED:
         eid = call.elicitation_id
         _unpark(d, call)
@@ -449,6 +581,20 @@ def _drop(d: _Draft, call: Call, out: Out, *, notify: bool) -> None:
     if not call.replied:
         out.append(Reply(call.conn, call.request_id, None))
     _end(d, call)
+    if call.is_tool:
+        record = _record(
+            call.conn,
+            call.request_id,
+            call.name,
+            call.decision,
+            "dropped",
+            why,
+            call.approval,
+            None,
+            call.started,
+            now,
+        )
+        out.append(record)
 
 
 def _revision(d: _Draft, conn: ConnId) -> Revision:
@@ -504,17 +650,21 @@ def _tool_call(
             stage = Stage.UNKNOWN_REPLY
         else:
             out.append(Reply(conn, rid, m.unknown_tool(rid, name)))
+            out.append(_record(conn, rid, name, "", "unknown_tool", None, "", None, now, now))
             return
     else:
         problem = argument_problem(tool, arguments)
         if problem is not None:  # R-PROTO-6
             out.append(Reply(conn, rid, protocol.invalid_arguments(rid, name, problem)))
+            out.append(_record(conn, rid, name, "", "invalid_arguments", None, "", None, now, now))
             return
         if opts.has_authorizer:  # R-AUTH-1
             job, stage = Authorize(name, arguments), Stage.AUTHORIZING
         elif tool.sensitive:  # R-ADM-3
-            payload = m.authorization_required(rid, name, "deny", m.SENSITIVE_UNGUARDED)
+            detail = m.SENSITIVE_UNGUARDED
+            payload = m.authorization_required(rid, name, "deny", detail, m.WHY[detail])
             out.append(Reply(conn, rid, payload))
+            out.append(_record(conn, rid, name, "deny", "denied", detail, "", None, now, now))
             return
         else:  # R-ADM-4
             job, stage = RunTool(name, arguments), Stage.RUNNING
@@ -645,27 +795,30 @@ def _unregistered_read(
 # Worker outcomes, by stage
 
 
-def _run_tool(d: _Draft, call: Call, now: int, out: Out) -> None:
-    """Starts the tool of an allowed or approved call (R-AUTH-1, R-CLOSE-1, R-TOOL-2)."""
+def _run_tool(d: _Draft, call: Call, decision: str, now: int, out: Out) -> None:
+    """Starts the tool of an allowed or approved call (R-AUTH-1, R-CLOSE-1, R-TOOL-2);
+    ``decision`` is ``allow`` or ``approved`` (R-LOG-2)."""
     if call.name not in d.tools:
-        _close(d, call, m.unknown_tool(call.request_id, call.name), out)
+        unknown = m.unknown_tool(call.request_id, call.name)
+        _close(d, call, unknown, now, out, "unknown_tool", None, decision)
         return
-    _next_stage(d, call, Stage.RUNNING, RunTool(call.name, call.arguments), now, out)
+    job = RunTool(call.name, call.arguments)
+    _next_stage(d, call, Stage.RUNNING, job, now, out, decision)
 
 
 def _authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     if isinstance(value, Allow):
-        _run_tool(d, call, now, out)
+        _run_tool(d, call, "allow", now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
-        _deny(d, call, "deny", value.reason, out)  # R-AUTH-2
+        _deny(d, call, "deny", value.reason, now, out, m.policy_denies(value.reason))  # R-AUTH-2
     elif isinstance(value, Ask) and isinstance(value.prompt, str):
         _ask(d, call, value.prompt, now, out)  # R-AUTH-3
     else:
-        _deny(d, call, "deny", m.AUTHORIZER_FAILED, out)  # R-AUTH-4
+        _deny(d, call, "deny", m.AUTHORIZER_FAILED, now, out)  # R-AUTH-4
 
 
 def _authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _deny(d, call, "deny", m.AUTHORIZER_FAILED, out)  # R-AUTH-4
+    _deny(d, call, "deny", m.AUTHORIZER_FAILED, now, out)  # R-AUTH-4
 
 
 def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -673,29 +826,30 @@ def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> 
         tool = d.tools.get(call.name)
         if tool is not None and tool.output_validator is not None:
             value = protocol.checked_output(tool, value)  # R-PROTO-17
-        _close(d, call, m.result(call.request_id, value), out)
+        outcome = "tool_error" if value.get("isError") is True else "result"
+        _close(d, call, m.result(call.request_id, value), now, out, outcome)
     else:
         _tool_failed(d, call, value, now, out)
 
 
 def _tool_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), out)
+    _close(d, call, m.tool_failure(call.request_id, "callback_failed"), now, out, "failed")
 
 
 def _tool_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), out)
+    _close(d, call, m.tool_failure(call.request_id, "callback_timeout"), now, out, "timed_out")
 
 
 def _unknown_replied(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     rid: Any = call.request_id
     if isinstance(value, str):
-        _close(d, call, m.unknown_tool_text(rid, value), out)
+        _close(d, call, m.unknown_tool_text(rid, value), now, out, "unknown_tool")
     else:
-        _close(d, call, m.unknown_tool(rid, call.name), out)
+        _close(d, call, m.unknown_tool(rid, call.name), now, out, "unknown_tool")
 
 
 def _unknown_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.unknown_tool(call.request_id, call.name), out)
+    _close(d, call, m.unknown_tool(call.request_id, call.name), now, out, "unknown_tool")
 
 
 def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -704,34 +858,35 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
         params: Any = call.arguments
         answer = _answer_read(d, call.conn, rid, call.name, params)
         if answer is not None:
-            _close(d, call, answer, out)
+            _close(d, call, answer, now, out, "result")
         else:
             _next_stage(d, call, Stage.READ_RUNNING, _read_job(d, call.name, params), now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
-        _close(d, call, m.read_denied(rid, call.name, value.reason), out)
+        _read_deny(d, call, value.reason, now, out)
     elif isinstance(value, Ask) and isinstance(value.prompt, str):
-        _close(d, call, m.read_denied(rid, call.name, m.READ_ASK), out)  # R-READ-2
+        _read_deny(d, call, m.READ_ASK, now, out)  # R-READ-2
     else:
-        _close(d, call, m.read_denied(rid, call.name, m.AUTHORIZER_FAILED), out)
+        _read_deny(d, call, m.AUTHORIZER_FAILED, now, out)
 
 
 def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.read_denied(call.request_id, call.name, m.AUTHORIZER_FAILED), out)
+    _read_deny(d, call, m.AUTHORIZER_FAILED, now, out)
 
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     rid: Any = call.request_id
     if call.name == "tools/list" and isinstance(value, dict):
-        _list_visible(d, call, value, out)
+        _list_visible(d, call, value, now, out)
     elif isinstance(value, dict) and call.name != "tools/list":
-        _close(d, call, m.result(rid, value), out)
+        _close(d, call, m.result(rid, value), now, out, "result")
     elif isinstance(value, Failure) and isinstance(value.code, int):  # R-PROTO-14
-        _close(d, call, m.error(rid, value.code, str(value.message), value.data), out)
+        error = m.error(rid, value.code, str(value.message), value.data)
+        _close(d, call, error, now, out, "error")
     else:
         _read_failed(d, call, value, now, out)
 
 
-def _list_visible(d: _Draft, call: Call, verdicts: dict[Any, object], out: Out) -> None:
+def _list_visible(d: _Draft, call: Call, verdicts: dict[Any, object], now: int, out: Out) -> None:
     """Answers ``tools/list`` from the visibility hook's verdicts: a registered tool is listed
     when its verdict is ``True``; one whose verdict is neither ``True`` nor ``False`` is hidden
     and reported to the operator (R-PROTO-8)."""
@@ -746,17 +901,18 @@ def _list_visible(d: _Draft, call: Call, verdicts: dict[Any, object], out: Out) 
             reason = protocol.hidden_reason(verdict)
             out.append(Emit("tool_hidden", {"tool": name, "reason": reason}))
     params: Any = call.arguments
-    _close(
-        d, call, protocol.page(call.request_id, params, "tools", listed, d.options.page_size), out
-    )
+    page = protocol.page(call.request_id, params, "tools", listed, d.options.page_size)
+    _close(d, call, page, now, out, "result")
 
 
 def _read_failed(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_failed"), out)
+    failure = m.method_failure(call.request_id, call.name, "callback_failed")
+    _close(d, call, failure, now, out, "failed")
 
 
 def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    _close(d, call, m.method_failure(call.request_id, call.name, "callback_timeout"), out)
+    failure = m.method_failure(call.request_id, call.name, "callback_timeout")
+    _close(d, call, failure, now, out, "timed_out")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -802,7 +958,7 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     """An ASK: park the call, or deny it, or evict another to make room (R-PARK-1 .. 4)."""
     c = _get_conn(d, call.conn)
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
-        _deny(d, call, "ask", prompt, out)
+        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
         return
     opts = d.options
     verdict = park_verdict(
@@ -813,10 +969,10 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         d.top,
     )
     if verdict == "deny_connection":  # R-PARK-1
-        _deny(d, call, "ask", m.TOO_MANY_PENDING, out)
+        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
         return
     if verdict == "deny_server":  # R-PARK-3
-        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, out)
+        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
         return
     if verdict == "evict":  # R-PARK-3, R-PARK-4
         victim_conn = d.buckets[d.top].first()
@@ -825,9 +981,9 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         victim = d.calls[d.parked[victim_eid].key]
         _unpark(d, victim)
         out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.TOO_MANY_ON_SERVER)
+        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
         out.append(Push(victim.conn, withdrawn, victim.request_id))
-        _deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, out)
+        _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)
         c = _get_conn(d, call.conn)
     _park(d, call, c, prompt, now, out)
 
@@ -842,12 +998,15 @@ def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> No
     d.parked = d.parked.set(eid, Parked(key, pos, deadline))
     d.parked_total += 1
     replied = call.replied or call.mode == "push"
-    d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied))
+    d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
     request = revision_for(c.version).ask(eid, call.name, prompt)  # R-REV-2
     out.append(Push(call.conn, request, call.request_id))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
+    fields = {"conn": call.conn, "request_id": call.request_id, "tool": call.name}
+    fields["elicitation_id"] = eid
+    out.append(Emit("call_parked", fields))  # R-LOG-3
 
 
 def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
@@ -869,11 +1028,11 @@ def _answer(
     _unpark(d, call)
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
-        _deny(d, call, "ask", m.ELICITATION_FAILED, out)
+        _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)
     elif is_approval(result):
-        _run_tool(d, call, now, out)  # R-CLOSE-1
+        _run_tool(d, call, "approved", now, out)  # R-CLOSE-1
     else:
-        _deny(d, call, "ask", refusal_detail(result), out)
+        _deny(d, call, "ask", refusal_detail(result), now, out)
 
 
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
@@ -881,7 +1040,8 @@ def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     _unpark(d, call)
     withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)
     out.append(Push(call.conn, withdrawn, call.request_id))
-    _deny(d, call, "ask", m.TIMED_OUT, out)  # R-CLOSE-2
+    why = m.nobody_approved(d.options.elicitation_timeout_ms)
+    _deny(d, call, "ask", m.TIMED_OUT, now, out, why)  # R-CLOSE-2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -889,15 +1049,15 @@ def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
 
 
 def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
-    _cancel(d, ev.conn, ev.request_id, out)
+    _cancel(d, ev.conn, ev.request_id, ev.now, out)
 
 
-def _cancel(d: _Draft, conn: ConnId, request_id: object, out: Out) -> None:
+def _cancel(d: _Draft, conn: ConnId, request_id: object, now: int, out: Out) -> None:
     if not is_request_id(request_id):
         return
     call = d.calls.get((conn, request_id))
     if call is not None:
-        _drop(d, call, out, notify=True)  # R-DROP-1
+        _drop(d, call, now, out, notify=True, why=CANCELLED_BY_CLIENT)  # R-DROP-1
 
 
 def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
@@ -905,7 +1065,7 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
     if keys is None:
         return
     for key in _in_admission_order(d, list(keys)):
-        _drop(d, d.calls[key], out, notify=True)  # R-DROP-2
+        _drop(d, d.calls[key], ev.now, out, notify=True, why=CALLER_GONE)  # R-DROP-2
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,8 +104,22 @@ class Call:
     elicitation_id: str  # "" unless PARKED
     replied: bool  # push mode: the request was answered with nothing when it parked
     seq: int  # admission order, so that a drop of many calls answers them in a fixed order
+    # For its call_ended record (R-LOG-2): the `now` it was admitted at; what the authorizer
+    # decided so far ("" nothing yet, "allow", "ask" (parked), "approved"); the elicitation id
+    # it parked under ("" if it never parked), kept after it leaves PARKED.
+    started: int
+    decision: str
+    approval: str
 
-    def moved(self, stage: Stage, worker: int, elicitation_id: str, replied: bool) -> Call:
+    def moved(
+        self,
+        stage: Stage,
+        worker: int,
+        elicitation_id: str,
+        replied: bool,
+        decision: str,
+        approval: str,
+    ) -> Call:
         """This call in another stage (positional construction: this is the hot path)."""
         return _new_call(
             self.conn,
@@ -120,6 +134,9 @@ class Call:
             elicitation_id,
             replied,
             self.seq,
+            self.started,
+            decision,
+            approval,
         )
 
 

@@ -1,11 +1,13 @@
 """A scripted walkthrough: the official ``mcp`` SDK client drives ``askgate serve --demo``.
 
     python examples/demo_walkthrough.py        (or: make demo)
+    python examples/demo_walkthrough.py --log-level info   (the server's operator log too)
 
 The client launches the demo server over stdio and calls ``echo`` (allowed), ``guarded_echo``
 twice (the policy asks: approved, then declined) and ``forbidden`` (denied), printing what the
 server asked and answered. The answers to the prompts are scripted; a real client shows them to
-a person.
+a person. Arguments are passed on to ``askgate serve --demo``; the server's log goes to
+standard error.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ async def main() -> None:
         return answer
 
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "askgate", "serve", "--demo"]
+        command=sys.executable, args=["-m", "askgate", "serve", "--demo", *sys.argv[1:]]
     )
     with anyio.fail_after(60):
         async with Client(server, mode="legacy", elicitation_callback=ask_the_user) as client:

@@ -76,6 +76,7 @@ from askgate.core import (
     live_timers,
     step,
 )
+from askgate.core.decide import is_request_id
 from askgate.core.state import Call
 from askgate.models import figures
 
@@ -371,9 +372,49 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
         answer = replies.get(received, [None])[0]  # a request answered at once: one answer
         if answer is None or answer.message is None:
             raise AssertionError(f"new request {received} answered {replies.get(received)}")
+    _check_records(before, event, after, effects)
     for key in (*replies, *outcome_pushes):  # R-INV-9: to the connection that asked, only
         if key not in before.calls and key not in after.calls and key != received:
             raise AssertionError(f"{key} answered, but that connection has no such request")
+
+
+def _check_records(before: State, event: Event, after: State, effects: list[Effect]) -> None:
+    """R-LOG-1, R-LOG-3: every ``tools/call`` that ends in the step, or is answered at once,
+    gets exactly one ``call_ended``, after its answer; a call that stays open gets none; every
+    call that parks gets one ``call_parked``; reads get no ``call_ended``."""
+    ended: dict[tuple[Hashable, Hashable], int] = {}
+    parked: dict[tuple[Hashable, Hashable], int] = {}
+    answered = {key for key, call in before.calls.items() if call.replied}  # push mode
+    for effect in effects:
+        if isinstance(effect, Reply | Push) and (
+            isinstance(effect, Reply) or "method" not in effect.message
+        ):
+            rid = effect.request_id if isinstance(effect, Reply) else effect.message["id"]
+            answered.add((effect.conn, rid))
+        if isinstance(effect, Emit) and effect.name in ("call_ended", "call_parked"):
+            key = (effect.fields["conn"], effect.fields["request_id"])
+            counts = ended if effect.name == "call_ended" else parked
+            counts[key] = counts.get(key, 0) + 1
+            if effect.name == "call_ended" and key not in answered:
+                raise AssertionError(f"R-LOG-1: {key} recorded before its answer")
+    expected = {
+        key for key, call in before.calls.items() if call.is_tool and key not in after.calls
+    }
+    if isinstance(event, ToolCallReceived) and is_request_id(event.request_id):
+        key = (event.conn, event.request_id)
+        well_formed = isinstance(event.tool, str) and isinstance(event.arguments, dict)
+        if well_formed and key not in before.calls and key not in after.calls:
+            expected.add(key)  # answered at once
+    if set(ended) != expected or any(n != 1 for n in ended.values()):
+        raise AssertionError(f"R-LOG-1: records {ended}, ended tools/calls {expected}")
+    now_parked = {
+        key
+        for key, call in after.calls.items()
+        if call.stage is Stage.PARKED
+        and (before.calls.get(key) is None or before.calls[key].stage is not Stage.PARKED)
+    }
+    if set(parked) != now_parked or any(n != 1 for n in parked.values()):
+        raise AssertionError(f"R-LOG-3: records {parked}, parked {now_parked}")
 
 
 def check_wire(

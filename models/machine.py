@@ -148,6 +148,7 @@ from askgate.core.state import State
 from .reference import (
     CLIENT_REQUEST_TIMER,
     ELICIT,
+    EVICTED,
     MODEL_REQUEST_PREFIX,
     SAMPLE,
     TOO_MANY_ON_SERVER,
@@ -1043,7 +1044,13 @@ class ReducerMachine(RuleBasedStateMachine):
                 message["params"] = params
             return same(message, m.message)
         if isinstance(r, Emit) and isinstance(m, Emit):
-            return same((r.name, r.fields), (m.name, m.fields))
+            fields = dict(r.fields)
+            model_eid = m.fields.get("elicitation_id")
+            if fields.get("elicitation_id") is not None and model_eid is not None:
+                # R-LOG-2, R-LOG-3: a record names the prompt's id, pushed before it
+                self._bind("eid", fields["elicitation_id"], model_eid, minted=False)
+                fields["elicitation_id"] = model_eid
+            return same((r.name, fields), (m.name, m.fields))
         if isinstance(r, Resolve) and isinstance(m, Resolve):
             # The ref the tool asked from, as the model was told it (a stale or unknown ref
             # was never bound, and is its own name on both sides).
@@ -1342,7 +1349,7 @@ class ReducerMachine(RuleBasedStateMachine):
         evicted = [
             key
             for key, message in delivered.items()
-            if key != asker and deny_of(message) == ("ask", TOO_MANY_ON_SERVER)
+            if key != asker and deny_of(message) == ("ask", EVICTED)
         ]
         parked = after.open.get(asker, ("", False))[0] == "parked"
         asker_deny = deny_of(delivered.get(asker))
@@ -1379,6 +1386,13 @@ class ReducerMachine(RuleBasedStateMachine):
                 f"R-PARK-4: {holder!r} reached {top} after another holder did"
             )
             assert victim not in after.open, "R-CLOSE-3: the victim is still open"
+            by = [
+                e.fields.get("evicted_by")
+                for e in effects
+                if isinstance(e, Emit) and e.name == "call_ended"
+                if (e.fields.get("conn"), e.fields.get("request_id")) == victim
+            ]
+            assert by == [conn], f"R-LOG-2: the victim's record says evicted by {by!r}"
             assert parked, "R-PARK-3: evicted, but the asker did not park"
             verdict("evicted")
         else:

@@ -143,12 +143,44 @@ SENSITIVE_UNGUARDED = "sensitive tool unguarded"
 AUTHORIZER_FAILED = "authorizer failed"
 TOO_MANY_PENDING = "too many elicitations pending"
 TOO_MANY_ON_SERVER = "too many elicitations pending on this server"
+EVICTED = "evicted to make room on this server"
 DECLINED = "declined"
 CANCELLED = "cancelled"
 NOT_APPROVED = "not approved"
 ELICITATION_FAILED = "elicitation failed"
 TIMED_OUT = "elicitation timed out"
 READ_ASK = "interactive approval unsupported"
+
+# R-DLV-4: what a deny's message says after "<tool> was not run: ".
+WHY = {
+    SENSITIVE_UNGUARDED: "it is marked sensitive and the server has no policy to allow it",
+    AUTHORIZER_FAILED: "the server's policy failed to decide on it",
+    TOO_MANY_PENDING: "this connection already has too many approvals pending",
+    TOO_MANY_ON_SERVER: "too many approvals are pending on this server",
+    EVICTED: "it was evicted to make room on this server while it waited for approval",
+    DECLINED: "the approval was declined",
+    CANCELLED: "the approval was cancelled",
+    NOT_APPROVED: "the answer did not approve it",
+    ELICITATION_FAILED: "the client answered the approval request with an error",
+}
+CANNOT_ASK = "it needs approval and this client cannot be asked"
+
+
+def policy_denies(reason: str) -> str:
+    return f"the server's policy denies it ({reason})"
+
+
+def nobody_approved(timeout_ms: int) -> str:
+    """R-DLV-4: whole seconds as ``N s``, anything else as ``N ms``."""
+    shown = f"{timeout_ms // 1000} s" if timeout_ms % 1000 == 0 else f"{timeout_ms} ms"
+    return f"no one approved it within {shown}"
+
+
+# R-LOG-2: the details of a record that are not a deny's.
+CANNOT_ASK_DETAIL = "client cannot be asked"
+DROPPED_CANCELLED = "cancelled"
+DROPPED_CALLER_GONE = "caller gone"
+DROPPED_CONNECTION_GONE = "connection gone"
 
 # Not normative (see the module docstring).
 REQUEST_CANCELLED_REASON = "request cancelled"
@@ -215,15 +247,51 @@ def _is_error_tool_result(payload: JsonObject) -> JsonObject:
     }
 
 
-def deny_message(request_id: object, tool: str, decision: str, detail: str) -> JsonObject:
-    """The deny of a ``tools/call`` (R-CLOSE-2): an ``isError`` tool result."""
+def deny_message(
+    request_id: object, tool: str, decision: str, detail: str, why: str | None = None
+) -> JsonObject:
+    """The deny of a ``tools/call`` (R-DLV-4): an ``isError`` tool result whose message says
+    why (by default the sentence of ``detail``)."""
     payload = {
         "error": "authorization_required",
         "tool": tool,
         "decision": decision,
         "detail": detail,
+        "message": f"{tool} was not run: {WHY[detail] if why is None else why}",
     }
     return _result(request_id, _is_error_tool_result(payload))
+
+
+def call_ended(
+    call: ModelCall,
+    now: int,
+    outcome: str,
+    detail: str | None = None,
+    *,
+    decision: str | None = None,
+    evicted_by: Hashable | None = None,
+) -> Emit:
+    """R-LOG-2: the record of a ``tools/call``'s end; ``decision`` defaults to the call's."""
+    decided = call.decision if decision is None else decision
+    approved: bool | None = None
+    if decided == "approved":
+        decided, approved = "ask", True
+    elif decided == "ask":
+        approved = False
+    fields = {
+        "conn": call.conn,
+        "request_id": call.request_id,
+        "tool": call.name,
+        "decision": decided or None,
+        "approved": approved,
+        "outcome": outcome,
+        "detail": detail,
+        "elicitation_id": call.approval,
+        "evicted_by": evicted_by,
+        "started_ms": call.started,
+        "duration_ms": now - call.started,
+    }
+    return Emit("call_ended", fields)
 
 
 def read_denied_message(request_id: object, method: str, detail: str) -> JsonObject:
@@ -433,6 +501,11 @@ class ModelCall:
     elicitation_id: str | None = None  # while PARKED
     parked_at: int = -1  # the model's tick when it parked: a connection's queue order
     replied: bool = False  # push mode: answered with nothing when it parked (R-DLV-3)
+    # R-LOG-2: when it was admitted, what the authorizer decided so far ("", "allow", "ask",
+    # "approved"), the elicitation id it parked under
+    started: int = 0
+    decision: str = ""
+    approval: str | None = None
 
     @property
     def key(self) -> CallKey:
@@ -512,6 +585,7 @@ class ReferenceModel:
         self.requests: list[ModelRequest] = []  # a running tool's outstanding requests (R-CTX-4)
         self.next_request = 0
         self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
+        self.now = 0  # the now of the event being applied (R-LOG-2)
 
     # -- what a checker reads ----------------------------------------------------------------
 
@@ -610,6 +684,9 @@ class ReferenceModel:
     def apply(self, event: Event) -> list[Effect]:
         """Applies ``event``; returns the effects, in order."""
         out: list[Effect] = []
+        now = getattr(event, "now", None)
+        if is_integer(now):
+            self.now = now
         if isinstance(event, ClientInitialized):
             self._initialize(event, out)
         elif isinstance(event, PingReceived):
@@ -715,7 +792,7 @@ class ReferenceModel:
     def _connection_gone(self, conn: Hashable, out: list[Effect]) -> None:
         """R-DROP-3: drop every call it owns in admission order, remove its entry, forget it."""
         for call in [c for c in self.calls if c.conn == conn]:
-            self._drop(call, notify=False, out=out)
+            self._drop(call, notify=False, out=out, why=DROPPED_CONNECTION_GONE)
         self.entries = [e for e in self.entries if e.conn != conn]
         self.subscribed.discard(conn)
         self.versions.pop(conn, None)  # R-SUB-2: a rebound connection negotiates again
@@ -757,6 +834,8 @@ class ReferenceModel:
         scope = self._busy_scope(call.conn)
         if scope is not None:
             out.append(Reply(call.conn, call.request_id, self._busy_message(call, scope)))
+            if call.is_tool:
+                out.append(call_ended(call, now, "busy", scope))  # R-LOG-1
             return
         self.calls.append(call)
         self._start_worker(call, stage, job, now, out)
@@ -780,16 +859,20 @@ class ReferenceModel:
             out.append(Reply(ev.conn, rid, message))
             return
         call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
+        call.started = ev.now
         if ev.tool not in self.tools:  # R-ADM-2
             if self.options.has_unknown_tool_reply:
                 self._open(call, UNKNOWN_REPLY, UnknownToolReply(ev.tool), ev.now, out)
             else:
                 out.append(Reply(ev.conn, rid, unknown_tool_message(rid, ev.tool)))
+                out.append(call_ended(call, ev.now, "unknown_tool"))
         elif self.options.has_authorizer:  # R-AUTH-1
             self._open(call, AUTHORIZING, Authorize(ev.tool, ev.arguments), ev.now, out)
         elif self.tools[ev.tool]:  # R-ADM-3
             message = deny_message(rid, ev.tool, "deny", SENSITIVE_UNGUARDED)
             out.append(Reply(ev.conn, rid, message))
+            record = call_ended(call, ev.now, "denied", SENSITIVE_UNGUARDED, decision="deny")
+            out.append(record)
         else:  # R-ADM-4
             self._open(call, RUNNING, RunTool(ev.tool, ev.arguments), ev.now, out)
 
@@ -845,18 +928,61 @@ class ReferenceModel:
 
     # -- ending calls (R-DLV-*, R-DROP-*) ------------------------------------------------------
 
-    def _close(self, call: ModelCall, message: JsonObject, out: list[Effect]) -> None:
-        """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call."""
+    def _close(
+        self,
+        call: ModelCall,
+        message: JsonObject,
+        out: list[Effect],
+        outcome: str = "",
+        detail: str | None = None,
+        decision: str | None = None,
+    ) -> None:
+        """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call; a
+        ``tools/call`` is recorded (R-LOG-1)."""
         if call.replied:
             out.append(Push(call.conn, message, call.request_id))
         else:
             out.append(Reply(call.conn, call.request_id, message))
         self.calls.remove(call)
+        if call.is_tool:
+            out.append(call_ended(call, self.now, outcome, detail, decision=decision))
 
-    def _deny(self, call: ModelCall, decision: str, detail: str, out: list[Effect]) -> None:
-        self._close(call, deny_message(call.request_id, call.name, decision, detail), out)
+    def _deny(
+        self,
+        call: ModelCall,
+        decision: str,
+        detail: str,
+        out: list[Effect],
+        why: str | None = None,
+        *,
+        recorded: str | None = None,
+        evicted_by: Hashable | None = None,
+    ) -> None:
+        """R-DLV-4; recorded as denied (R-LOG-2)."""
+        message = deny_message(call.request_id, call.name, decision, detail, why)
+        if call.replied:
+            out.append(Push(call.conn, message, call.request_id))
+        else:
+            out.append(Reply(call.conn, call.request_id, message))
+        self.calls.remove(call)
+        shown = detail if recorded is None else recorded
+        record = call_ended(
+            call, self.now, "denied", shown, decision=decision, evicted_by=evicted_by
+        )
+        out.append(record)
 
-    def _drop(self, call: ModelCall, *, notify: bool, out: list[Effect]) -> None:
+    def _read_deny(self, call: ModelCall, detail: str, out: list[Effect]) -> None:
+        """R-READ-2, recorded (R-LOG-4)."""
+        self._close(call, read_denied_message(call.request_id, call.name, detail), out)
+        fields = {
+            "conn": call.conn,
+            "request_id": call.request_id,
+            "method": call.name,
+            "detail": detail,
+        }
+        out.append(Emit("read_denied", fields))
+
+    def _drop(self, call: ModelCall, *, notify: bool, out: list[Effect], why: str) -> None:
         """R-DROP-4: no outcome; whatever the call holds is released; an unanswered request is
         answered with nothing."""
         if call.stage == PARKED:
@@ -876,15 +1002,17 @@ class ReferenceModel:
         if not call.replied:
             out.append(Reply(call.conn, call.request_id, None))
         self.calls.remove(call)
+        if call.is_tool:
+            out.append(call_ended(call, self.now, "dropped", why))  # R-LOG-1
 
     def _cancel(self, conn: Hashable, request_id: object, out: list[Effect]) -> None:
         call = self._find(conn, request_id)
         if call is not None:
-            self._drop(call, notify=True, out=out)  # R-DROP-1
+            self._drop(call, notify=True, out=out, why=DROPPED_CANCELLED)  # R-DROP-1
 
     def _caller_exited(self, caller: Hashable, out: list[Effect]) -> None:
         for call in [c for c in self.calls if c.caller is not None and c.caller == caller]:
-            self._drop(call, notify=True, out=out)  # R-DROP-2
+            self._drop(call, notify=True, out=out, why=DROPPED_CALLER_GONE)  # R-DROP-2
 
     # -- workers (R-WORK-*, R-AUTH-*, R-READ-*) -------------------------------------------------
 
@@ -912,28 +1040,29 @@ class ReferenceModel:
             if how != "finished":
                 self._deny(call, "deny", AUTHORIZER_FAILED, out)  # R-AUTH-4
             elif isinstance(value, Allow):
-                self._run_tool(call, now, out)  # R-AUTH-1
+                self._run_tool(call, "allow", now, out)  # R-AUTH-1
             elif isinstance(value, Deny) and isinstance(value.reason, str):
-                self._deny(call, "deny", value.reason, out)  # R-AUTH-2
+                self._deny(call, "deny", value.reason, out, policy_denies(value.reason))  # R-AUTH-2
             elif isinstance(value, Ask) and isinstance(value.prompt, str):
                 self._ask(call, value.prompt, now, out)  # R-AUTH-3
             else:
                 self._deny(call, "deny", AUTHORIZER_FAILED, out)  # R-AUTH-4
-        elif call.stage == RUNNING:
+        elif call.stage == RUNNING:  # outcomes as R-LOG-2 names them
             if how == "finished" and isinstance(value, dict):
-                self._close(call, _result(rid, value), out)
+                outcome = "tool_error" if value.get("isError") is True else "result"
+                self._close(call, _result(rid, value), out, outcome)
             elif how == "timed_out":
-                self._close(call, tool_failure_message(rid, "callback_timeout"), out)
+                self._close(call, tool_failure_message(rid, "callback_timeout"), out, "timed_out")
             else:
-                self._close(call, tool_failure_message(rid, "callback_failed"), out)
+                self._close(call, tool_failure_message(rid, "callback_failed"), out, "failed")
         elif call.stage == UNKNOWN_REPLY:  # R-ADM-2
             if how == "finished" and isinstance(value, str):
-                self._close(call, unknown_tool_text_message(rid, value), out)
+                self._close(call, unknown_tool_text_message(rid, value), out, "unknown_tool")
             else:
-                self._close(call, unknown_tool_message(rid, call.name), out)
+                self._close(call, unknown_tool_message(rid, call.name), out, "unknown_tool")
         elif call.stage == READ_AUTHORIZING:  # R-READ-1, R-READ-2
             if how != "finished":
-                self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
+                self._read_deny(call, AUTHORIZER_FAILED, out)
             elif isinstance(value, Allow):
                 if call.name == "tools/list" and not self._hook_lists():  # R-PROTO-8
                     self._close(call, self._tools_page(rid, sorted(self.tools)), out)
@@ -941,11 +1070,11 @@ class ReferenceModel:
                     job = self._read_job(call.name, call.arguments)
                     self._next_stage(call, READ_RUNNING, job, now, out)
             elif isinstance(value, Deny) and isinstance(value.reason, str):
-                self._close(call, read_denied_message(rid, call.name, value.reason), out)
+                self._read_deny(call, value.reason, out)
             elif isinstance(value, Ask) and isinstance(value.prompt, str):
-                self._close(call, read_denied_message(rid, call.name, READ_ASK), out)
+                self._read_deny(call, READ_ASK, out)
             else:
-                self._close(call, read_denied_message(rid, call.name, AUTHORIZER_FAILED), out)
+                self._read_deny(call, AUTHORIZER_FAILED, out)
         elif call.stage == READ_RUNNING:
             if how == "finished" and call.name == "tools/list" and isinstance(value, dict):
                 self._listed(call, value, out)  # R-PROTO-8
@@ -967,14 +1096,17 @@ class ReferenceModel:
         """A new worker for an open call: the bounds are checked again (R-ADM-5)."""
         scope = self._busy_scope(call.conn)
         if scope is not None:
-            self._close(call, self._busy_message(call, scope), out)
+            self._close(call, self._busy_message(call, scope), out, "busy", scope)
             return
         self._start_worker(call, stage, job, now, out)
 
-    def _run_tool(self, call: ModelCall, now: int, out: list[Effect]) -> None:
-        """An allowed or approved call starts its tool if it is still registered (R-TOOL-2)."""
+    def _run_tool(self, call: ModelCall, decision: str, now: int, out: list[Effect]) -> None:
+        """An allowed or approved call starts its tool if it is still registered (R-TOOL-2);
+        ``decision`` is ``allow`` or ``approved`` (R-LOG-2)."""
+        call.decision = decision
         if call.name not in self.tools:
-            self._close(call, unknown_tool_message(call.request_id, call.name), out)
+            message = unknown_tool_message(call.request_id, call.name)
+            self._close(call, message, out, "unknown_tool")
             return
         self._next_stage(call, RUNNING, RunTool(call.name, call.arguments), now, out)
 
@@ -991,8 +1123,8 @@ class ReferenceModel:
 
     def _ask(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
         conn = call.conn
-        if not self.can_be_asked(conn):
-            self._deny(call, "ask", prompt, out)  # R-AUTH-3: deny-on-ASK
+        if not self.can_be_asked(conn):  # R-AUTH-3: deny-on-ASK; the record hides the prompt
+            self._deny(call, "ask", prompt, out, CANNOT_ASK, recorded=CANNOT_ASK_DETAIL)
             return
         mine = self.parked_count(conn)
         if mine >= self.options.max_parked_elicitations:
@@ -1010,9 +1142,9 @@ class ReferenceModel:
             eid = str(victim.elicitation_id)
             self._unpark(victim)
             out.append(CancelTimer(("elicitation", eid)))
-            withdrawn = elicitation_cancelled_message(eid, TOO_MANY_ON_SERVER)
+            withdrawn = elicitation_cancelled_message(eid, EVICTED)
             out.append(Push(victim.conn, withdrawn, victim.request_id))
-            self._deny(victim, "ask", TOO_MANY_ON_SERVER, out)
+            self._deny(victim, "ask", EVICTED, out, evicted_by=conn)
         self._park(call, prompt, now, out)
 
     def _park(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
@@ -1021,6 +1153,8 @@ class ReferenceModel:
         self.next_elicitation += 1
         call.stage = PARKED
         call.elicitation_id = eid
+        call.decision = "ask"
+        call.approval = eid
         call.parked_at = self._tick()
         self._set_count_changed(call.conn)
         deadline = now + self.options.elicitation_timeout_ms
@@ -1032,6 +1166,9 @@ class ReferenceModel:
         if call.mode == "push" and not call.replied:
             call.replied = True
             out.append(Reply(call.conn, call.request_id, None))
+        fields = {"conn": call.conn, "request_id": call.request_id, "tool": call.name}
+        fields["elicitation_id"] = eid
+        out.append(Emit("call_parked", fields))  # R-LOG-3
 
     def _parked_call(self, eid: object) -> ModelCall | None:
         if not isinstance(eid, str):
@@ -1055,7 +1192,7 @@ class ReferenceModel:
         if ev.error is not None:
             self._deny(call, "ask", ELICITATION_FAILED, out)
         elif approves(ev.result):
-            self._run_tool(call, ev.now, out)  # R-CLOSE-1
+            self._run_tool(call, "approved", ev.now, out)  # R-CLOSE-1
         else:
             self._deny(call, "ask", refusal_detail(ev.result), out)  # R-CLOSE-2
 
@@ -1077,7 +1214,8 @@ class ReferenceModel:
             self._unpark(call)
             withdrawn = elicitation_cancelled_message(eid, TIMED_OUT)
             out.append(Push(call.conn, withdrawn, call.request_id))  # R-CLOSE-4
-            self._deny(call, "ask", TIMED_OUT, out)  # R-CLOSE-2
+            why = nobody_approved(self.options.elicitation_timeout_ms)
+            self._deny(call, "ask", TIMED_OUT, out, why)  # R-CLOSE-2
 
     # -- a running tool's own requests (R-CTX-1, R-CTX-4 .. R-CTX-6) -----------------------------
 

@@ -11,6 +11,7 @@ from askgate.core import (
     ClientInitialized,
     Effect,
     ElicitationAnswered,
+    Emit,
     Event,
     Options,
     Push,
@@ -125,6 +126,44 @@ def only_reply(effects: list[Effect]) -> dict[str, Any]:
     message = rs[0].message
     assert message is not None
     return message
+
+
+def ended(
+    conn: Hashable,
+    request_id: object,
+    outcome: str,
+    tool: str = "echo",
+    *,
+    decision: str | None = None,
+    approved: bool | None = None,
+    detail: str | None = None,
+    elicitation_id: str | None = None,
+    evicted_by: Hashable | None = None,
+    started: int = 0,
+    duration: int = 0,
+) -> Emit:
+    """The ``call_ended`` record R-LOG-2 describes."""
+    return Emit(
+        "call_ended",
+        {
+            "conn": conn,
+            "request_id": request_id,
+            "tool": tool,
+            "decision": decision,
+            "approved": approved,
+            "outcome": outcome,
+            "detail": detail,
+            "elicitation_id": elicitation_id,
+            "evicted_by": evicted_by,
+            "started_ms": started,
+            "duration_ms": duration,
+        },
+    )
+
+
+def records(effects: list[Effect], name: str = "call_ended") -> list[dict[str, Any]]:
+    """The fields of the ``name`` records in ``effects``, in order."""
+    return [e.fields for e in effects if isinstance(e, Emit) and e.name == name]
 
 
 def deny_payload(message: dict[str, Any]) -> dict[str, Any]:

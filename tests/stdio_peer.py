@@ -177,5 +177,33 @@ def result_text(message: dict[str, Any]) -> str:
     return text
 
 
-def deny_payload(tool: str, decision: str, detail: str) -> dict[str, str]:
-    return {"error": "authorization_required", "tool": tool, "decision": decision, "detail": detail}
+# spec/rules.md R-DLV-4: the sentence of each fixed deny detail, written out.
+WHY = {
+    "sensitive tool unguarded": "it is marked sensitive and the server has no policy to allow it",
+    "authorizer failed": "the server's policy failed to decide on it",
+    "too many elicitations pending": "this connection already has too many approvals pending",
+    "too many elicitations pending on this server": "too many approvals are pending on this server",
+    "evicted to make room on this server": (
+        "it was evicted to make room on this server while it waited for approval"
+    ),
+    "declined": "the approval was declined",
+    "cancelled": "the approval was cancelled",
+    "not approved": "the answer did not approve it",
+    "elicitation failed": "the client answered the approval request with an error",
+}
+CANNOT_ASK = "it needs approval and this client cannot be asked"
+
+
+def policy_denies(reason: str) -> str:
+    return f"the server's policy denies it ({reason})"
+
+
+def deny_payload(tool: str, decision: str, detail: str, why: str | None = None) -> dict[str, str]:
+    """The deny of R-DLV-4; ``why`` defaults to the sentence of the fixed ``detail``."""
+    return {
+        "error": "authorization_required",
+        "tool": tool,
+        "decision": decision,
+        "detail": detail,
+        "message": f"{tool} was not run: {WHY[detail] if why is None else why}",
+    }

@@ -684,7 +684,9 @@ def test_R_WIRE_13_encode_refuses_a_cycle() -> None:
 
 def test_R_WIRE_13_every_message_builder_round_trips() -> None:
     built = [
-        messages.authorization_required(7, "delete_file", "ask", messages.TIMED_OUT),
+        messages.authorization_required(
+            7, "delete_file", "ask", messages.TIMED_OUT, messages.nobody_approved(60_000)
+        ),
         messages.read_denied("r", "resources/read", messages.READ_ASK),
         messages.elicitation_request("askgate-elicit-abcdefghijklmnop", "rm", "Delete? «x»"),
         messages.elicitation_cancelled("askgate-elicit-abcdefghijklmnop", "timeout"),

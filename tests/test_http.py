@@ -492,7 +492,10 @@ async def test_R_HTTP_7_the_sdk_client_approves_declines_and_times_out() -> None
             async with Client(url, mode="legacy", elicitation_callback=silent) as client:
                 result = await client.call_tool("guarded_echo", {"text": "yo"})
                 assert structured(result) == deny_payload(
-                    "guarded_echo", "ask", "elicitation timed out"
+                    "guarded_echo",
+                    "ask",
+                    "elicitation timed out",
+                    "no one approved it within 300 ms",
                 )
                 await silent.cancelled.wait()  # the withdrawal reached the client (R-CLOSE-4)
         assert app.runtime.state.parked_total == 0
@@ -818,7 +821,7 @@ async def test_R_PARK_3_on_a_full_server_the_biggest_holder_yields_its_oldest() 
                 evicted = await a1.next_message()
                 assert evicted["id"] == 1
                 assert evicted["result"]["structuredContent"] == deny_payload(
-                    "guarded_echo", "ask", "too many elicitations pending on this server"
+                    "guarded_echo", "ask", "evicted to make room on this server"
                 )
                 assert app.runtime.state.parked_total == 2
                 for raw in (a, b):

@@ -60,7 +60,7 @@ def test_R_PARK_4_eviction_is_applied_before_the_park_it_makes_room_for() -> Non
     denied = effects[evicted[2]]
     assert isinstance(denied, Reply)
     assert denied.message is not None
-    assert deny_payload(denied.message)["detail"] == "too many elicitations pending on this server"
+    assert deny_payload(denied.message)["detail"] == "evicted to make room on this server"
 
 
 def test_R_CLOSE_4_a_caller_exit_withdraws_its_parked_prompt() -> None:

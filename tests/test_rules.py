@@ -41,12 +41,14 @@ from askgate.core import (
     live_timers,
     mint_elicitation_id,
 )
+from askgate.core.messages import WHY
 from tests.harness import (
     APPROVE,
     KEY,
     Harness,
     deny_payload,
     elicitation_id,
+    ended,
     only_reply,
     pushes,
     replies,
@@ -275,6 +277,7 @@ def test_R_CAP_4_who_can_be_asked(capabilities: object, askable: bool) -> None:
             "tool": "echo",
             "decision": "ask",
             "detail": "may I?",
+            "message": "echo was not run: it needs approval and this client cannot be asked",
         }
 
 
@@ -400,6 +403,8 @@ def test_R_ADM_3_late_sensitive_tool_without_authorizer_is_denied() -> None:
         "tool": "wipe",
         "decision": "deny",
         "detail": "sensitive tool unguarded",
+        "message": "wipe was not run: it is marked sensitive and the server has no policy to "
+        "allow it",
     }
     h.feed(ToolRegistered("widget.wipe", sensitive=True, derived=True))
     effects = h.call("a", 2, "widget.wipe")
@@ -492,6 +497,7 @@ def test_R_AUTH_2_deny_answers_the_deny_with_the_reason() -> None:
         "tool": "delete_file",
         "decision": "deny",
         "detail": "forbidden by policy",
+        "message": "delete_file was not run: the server's policy denies it (forbidden by policy)",
     }
     assert json.loads(message["result"]["content"][0]["text"]) == payload
 
@@ -605,7 +611,11 @@ def test_R_PARK_3_full_server_evicts_oldest_of_top_holder_for_a_smaller_asker() 
     assert [(p.conn, p.message["params"]["requestId"]) for p in withdrawn] == [("a", victim)]
     denied = [(r.conn, r.request_id, r.message) for r in replies(effects) if r.message]
     assert [(conn, rid) for conn, rid, _ in denied] == [("a", 1)]
-    assert deny_payload(denied[0][2])["detail"] == "too many elicitations pending on this server"
+    assert deny_payload(denied[0][2])["detail"] == "evicted to make room on this server"
+    assert deny_payload(denied[0][2])["message"] == (
+        "echo was not run: it was evicted to make room on this server while it waited for approval"
+    )
+    assert withdrawn[0].message["params"]["reason"] == "evicted to make room on this server"
     assert h.state.conns["c"].parked_count == 1
     assert h.state.conns["a"].parked_count == 1
     assert h.answer("a", victim, APPROVE) == []  # a late accept for the evicted call
@@ -704,6 +714,7 @@ def test_R_CLOSE_1_anything_but_exact_approval_denies(answer: object, detail: st
         "tool": "echo",
         "decision": "ask",
         "detail": detail,
+        "message": "echo was not run: " + WHY[detail],
     }
 
 
@@ -804,10 +815,12 @@ def test_R_DROP_1_cancel_drops_at_every_stage() -> None:
     h.call("a", 1)  # authorizing
     ref = h.worker()
     effects = h.feed(CancelRequested("a", 1, 0))
-    assert effects == [KillWorker(ref), CancelTimer(("worker", ref)), Reply("a", 1, None)]
+    dropped = ended("a", 1, "dropped", detail="cancelled")
+    assert effects == [KillWorker(ref), CancelTimer(("worker", ref)), Reply("a", 1, None), dropped]
     ref = h.allow("a", 2)  # running
     effects = h.feed(CancelRequested("a", 2, 0))
-    assert effects == [KillWorker(ref), CancelTimer(("worker", ref)), Reply("a", 2, None)]
+    dropped = ended("a", 2, "dropped", decision="allow", detail="cancelled")
+    assert effects == [KillWorker(ref), CancelTimer(("worker", ref)), Reply("a", 2, None), dropped]
     assert h.finish(ref, {"content": []}) == []  # the killed worker's late report
     h.park("a", 3)
     effects = h.feed(CancelRequested("a", 3, 0))

@@ -220,7 +220,7 @@ async def test_an_eager_job_that_raises_is_a_worker_failure_and_its_text_is_only
         runtime.feed(SubscriberAttached("c", 0))
     assert [type(e) for e in runtime.fed] == [SubscriberAttached, WorkerFailed]
     assert "the policy's secret text" not in repr(runtime.fed)
-    assert "callback failed: Authorize (worker 1)" in caplog.text
+    assert "callback failed: authorizer of tool raises (conn c, worker 1)" in caplog.text
 
 
 async def test_an_eager_job_that_suspends_is_stopped_and_reported_failed() -> None:

@@ -35,7 +35,7 @@ from askgate.server import derive_input_schema
 from askgate.transports.runtime import Runtime, now_ms
 from askgate.transports.stdio import LineSplitter, serve_stdio
 
-from .stdio_peer import deny_payload
+from .stdio_peer import deny_payload, policy_denies
 
 pytestmark = pytest.mark.anyio
 
@@ -469,7 +469,9 @@ async def test_authorizers_sync_or_async_get_the_context() -> None:
         conn.call(1, "a")
         assert text_of(await conn.result(1)) == "ran a"
         conn.call(2, "b")
-        assert (await conn.result(2))["structuredContent"] == deny_payload("b", "deny", "no b")
+        assert (await conn.result(2))["structuredContent"] == deny_payload(
+            "b", "deny", "no b", policy_denies("no b")
+        )
         conn.call(3, "c")
         failed = (await conn.result(3))["structuredContent"]
         assert failed == deny_payload("c", "deny", "authorizer failed")

@@ -476,7 +476,7 @@ async def test_R_HTTP_14_caps_and_eviction_hold_across_both_transports() -> None
                     evicted = await old.next_message()
                     assert evicted["id"] == 1
                     assert evicted["result"]["structuredContent"] == deny_payload(
-                        "guarded_echo", "ask", "too many elicitations pending on this server"
+                        "guarded_echo", "ask", "evicted to make room on this server"
                     )
                     assert app.runtime.state.parked_total == 2
                     assert (await http.delete(f"{base}/mcp", headers=headers)).status_code == 204

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 
-from .stdio_peer import deny_payload
+from .stdio_peer import CANNOT_ASK, deny_payload, policy_denies
 
 pytestmark = [
     pytest.mark.anyio,
@@ -139,7 +139,9 @@ async def test_an_unanswered_prompt_times_out_into_the_deny(anyio_backend: str) 
     asker = Asker()  # never answers on its own
     async with connect(anyio_backend, "--elicitation-timeout-ms", "300", asker=asker) as client:
         result = await client.call_tool("guarded_echo", {"text": "hello"})
-        assert structured(result) == deny_payload("guarded_echo", "ask", "elicitation timed out")
+        assert structured(result) == deny_payload(
+            "guarded_echo", "ask", "elicitation timed out", "no one approved it within 300 ms"
+        )
         # The server withdrew its prompt (R-CLOSE-4): the SDK cancelled the callback.
         with anyio.fail_after(DEADLINE):
             await asker.cancelled.wait()
@@ -148,7 +150,9 @@ async def test_an_unanswered_prompt_times_out_into_the_deny(anyio_backend: str) 
 async def test_a_denied_tool_gets_the_policy_reason(anyio_backend: str) -> None:
     async with connect(anyio_backend, asker=Asker()) as client:
         result = await client.call_tool("forbidden", {})
-    assert structured(result) == deny_payload("forbidden", "deny", "forbidden by policy")
+    assert structured(result) == deny_payload(
+        "forbidden", "deny", "forbidden by policy", policy_denies("forbidden by policy")
+    )
 
 
 async def test_a_client_without_an_elicitation_callback_gets_the_deny_on_ask(
@@ -165,7 +169,7 @@ async def test_a_client_without_an_elicitation_callback_gets_the_deny_on_ask(
     # The detail is the prompt itself: the client was never asked (an elicitation/create would
     # have been refused by this SDK and ended as "elicitation failed").
     assert structured(result) == deny_payload(
-        "guarded_echo", "ask", 'Allow guarded_echo to echo "hello"?'
+        "guarded_echo", "ask", 'Allow guarded_echo to echo "hello"?', CANNOT_ASK
     )
     assert not any("elicitation" in repr(message) for message in seen)
 

@@ -26,6 +26,7 @@ from askgate.core.codec import MAX_BYTES
 from askgate.transports.stdio import LineSplitter
 
 from .stdio_peer import (
+    CANNOT_ASK,
     ELICIT_CAPS,
     READ_TIMEOUT,
     demo_command,
@@ -253,7 +254,7 @@ async def test_R_AUTH_3_over_stdio_a_client_that_cannot_be_asked_gets_the_deny_a
         assert before == []
         assert reply["result"]["isError"] is True
         assert reply["result"]["structuredContent"] == deny_payload(
-            "guarded_echo", "ask", 'Allow guarded_echo to echo "x"?'
+            "guarded_echo", "ask", 'Allow guarded_echo to echo "x"?', CANNOT_ASK
         )
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from askgate.core import (
     EVENT_TRANSITIONS,
+    RECORDS,
     Allow,
     Ask,
     CallerExited,
@@ -237,7 +238,7 @@ def check_effects(before: State, event: Event, after: State, effects: list[Effec
             case Push(message=message):
                 json.dumps(message, allow_nan=False)
             case Emit(name=name):
-                assert name == "client_capabilities_evicted"
+                assert name in ("client_capabilities_evicted", *RECORDS), name
             case Resolve(outcome=outcome):
                 assert isinstance(outcome, dict | Failure), outcome
             case _:

@@ -6,18 +6,52 @@ returned."""
 
 from __future__ import annotations
 
+import contextvars
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from askgate.core import http as rules
 from askgate.core.codec import encode
 
-__all__ = ["Message", "Receive", "Scope", "Send", "header_map", "read_body", "reject", "respond"]
+__all__ = [
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
+    "header_map",
+    "note_request",
+    "read_body",
+    "reject",
+    "respond",
+]
+
+logger = logging.getLogger("askgate.http")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+
+_REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+    "askgate_request", default=None
+)
+
+
+def note_request(scope: Scope) -> None:
+    """Remembers the request this task serves, for the line :func:`reject` logs (no text is
+    built unless a refusal is logged)."""
+    _REQUEST.set(scope)
+
+
+def _request_text() -> str:
+    scope = _REQUEST.get()
+    if scope is None:
+        return "a request"
+    client = scope.get("client")
+    peer = f"{client[0]}:{client[1]}" if client else "an unknown peer"
+    return f"{scope.get('method', '?')} {scope.get('path', '?')} from {peer}"
 
 
 def header_map(scope: Scope) -> dict[str, str]:
@@ -67,7 +101,12 @@ async def respond(
 async def reject(
     send: Send, rejection: rules.Rejection, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    """An HTTP error with a JSON-RPC error body that has no id."""
+    """An HTTP error with a JSON-RPC error body that has no id; logged on ``askgate.http``, one
+    line with the status, the reason and the peer (never a header or the body): WARNING for
+    401 and 403, INFO for the rest."""
+    level = logging.WARNING if rejection.status in (401, 403) else logging.INFO
+    if logger.isEnabledFor(level):
+        logger.log(level, "refused %d %s: %s", rejection.status, rejection.reason, _request_text())
     body = encode(
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": rejection.reason}}
     )

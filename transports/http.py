@@ -39,7 +39,7 @@ from askgate.core import http as rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
-from .asgi import Receive, Scope, Send, header_map, read_body, reject, respond
+from .asgi import Receive, Scope, Send, header_map, note_request, read_body, reject, respond
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving, TransportName
 from .runtime import Runtime, now_ms
@@ -464,6 +464,7 @@ class HttpTransport:
             return
         if scope["type"] != "http":
             return
+        note_request(scope)  # for the line a refusal logs
         headers = header_map(scope)
         rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
         if rejection is not None:
@@ -572,6 +573,7 @@ class HttpTransport:
             session = minted
             live = self._live[session.id] = _Live(session.id, session.conn, self.options)
             runtime.route(session.conn, self._router(live))
+            runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
             runtime.feed(SubscriberAttached(session.conn, now))
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))

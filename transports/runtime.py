@@ -18,7 +18,9 @@ state needs no lock and no queue), and the effects that come back are performed 
   event, and its report is fed right after the effects of the current step: the reducer sees
   the same ``StartWorker``, timer and report, without a task, a cancel scope and a timer
   wake-up per call. It is contained like any worker: what it raises is ``WorkerFailed``.
-- ``Emit``: handed to the observer, if any.
+- ``Emit``: handed to the observer, if any; the records of calls (R-LOG-1 .. R-LOG-4) are also
+  logged, one line each, on ``askgate.calls`` at INFO (:mod:`askgate.transports.calllog`), with
+  the principal a transport gave for the connection (:meth:`Runtime.set_principal`).
 - ``Resolve``: hands the outcome to the running tool waiting on :meth:`Runtime.ask_client`.
 
 A running tool reaches its client through its worker: :func:`current_worker` names the worker
@@ -54,6 +56,7 @@ import anyio
 import anyio.abc
 
 from askgate.core import (
+    RECORDS,
     CancelTimer,
     Effect,
     Emit,
@@ -77,6 +80,9 @@ from askgate.core import (
 from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
+from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
+
+from .calllog import conn_text, log_record
 
 __all__ = [
     "JobPerformer",
@@ -115,6 +121,23 @@ _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_wo
 def current_worker() -> int | None:
     """The ref of the worker whose task (or thread) is running now, or ``None`` outside one."""
     return _WORKER.get()
+
+
+def _job_text(job: Job, conn: Hashable, ref: int) -> str:
+    """What failed, for the log: ``tool delete_file (conn http-3, worker 7)``."""
+    if isinstance(job, RunTool):
+        what = f"tool {job.tool}"
+    elif isinstance(job, Authorize):
+        what = f"authorizer of tool {job.tool}"
+    elif isinstance(job, AuthorizeRead):
+        what = f"read authorizer of {job.method}"
+    elif isinstance(job, RunRead):
+        what = f"read {job.method}"
+    elif isinstance(job, FilterTools):
+        what = "tools/list filter"
+    else:
+        what = type(job).__name__
+    return f"{what} (conn {conn_text(conn)}, worker {ref})"
 
 
 class _Waiter:
@@ -254,6 +277,7 @@ class Runtime:
         self._writers: dict[Hashable, Writer] = {}
         self._routes: dict[Hashable, Router] = {}
         self._closers: dict[Hashable, StreamCloser] = {}
+        self._principals: dict[Hashable, str] = {}  # who each connection is, where known
         # Armed timers: key -> (deadline, arming number). The heap holds (deadline, number, key)
         # for every arming; an entry whose key no longer maps to it was cancelled or re-armed
         # and is skipped when it comes up (and swept out when stale entries pile up).
@@ -342,9 +366,20 @@ class Runtime:
         self._routes[conn] = router
 
     def unroute(self, conn: Hashable) -> None:
-        """Stops routing ``conn``'s effects; anything addressed to it afterwards is dropped."""
+        """Stops routing ``conn``'s effects; anything addressed to it afterwards is dropped.
+        Forgets its principal."""
         self._routes.pop(conn, None)
         self._closers.pop(conn, None)
+        self._principals.pop(conn, None)
+
+    def set_principal(self, conn: Hashable, principal: str) -> None:
+        """Who ``conn`` is (an HTTP session's principal), for the log and a callback's
+        ``Context``; forgotten on :meth:`detach` or :meth:`unroute`."""
+        self._principals[conn] = principal
+
+    def principal_of(self, conn: Hashable) -> str | None:
+        """The principal a transport gave for ``conn``, or ``None`` (stdio)."""
+        return self._principals.get(conn)
 
     def on_close_stream(self, conn: Hashable, closer: StreamCloser) -> None:
         """What :meth:`close_stream` calls for ``conn``'s tools (until :meth:`unroute`)."""
@@ -360,8 +395,10 @@ class Runtime:
             closer(call[1])
 
     def detach(self, conn: Hashable) -> None:
-        """Stops routing to ``conn``: anything addressed to it afterwards is not written."""
+        """Stops routing to ``conn``: anything addressed to it afterwards is not written.
+        Forgets its principal."""
         self._writers.pop(conn, None)
+        self._principals.pop(conn, None)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -431,7 +468,9 @@ class Runtime:
                 logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
             if self._observer is not None:
                 self._observer(effect.name, effect.fields)
-            else:
+            if effect.name in RECORDS:
+                log_record(effect.name, effect.fields, self.principal_of)
+            elif self._observer is None:
                 logger.debug("%s %s", effect.name, effect.fields)
         elif isinstance(effect, Resolve):
             waiter = self._waiters.get(effect.token)  # type: ignore[call-overload]
@@ -564,7 +603,7 @@ class Runtime:
                 value = await self._perform_job(conn, job)
             except (Exception, SystemExit):
                 # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
-                logger.exception("callback failed: %s (worker %d)", type(job).__name__, ref)
+                logger.exception("callback failed: %s", _job_text(job, conn, ref))
                 failed = True
         if scope.cancel_called or self._workers.get(ref) is not scope:
             return  # killed: nothing it returned is looked at
@@ -592,7 +631,7 @@ class Runtime:
                 )
         except (Exception, SystemExit):
             # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
-            logger.exception("callback failed: %s (worker %d)", type(job).__name__, ref)
+            logger.exception("callback failed: %s", _job_text(job, conn, ref))
             report = WorkerFailed(ref, self.now())
         finally:
             _WORKER.reset(token)

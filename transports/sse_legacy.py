@@ -164,6 +164,7 @@ class LegacySse:
         self._conns[session.id] = session.conn
         app.sessions = rules.touch(app.sessions, session.id, now, +1)  # open: never idle
         runtime.attach(session.conn, stream.put)
+        runtime.set_principal(session.conn, principal)  # for the log and Context
         runtime.feed(SubscriberAttached(session.conn, now))
         try:
             await self._stream_out(scope, session.id, stream, receive, send)
