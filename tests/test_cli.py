@@ -86,6 +86,9 @@ def check_client_run(output: str) -> None:
     assert '"decision":"ask"' in lines[2]
     assert '"detail":"declined"' in lines[2]
     assert len(lines) == 3
+    # The README shows this run's output: its deny line is the one the client printed.
+    shown = next(line for line in README.splitlines() if line.startswith("delete_note recipes:"))
+    assert lines[2].endswith(shown)
 
 
 def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:

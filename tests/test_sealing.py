@@ -431,7 +431,8 @@ def test_R_MRTR_8_every_verdict_but_valid_has_its_own_detail_as_the_spec_says() 
 
 def test_R_MRTR_8_the_deny_is_the_authorization_required_result_with_decision_ask() -> None:
     verdict = opened(sealed(), principal="bob")
-    reply = messages.authorization_required(7, "rm", "ask", DENY_DETAIL[verdict])
+    why = "its approval's request state belongs to another principal"
+    reply = messages.authorization_required(7, "rm", "ask", DENY_DETAIL[verdict], why)
     result = reply["result"]
     assert result["isError"] is True
     assert result["structuredContent"] == {
@@ -439,4 +440,5 @@ def test_R_MRTR_8_the_deny_is_the_authorization_required_result_with_decision_as
         "tool": "rm",
         "decision": "ask",
         "detail": "request state of another principal",
+        "message": f"rm was not run: {why}",
     }
