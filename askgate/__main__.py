@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import logging
@@ -203,6 +204,28 @@ def load_target(target: str) -> Server:
     """The ``Server`` TARGET names; raises :class:`StartError` with the one line to print."""
     from askgate.server import Server
 
+    found, where = load_attribute(target)
+    if isinstance(found, Server):
+        return found
+    if callable(found) and not isinstance(found, type) and _takes_no_arguments(found):
+        made = _import(found, where)
+        if isinstance(made, Server):
+            return made
+        raise StartError(
+            f"askgate refuses to start: {target} returned {type(made).__name__}, not an askgate "
+            "Server"
+        )
+    raise StartError(
+        f"askgate refuses to start: {target} is {type(found).__name__}, not an askgate Server "
+        "nor a callable taking no arguments that returns one"
+    )
+
+
+def load_attribute(target: str) -> tuple[Any, str]:
+    """What ``module:attribute`` or ``path/to/file.py:attribute`` names, and the module or
+    file it came from; raises :class:`StartError` with the one line to print. The user's code
+    runs as :func:`_import` says. ``examples/check_your_reducer.py --reducer`` loads with it
+    too."""
     where, sep, attribute = target.rpartition(":")
     if not sep or not where or not attribute:
         raise StartError(
@@ -212,10 +235,16 @@ def load_target(target: str) -> Server:
         path = Path(where).expanduser().resolve()
         if not path.is_file():
             raise StartError(f"askgate refuses to start: no file {where} (TARGET {target!r})")
+        elsewhere = _found_elsewhere(path)
+        if elsewhere is not None:
+            raise StartError(
+                f"askgate refuses to start: {where} has the name of the module {path.stem} "
+                f"({elsewhere}), which its folder on sys.path would hide; rename the file"
+            )
         folder = str(path.parent)
         if folder not in sys.path:
             sys.path.insert(0, folder)  # its sibling modules import as they would from there
-        name = path.stem if path.stem not in sys.modules else f"askgate_target_{path.stem}"
+        name = path.stem
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise StartError(f"askgate refuses to start: {where} is not a Python file")
@@ -232,20 +261,30 @@ def load_target(target: str) -> Server:
         if not hasattr(found, part):
             raise StartError(f"askgate refuses to start: {where} has no attribute {attribute!r}")
         found = getattr(found, part)
-    if isinstance(found, Server):
-        return found
-    if callable(found) and not isinstance(found, type) and _takes_no_arguments(found):
-        made = _import(found, where)
-        if isinstance(made, Server):
-            return made
-        raise StartError(
-            f"askgate refuses to start: {target} returned {type(made).__name__}, not an askgate "
-            "Server"
-        )
-    raise StartError(
-        f"askgate refuses to start: {target} is {type(found).__name__}, not an askgate Server "
-        "nor a callable taking no arguments that returns one"
-    )
+    return found, where
+
+
+def _found_elsewhere(path: Path) -> str | None:
+    """Where a module named as the file ``path`` is found other than ``path`` itself (one
+    already imported, or importable): the file would shadow it for askgate and its
+    dependencies once its folder leads ``sys.path``."""
+    name = path.stem
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        if file is not None and Path(file).resolve() == path:
+            return None  # this very file, imported before
+        return file or "already imported"
+    if name in sys.builtin_module_names:
+        return "built in"
+    others = [p for p in sys.path if Path(p or ".").resolve() != path.parent]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(name, others)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    return spec.origin or "a package"
 
 
 def _takes_no_arguments(func: Any) -> bool:
@@ -266,9 +305,13 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
     given the ``target`` whose module ``where`` is imported, that module (or a package above
     it) missing, also one line."""
     from askgate.core import OptionError
+    from askgate.server import ServesAtImportError, serving_refused
 
     try:
-        return run()
+        # The user's code runs before stdout is the wire's; a print must not corrupt it. And
+        # a module that starts serving when imported would ignore every flag: refused.
+        with contextlib.redirect_stdout(sys.stderr), serving_refused():
+            return run()
     except ModuleNotFoundError as missing:
         if (
             target is None
@@ -283,8 +326,15 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
             f"askgate refuses to start: no module named {missing.name!r} (TARGET {target!r}; "
             "run askgate from the folder that holds it, or give path/to/file.py:attribute)"
         ) from None
-    except OptionError as refused:
-        raise StartError(_option_refusal(refused)) from None
+    except OptionError as refused:  # the module's own Server(...) options: its words
+        said = str(refused).removeprefix("askgate refuses to start: ")
+        raise StartError(f"askgate refuses to start: {where}: {said}") from None
+    except ServesAtImportError:
+        raise StartError(
+            f"askgate refuses to start: {where} serves when imported (it calls run_stdio() or "
+            'run_http() at import); put that call under `if __name__ == "__main__":` so '
+            "askgate serve can apply its flags"
+        ) from None
     except Exception as failed:
         traceback.print_exc()
         raise StartError(
@@ -311,10 +361,16 @@ def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
         for flag in HTTP_ONLY:
             if given[flag]:
                 raise StartError(f"askgate: {flag} applies to --http only (stdio has no network)")
-    elif args.backend != "asyncio":
+    elif args.backend not in _http_backends():
         raise StartError(
             f"askgate: --backend {args.backend} serves stdio only; --http runs on asyncio (uvicorn)"
         )
+
+
+def _http_backends() -> tuple[str, ...]:
+    from askgate.transports.http_server import BACKENDS
+
+    return BACKENDS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -335,15 +391,13 @@ def _serve(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy) if args.policy else None
         if policy is not None:  # what the loader chose for the file, and what looks wrong
             for note in policy.notices:
-                logging.getLogger("askgate").info("%s", note)
+                log.info("%s", note)
             for warning in policy.warnings:
-                logging.getLogger("askgate").warning("%s", warning)
+                log.warning("%s", warning)
         if args.demo:
             from askgate.demo import build_demo
 
-            # The demo ships its policy: serving it is the operator's choice (R-HTTP-13).
-            configured = policy is not None or args.http is not None
-            server = build_demo(policy, configured=configured, **options)
+            server = build_demo(policy, **options)
             what = "the demo"
         else:
             server = load_target(args.target)
@@ -372,9 +426,10 @@ def _serve(args: argparse.Namespace) -> int:
     try:  # R-OPT-2 said to a command user: the flag that configures an authorizer
         server.initial_state("http" if args.http is not None else "stdio")
     except OptionError as refused:
-        if refused.option != "authorizer":
-            raise
-        print(f"askgate refuses to start: {refused.rule}; give --policy FILE", file=sys.stderr)
+        if refused.option == "authorizer":
+            print(f"askgate refuses to start: {refused.rule}; give --policy FILE", file=sys.stderr)
+        else:
+            print(f"askgate refuses to start: {refused}", file=sys.stderr)
         return 2
     if args.http is not None:
         return _serve_http(server, args, what)

@@ -25,8 +25,10 @@ def demo_policy() -> Policy:
     return parse_policy(text, f"askgate/{DEMO_POLICY}")
 
 
-def build_demo(policy: Policy | None = None, *, configured: bool = False, **options: Any) -> Server:
-    """The demo server; ``configured`` says an operator chose ``policy`` (``--policy``)."""
+def build_demo(policy: Policy | None = None, *, configured: bool = True, **options: Any) -> Server:
+    """The demo server, guarded by ``policy`` or the demo's own. Serving the demo is an
+    operator's choice, so its policy counts as configured (R-HTTP-13) unless ``configured`` is
+    false."""
     chosen = policy if policy is not None else demo_policy()
     server = Server(
         "askgate-demo",

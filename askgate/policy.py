@@ -368,6 +368,11 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
                 f"{rule.match!r}) asks, but a read is never parked: the client is denied "
                 f"({READ_ASK!r}); write allow or deny"
             )
+    if not tools:
+        warnings.append(
+            f"{source}, line 1: no [[tools]] entry: every tool is denied and hidden "
+            '(write [[tools]] entries, match = "*" for a default)'
+        )
     notices = []
     if not reads:
         reads = _default_reads()

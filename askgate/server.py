@@ -32,9 +32,10 @@ import json
 import os
 import types
 import typing
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any, Final, Literal, TypeVar, get_args, get_origin
 
 import anyio
 import anyio.abc
@@ -117,6 +118,39 @@ _USER_OPTIONS = frozenset(
         "max_client_requests_per_call",
     }
 )
+
+
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+
+
+def _callable_or_none(**hooks: object) -> None:
+    for name, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise TypeError(f"{name} must be callable or None, not {type(hook).__name__}")
+
+
+class ServesAtImportError(RuntimeError):
+    """``run_stdio``/``run_http`` was called while ``askgate serve`` imported the module that
+    holds the server: serving there would ignore the command's flags."""
+
+
+_serving_refused: ContextVar[bool] = ContextVar("askgate_serving_refused", default=False)
+
+
+@contextmanager
+def serving_refused() -> Iterator[None]:
+    """While the block runs, :meth:`Server.run_stdio` and :meth:`Server.run_http` raise
+    :class:`ServesAtImportError` (``askgate serve`` imports TARGET inside it)."""
+    token = _serving_refused.set(True)
+    try:
+        yield
+    finally:
+        _serving_refused.reset(token)
+
+
+def _refuse_serving_at_import() -> None:
+    if _serving_refused.get():
+        raise ServesAtImportError("askgate serve is importing this module: it serves it itself")
 
 
 class ClientRequestError(Exception):
@@ -435,6 +469,12 @@ class Server:
                 f"Server() got an unexpected option {unknown[0]!r}; "
                 f"options are {', '.join(sorted(_USER_OPTIONS))}"
             )
+        _callable_or_none(
+            authorizer=authorizer,
+            read_authorizer=read_authorizer,
+            visibility=visibility,
+            unknown_tool_reply=unknown_tool_reply,
+        )
         self.name = name
         self.version = version
         self._authorizer = authorizer
@@ -698,6 +738,7 @@ class Server:
         thread the runtime abandoned, and the interpreter waits for such threads at exit; the
         ``askgate`` command ends with ``os._exit`` for that reason, and a script may too.
         """
+        _refuse_serving_at_import()
         return stdio.run_stdio(self, backend=backend)
 
     def run_http(
@@ -732,6 +773,20 @@ class Server:
         # uvicorn is imported when HTTP is served, not by every `import askgate`
         from askgate.transports.http_server import run_http  # noqa: PLC0415
 
+        _refuse_serving_at_import()
+        if auth is not None and not callable(auth):
+            raise TypeError(
+                f"run_http(auth=...) takes an askgate.transports.auth provider such as "
+                f"BearerAuth(tokens), not {type(auth).__name__}"
+            )
+        for name, values in (
+            ("allowed_origins", allowed_origins),
+            ("allowed_hosts", allowed_hosts),
+        ):
+            if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+                raise TypeError(f"run_http({name}=...) takes a sequence of strings")
+        if log_level not in _LOG_LEVELS:
+            raise ValueError(f"run_http(log_level={log_level!r}): one of {', '.join(_LOG_LEVELS)}")
         return run_http(
             self,
             host,
@@ -760,6 +815,11 @@ class Server:
         while serving."""
         if self._runtime is not None:
             raise RuntimeError("the server is serving: configure it before it starts")
+        _callable_or_none(
+            authorizer=None if authorizer is _Keep.KEEP else authorizer,
+            read_authorizer=None if read_authorizer is _Keep.KEEP else read_authorizer,
+            visibility=None if visibility is _Keep.KEEP else visibility,
+        )
         unknown = sorted(set(options) - _USER_OPTIONS)
         if unknown:
             raise TypeError(

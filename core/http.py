@@ -634,12 +634,12 @@ def listen_or_refuse(
     listens on a loopback address only (it admits loopback peers only); another ``--auth``
     needs a usable tokens file; then the deployment guard."""
     host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit() or not host:
+    if not sep or not (port_text.isascii() and port_text.isdigit()) or not host:
         return f"askgate: --http wants HOST:PORT, got {address!r}"
     if int(port_text) > MAX_PORT:
         return f"askgate: --http wants a PORT from 0 to {MAX_PORT}, got {address!r}"
     if auth == "none":
-        if tokens:
+        if tokens is not None:
             return "askgate: --tokens needs --auth bearer or --auth apikey"
         if not loopback_address(host):
             return (

@@ -32,19 +32,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from askgate import core
+from askgate.__main__ import StartError, load_attribute
 from askgate.core import Effect, Event, Options, State, ToolInfo
 from askgate.models.machine import ContextMachine, ReducerMachine, machine_for
 
@@ -69,34 +67,21 @@ class ReducerNotFoundError(Exception):
 
 
 def load_reducer(target: str) -> Any:
-    """The reducer ``target`` names (``module:attribute`` or ``file.py:attribute``)."""
-    where, _, attribute = target.rpartition(":")
-    if not where or not attribute:
-        raise ReducerNotFoundError(
-            f"--reducer {target!r}: expected module:attribute or file.py:attribute"
-        )
-    if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_file():
-            raise ReducerNotFoundError(f"--reducer {target!r}: no file {where}")
-        sys.path.insert(0, str(path.resolve().parent))
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(where)
-        except ModuleNotFoundError as missing:
-            raise ReducerNotFoundError(f"--reducer {target!r}: {missing}") from None
-    found = getattr(module, attribute, None)
-    if found is None:
-        raise ReducerNotFoundError(f"--reducer {target!r}: {where} has no attribute {attribute!r}")
+    """The reducer ``target`` names (``module:attribute`` or ``file.py:attribute``), loaded as
+    ``askgate serve`` loads its TARGET."""
+    try:
+        found, _ = load_attribute(target)
+    except StartError as refused:
+        reason = str(refused).removeprefix("askgate refuses to start: ").removeprefix("askgate: ")
+        raise ReducerNotFoundError(f"--reducer {target!r}: {reason}") from None
     if isinstance(found, type) or (callable(found) and not hasattr(found, "step")):
-        found = found()  # a class or a factory
+        try:
+            found = found()  # a class or a factory
+        except Exception as failed:
+            raise ReducerNotFoundError(
+                f"--reducer {target!r}: calling it with no arguments raised "
+                f"{type(failed).__name__}: {failed}"
+            ) from None
     for needed in ("step", "initial_state"):
         if not callable(getattr(found, needed, None)):
             raise ReducerNotFoundError(

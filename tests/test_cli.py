@@ -18,6 +18,8 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,13 @@ def test_serve_needs_one_target_and_refuses_bad_ones_in_one_line(
         "def make_wrong():\n    return 3\n"
     )
     (tmp_path / "cli_target_broken.py").write_text("raise ValueError('broken on import')\n")
+    (tmp_path / "cli_target_serves.py").write_text(
+        "from askgate import Server\nserver = Server('s')\nraise SystemExit(server.run_stdio())\n"
+    )
+    (tmp_path / "cli_target_options.py").write_text(
+        "from askgate import Server\nserver = Server('o', max_parked_elicitations=0)\n"
+    )
+    (tmp_path / "uvicorn.py").write_text("from askgate import Server\nserver = Server('u')\n")
 
     def refused(*argv: str) -> str:
         assert main(["serve", *argv]) == 2, argv
@@ -224,6 +233,15 @@ def test_serve_needs_one_target_and_refuses_bad_ones_in_one_line(
     assert "has no attribute 'nothing'" in refused("cli_target_mod.py:nothing")
     assert "is int, not an askgate Server" in refused("cli_target_mod:number")
     assert "returned int, not an askgate Server" in refused("cli_target_mod:make_wrong")
+    # A module that serves when imported would ignore every flag (--policy, --http).
+    assert "serves when imported" in refused("cli_target_serves.py:server", "--http", "x:1")
+    # The module's own options are named as the module wrote them, not as flags.
+    assert refused("cli_target_options.py:server") == (
+        "askgate refuses to start: cli_target_options.py: option max_parked_elicitations=0: "
+        "must be at least 1\n"
+    )
+    # A file named as a module askgate runs on would hide it.
+    assert "has the name of the module uvicorn" in refused("uvicorn.py:server", "--http", "x:1")
     # The user's own code failing: its traceback, then one line saying who raised.
     assert main(["serve", "cli_target_broken.py:server"]) == 2
     err = capsys.readouterr().err
@@ -411,3 +429,91 @@ def test_policy_on_a_served_module_decides_listing_and_calls(tmp_path: Path) -> 
     assert replies[3]["result"]["content"][0]["text"] == "shown 5"
     denied = replies[4]["result"]["structuredContent"]
     assert (denied["decision"], denied["detail"]) == ("deny", "not here")
+
+
+def test_a_print_while_importing_target_goes_to_stderr(tmp_path: Path) -> None:
+    """TARGET's module runs before stdout is the wire: what it prints must not corrupt it."""
+    (tmp_path / "printy.py").write_text(
+        "from askgate import Server\nprint('loading my server')\nserver = Server('p')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "askgate", "serve", "printy.py:server"],
+        input='{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=DEADLINE,
+        check=True,
+    )
+    assert done.stdout == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    assert "loading my server" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--http", "127.0.0.1:\u00b2"], "askgate: --http wants HOST:PORT, got '127.0.0.1:\u00b2'"),
+        (["--http", "127.0.0.1:\u0660"], "askgate: --http wants HOST:PORT, got '127.0.0.1:\u0660'"),
+        (
+            ["--http", "127.0.0.1:0", "--auth", "none", "--tokens", ""],
+            "askgate: --tokens needs --auth bearer or --auth apikey",
+        ),
+        (
+            ["--http", "127.0.0.1:0", "--auth", "bearer", "--tokens", "/nonexistent/t"],
+            "askgate refuses to start: cannot read the tokens file /nonexistent/t: "
+            "No such file or directory",
+        ),
+    ],
+)
+def test_odd_http_flags_are_one_line_and_exit_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--demo", *argv]) == 2
+    assert capsys.readouterr().err == said + "\n"
+
+
+def test_python_callers_get_a_clear_error_for_a_wrong_argument() -> None:
+    server = Server("x", authorizer=lambda *_: Allow(), authorizer_source="configured")
+    with pytest.raises(TypeError, match="auth provider such as BearerAuth"):
+        server.run_http("127.0.0.1", 0, auth="bearer")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takes a sequence of strings"):
+        server.run_http("127.0.0.1", 0, allowed_origins="http://x")
+    with pytest.raises(ValueError, match="log_level='LOUD'"):
+        server.run_http("127.0.0.1", 0, log_level="LOUD")
+    with pytest.raises(TypeError, match="visibility must be callable or None, not bool"):
+        Server("y", visibility=True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="authorizer must be callable or None, not str"):
+        server.configure(authorizer="allow")  # type: ignore[arg-type]
+
+
+def test_the_banner_gives_a_client_configuration_with_the_credential_header(
+    tmp_path: Path,
+) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("alice 0123456789abcdef0123\n")
+    command = [sys.executable, "-m", "askgate", "serve", "--demo", "--http", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [*command, "--banner", "--auth", "bearer", "--tokens", str(tokens)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        # One write: the first line waited for, the other two already in the pipe's buffer.
+        lines = [read_line(proc.stderr, "the banner"), proc.stderr.readline()]
+        lines.append(proc.stderr.readline())
+        assert lines[0].startswith("askgate: serving the demo on http://127.0.0.1:")
+        configuration = json.loads(lines[2])
+        entry = configuration["mcpServers"]["askgate"]
+        assert entry["headers"] == {"Authorization": "Bearer <token>"}
+        assert entry["url"] == lines[0].split(" on ", 1)[1].strip()
+        # Serving (its signal handlers in place) once it answers: without the header, 401.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(entry["url"], timeout=DEADLINE)
+        assert refused.value.code == 401
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)

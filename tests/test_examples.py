@@ -84,6 +84,14 @@ def test_embedder_example_fails_for_a_reducer_that_leaves_a_tool_waiting() -> No
         run_state_machine_as_test(machine, settings=settings(QUICK, max_examples=1500))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_gate_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test writes its gate files in its own folder: forget the ones imported before."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in ("good_gate", "mute_gate"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 _GOOD = """
 from askgate import core
 
@@ -101,6 +109,10 @@ class Gate:
 
 reducer = Gate()
 name = "gate"
+
+
+def broken():
+    raise ValueError("no")
 """
 
 _MUTE = _GOOD.replace(
@@ -140,8 +152,10 @@ def test_check_your_reducer_fails_a_reducer_of_yours_that_breaks_the_spec(
 @pytest.mark.parametrize(
     ("target", "says"),
     [
-        ("nothing", "expected module:attribute"),
-        ("missing_gate_module:reducer", "No module named"),
+        ("nothing", "wants module:attribute"),
+        ("missing_gate_module:reducer", "no module named 'missing_gate_module'"),
+        ("askgate.core:step", "calling it with no arguments raised TypeError"),
+        ("{tmp}/good_gate.py:broken", "calling it with no arguments raised ValueError: no"),
         ("{tmp}/absent.py:reducer", "no file"),
         ("{tmp}/good_gate.py:absent", "has no attribute 'absent'"),
         ("{tmp}/good_gate.py:name", "has no step() method"),

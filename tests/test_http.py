@@ -345,8 +345,8 @@ def test_R_HTTP_13_the_deployment_guard_names_what_is_missing() -> None:
     with pytest.raises(OptionError, match="read authorizer"):
         HttpApp(Server("x", authorizer=lambda *_: Allow(), authorizer_source="configured"))
     with pytest.raises(OptionError, match="tool authorizer"):
-        HttpApp(build_demo())  # the shipped policy, not configured by anyone
-    HttpApp(build_demo(configured=True))
+        HttpApp(build_demo(configured=False))  # its policy, marked chosen by no one
+    HttpApp(build_demo())  # serving the demo is an operator's choice: its policy counts
 
 
 def test_R_HTTP_13_the_cli_refuses_an_unguarded_or_exposed_server(

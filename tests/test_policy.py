@@ -414,6 +414,14 @@ def test_R_POL_5_an_ask_on_a_read_and_a_shadowed_entry_are_warned_about() -> Non
     assert parse_policy(POLICY).warnings == ()  # fs.read after fs.* is not caught: a glob
 
 
+@pytest.mark.parametrize("text", ["", "# nothing yet\n", "tools = []\n"])
+def test_R_POL_5_a_file_without_tools_entries_is_warned_about(text: str) -> None:
+    assert parse_policy(text, "p.toml").warnings == (
+        "p.toml, line 1: no [[tools]] entry: every tool is denied and hidden "
+        '(write [[tools]] entries, match = "*" for a default)',
+    )
+
+
 def test_R_POL_5_serve_logs_the_warnings_and_the_reads_default_at_start(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(

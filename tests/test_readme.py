@@ -1,9 +1,10 @@
 """The README's snippets run: what it shows a user is what askgate does.
 
 - Every ``python`` block runs as a script in a fresh interpreter, after the blocks above it in
-  the same section (a section's blocks build one program; a line that serves forever, ``raise
-  SystemExit(server.run_...())``, is left out of the blocks it is not the last of), but for the
-  files of the walkthrough, which tests/test_cli.py serves and drives. A script that
+  the same section (a section's blocks build one program; the lines that serve forever, ``if
+  __name__ == "__main__": raise SystemExit(server.run_...())``, are left out of the blocks they
+  are not the last of), but for the files of the walkthrough, which tests/test_cli.py serves
+  and drives. A script that
   serves on stdio is sent ``initialize`` and ``tools/list`` and must list every tool its blocks
   register, then end at end of input with status 0.
 - Every ``toml`` block is a policy file askgate loads; the demo's is the shipped file.
@@ -32,7 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
 _FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.M | re.S)
-_SERVES = re.compile(r"^raise SystemExit\(\w+\.run_\w+\(.*\)\)\s*$", re.M)
+_SERVES = re.compile(
+    r"^if __name__ == \"__main__\":[^\n]*\n\s+raise SystemExit\(\w+\.run_\w+\(.*\)\)\s*$", re.M
+)
 _REGISTERS = re.compile(r"@\w+\.tool\((?:name=\"(\w+)\")?[^)]*\)\n(?:async )?def (\w+)")
 
 
@@ -118,7 +121,8 @@ def test_readme_walkthrough_files_compile(text: str) -> None:
 )
 def test_readme_policy_blocks_load(line: int, text: str) -> None:
     policy = parse_policy(text, f"README.md line {line}")
-    assert policy.tools or policy.reads
+    assert policy.tools
+    assert not policy.warnings, policy.warnings  # what the README shows is what it means
     if "askgate serve --demo" in text:  # the demo's policy, quoted whole
         assert text == (ROOT / "askgate" / "demo_policy.toml").read_text()
 
@@ -126,6 +130,10 @@ def test_readme_policy_blocks_load(line: int, text: str) -> None:
 @pytest.mark.parametrize("text", [text for _, _, text in _blocks("json")])
 def test_readme_json_blocks_parse(text: str) -> None:
     assert isinstance(json.loads(text), dict)
+
+
+def _walkthrough_files() -> set[str]:
+    return set(re.findall(r"^<!-- file: (\S+) -->$", README, re.M))
 
 
 def _make_targets() -> set[str]:
@@ -177,7 +185,8 @@ def test_readme_shell_lines_name_what_exists(line: int, command: str) -> None:
             assert extra in extras, f"line {line}: no extra {extra}"
     elif program in ("python", "python3"):
         script = next(w for w in words[1:] if not w.startswith("-"))
-        assert (ROOT / script).is_file() or script.endswith(".py"), f"line {line}: {script}"
+        known = (ROOT / script).is_file() or script in _walkthrough_files()
+        assert known, f"line {line}: {script}"
     else:
         assert program in ("mkdir", "cd", "curl", "claude"), f"line {line}: unchecked {program}"
 

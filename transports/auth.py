@@ -55,8 +55,11 @@ def load_tokens(path: str | Path) -> dict[str, str]:
     tokens: dict[str, str] = {}
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as bad:
-        raise TokenFileError(f"cannot read the tokens file {path}: {type(bad).__name__}") from None
+    except OSError as bad:
+        why = bad.strerror or type(bad).__name__
+        raise TokenFileError(f"cannot read the tokens file {path}: {why}") from None
+    except UnicodeDecodeError as bad:
+        raise TokenFileError(f"the tokens file {path} is not UTF-8 (byte {bad.start})") from None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -89,6 +92,8 @@ class BearerAuth:
 
     credentials = True
     challenge = 'Bearer realm="askgate"'
+    header = ("Authorization", "Bearer <token>")
+    """The header a client sends, as an MCP client configuration writes it."""
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         if not tokens:
@@ -107,6 +112,8 @@ class ApiKeyAuth:
 
     credentials = True
     challenge = ""
+    header = ("X-API-Key", "<key>")
+    """The header a client sends, as an MCP client configuration writes it."""
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         if not tokens:

@@ -15,6 +15,7 @@ Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refu
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import socket
@@ -117,11 +118,14 @@ def serve_http(
     url = f"http://{host if ':' not in host or host.startswith('[') else f'[{host}]'}:{port}"
     url += ENDPOINT
     if banner is not None:
+        entry: dict[str, object] = {"type": "http", "url": url}
+        header = getattr(auth, "header", None)
+        if header is not None:  # the credential the client must send
+            entry["headers"] = {header[0]: header[1]}
+        configuration = json.dumps({"mcpServers": {"askgate": entry}})
         print(
             f"askgate: serving {banner} on {url}\n"
-            "  MCP client configuration:\n"
-            f'  {{"mcpServers": {{"askgate": {{"type": "http", "url": "{url}"}}}}}}\n'
-            "  Ctrl-C ends",
+            f"  MCP client configuration:\n  {configuration}\n  Ctrl-C ends",
             file=sys.stderr,
         )
     logger.info("serving Streamable HTTP on %s", url)
