@@ -1191,16 +1191,21 @@ def nonce_id(nonce: bytes) -> str:
     return NONCE_ID_PREFIX + base64.urlsafe_b64encode(nonce).rstrip(b"=").decode()
 
 
+def _digest(arguments: object) -> str:
+    """The arguments' digest (R-MRTR-3), or "" for arguments JSON cannot carry."""
+    try:
+        return sealing.arguments_digest(arguments)
+    except ValueError:
+        return ""
+
+
 def _ask_stateless(
     d: _Draft, call: Call, st: StatelessCall, prompt: str, now: int, out: Out
 ) -> None:
     """R-MRTR-12: park a modern ASK as a nonce of its owner (same caps, eviction and timer as
     R-PARK-*) and answer at once with the input-required result; or deny as R-AUTH-3,
     R-PARK-1 and R-PARK-3 say."""
-    try:
-        digest = sealing.arguments_digest(call.arguments)
-    except ValueError:
-        digest = ""
+    digest = _digest(call.arguments)
     if not st.can_elicit or not digest:  # R-AUTH-3, R-MRTR-16
         _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
         return
@@ -1294,10 +1299,7 @@ def _retry(
     if tool is None or argument_problem(tool, arguments) is not None:
         _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)  # R-ADM-2
         return
-    try:
-        digest = sealing.arguments_digest(arguments)
-    except ValueError:
-        digest = ""
+    digest = _digest(arguments)
     assert d.keyring is not None
     opened = sealing.open_sealed(d.keyring, ev.request_state, st.principal, name, digest, ev.now)
     if opened.verdict != "valid":  # R-MRTR-8
@@ -1310,10 +1312,11 @@ def _retry(
         detail = m.ALREADY_USED if found is None else found[0]
         _deny_retry(conn, rid, name, detail, nid, ev.now, out)
         return
-    if p.key[0] != st.owner:
+    if p is not None and p.key[0] != st.owner:
         _deny_retry(conn, rid, name, sealing.FOREIGN_PRINCIPAL, nid, ev.now, out)
         return
-    _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)  # R-CLOSE-3: exactly once
+    if p is not None:
+        _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)  # R-CLOSE-3: exactly once
     responses = ev.input_responses
     answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
     if not is_approval(answer):  # R-CLOSE-2

@@ -214,8 +214,7 @@ def test_R_MRTR_12_an_ask_is_answered_at_once_with_the_approval_form_and_a_seale
 
 def test_R_MRTR_12_nonces_share_the_caps_and_fair_eviction_of_parked_calls() -> None:
     h = harness(max_parked_elicitations=2, max_parked_elicitations_total=3)
-    for rid in (1, 2):
-        assert ask(h, "a", rid, principal="alice")["resultType"] == "input_required"
+    alice = [ask(h, "a", rid, principal="alice")["requestState"] for rid in (1, 2)]
     denied = call(h, "a", 3, principal="alice")
     deny = deny_payload(only_reply(h.finish(h.worker(), Ask("again?"))))
     assert deny["detail"] == m.TOO_MANY_PENDING
@@ -228,6 +227,10 @@ def test_R_MRTR_12_nonces_share_the_caps_and_fair_eviction_of_parked_calls() -> 
     assert not [e for e in effects if isinstance(e, Push)]
     owners = sorted(str(p.key[0]) for p in h.state.parked.values())
     assert owners == ["('principal', 'alice')", "('principal', 'bob')", "('principal', 'bob')"]
+    # The oldest of alice's was evicted (R-PARK-4): its retry says so; her newer one still runs.
+    evicted = call(h, "a", 6, state=alice[0], responses=APPROVE, principal="alice")
+    assert deny_payload(only_reply(evicted))["detail"] == m.EVICTED
+    assert run_ref(call(h, "a", 7, state=alice[1], responses=APPROVE, principal="alice"))
 
 
 # --- R-MRTR-13: the retry runs the tool only once ---------------------------------------------
