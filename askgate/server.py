@@ -30,6 +30,7 @@ import enum
 import inspect
 import json
 import os
+import secrets
 import types
 import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
@@ -65,6 +66,7 @@ from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
 from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
+from askgate.core.sealing import Key, Keyring
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
 from askgate.transports.auth import AuthProvider
@@ -671,7 +673,9 @@ class Server:
         authorizes (R-OPT-2), naming the tools."""
         options = attrs.evolve(self._options, transport=transport).validated()
         tools = tuple(tool.info for tool in self._tools.values())
-        state = initial_state(options, id_key=os.urandom(32), tools=tools)
+        # R-MRTR-12: the key that seals modern approval states, drawn fresh at every start.
+        ring = Keyring(Key("k1", secrets.token_bytes(32)), options.elicitation_timeout_ms)
+        state = initial_state(options, id_key=os.urandom(32), tools=tools, keyring=ring)
         # The catalog is complete from the first step (catalog_complete, R-PROTO-18, 19).
         for event in self._catalog_events():
             state, _ = step(state, event)  # no connection yet: nobody to tell

@@ -69,6 +69,7 @@ REDUCER_SUITE = (
     "tests/test_protocol.py",
     "tests/test_door.py",
     "tests/test_revisions.py",
+    "tests/test_modern.py",
     "tests/test_totality.py",
     "tests/test_explore.py",
     "tests/test_model.py",
@@ -152,8 +153,8 @@ _NOT_DRAWN = (
 )
 
 _NOT_WIRED = (
-    "the sealed approval state (spec/modern.md) is not used by the reducer yet, so the model "
-    "has nothing of it to compare"
+    "the reference model and the machine do not cover modern requests yet (spec/modern.md), so "
+    "they have nothing of the sealed approval state to compare"
 )
 
 _EVICTION = """\
@@ -1189,6 +1190,53 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-WIRE-8",),
         "true is accepted as an id on the wire",
         outside_model=_WIRE_BOOL_ID,
+    ),
+    # --- modern approvals in the reducer (spec/modern.md, R-MRTR-12 ..) -----------------------
+    Mutant(
+        "mrtr-accepts-a-replayed-nonce",
+        REDUCER,
+        "    if p is None or not p.stateless:  # R-MRTR-14\n",
+        "    if p is not None and not p.stateless:  # R-MRTR-14\n",
+        ("R-MRTR-13", "R-MRTR-14"),
+        "a valid state whose nonce was already closed runs the tool again",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "mrtr-skips-the-digest",
+        REDUCER,
+        "        return sealing.arguments_digest(arguments)\n",
+        "        return sealing.arguments_digest({})\n",
+        ("R-MRTR-13", "R-MRTR-3"),
+        "the state binds no arguments: a retry with changed arguments runs the tool",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "mrtr-ttl-plus-one",
+        REDUCER,
+        "    deadline = now + opts.elicitation_timeout_ms\n    d.parked = d.parked.set(nid,",
+        "    deadline = now + opts.elicitation_timeout_ms + 1\n    d.parked = d.parked.set(nid,",
+        ("R-MRTR-12", "R-MRTR-5"),
+        "a nonce's timer fires one millisecond after its state expired",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "mrtr-evicts-the-wrong-nonce",
+        REDUCER,
+        "    victim_eid = _get_conn(d, victim_conn).parked.first()\n",
+        "    victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
+        ("R-MRTR-12", "R-PARK-4"),
+        "eviction takes the newest parked entry of the fullest owner, not the oldest",
+        outside_model=_NOT_WIRED,
+    ),
+    Mutant(
+        "mrtr-closes-without-unparking",
+        REDUCER,
+        "        _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)"
+        "  # R-CLOSE-3: exactly once\n",
+        "        pass\n",
+        ("R-MRTR-13", "R-CLOSE-3"),
+        "an approved retry leaves its nonce parked: the same state runs the tool again",
+        outside_model=_NOT_WIRED,
     ),
     # --- the sealed approval state (spec/modern.md) -------------------------------------------
     Mutant(

@@ -63,8 +63,8 @@ DOOR: Final[tuple[Entry, ...]] = (
         "request `tools/call`",
         _R + b'"method":"tools/call","params":{"name":"t"}}',
         ToolCallReceived,
-        "`params._meta` as `meta`; absent arguments mean `{}`",
-        ("R-PROTO-6", "R-CTX-2"),
+        "`params._meta` as `meta`; absent arguments mean `{}`; `requestState`, `inputResponses`",
+        ("R-PROTO-6", "R-CTX-2", "R-MRTR-9", "R-MRTR-13"),
     ),
     Entry(
         "request `initialize`",
@@ -82,8 +82,15 @@ DOOR: Final[tuple[Entry, ...]] = (
         ("R-PROTO-7",),
     ),
     Entry(
+        "request `server/discover`",
+        _R + b'"method":"server/discover","params":{"_meta":{}}}',
+        ReadRequested,
+        "answered by the reducer from its `_meta`",
+        ("R-MRTR-11",),
+    ),
+    Entry(
         "request for any other method",
-        _R + b'"method":"server/discover"}',
+        _R + b'"method":"no/such"}',
         ReadRequested,
         "answered -32601",
         ("R-PROTO-5",),
@@ -122,13 +129,18 @@ DOOR: Final[tuple[Entry, ...]] = (
 
 
 def meaning(
-    conn: ConnId, message: Decoded, now: int, mode: Mode = "reply", caller: CallerId | None = None
+    conn: ConnId,
+    message: Decoded,
+    now: int,
+    mode: Mode = "reply",
+    caller: CallerId | None = None,
+    principal: str | None = None,
 ) -> Event | JsonObject | None:
     """R-PROTO-15: the typed event ``message`` means on ``conn``; or, for an invalid message,
     the error reply to send (a dict) or ``None`` when nothing may be sent; ``None`` also for a
-    notification that means nothing here."""
+    notification that means nothing here. ``principal`` goes on a ``ToolCallReceived``."""
     if isinstance(message, Request):
-        return _request(conn, message, now, mode, caller)
+        return _request(conn, message, now, mode, caller, principal)
     if isinstance(message, Notification):
         if message.method == "notifications/cancelled":  # R-PROTO-13
             params = message.params or {}
@@ -149,14 +161,29 @@ def opens_session(request: Request) -> bool:
 
 
 def _request(
-    conn: ConnId, request: Request, now: int, mode: Mode, caller: CallerId | None
+    conn: ConnId,
+    request: Request,
+    now: int,
+    mode: Mode,
+    caller: CallerId | None,
+    principal: str | None,
 ) -> Event:
     method, rid = request.method, request.id
-    if method == "tools/call":  # R-PROTO-6
+    if method == "tools/call":  # R-PROTO-6, R-MRTR-13
         p = request.params or {}
         name: Any = p.get("name")
         return ToolCallReceived(
-            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")
+            conn,
+            rid,
+            name,
+            p.get("arguments", {}),
+            now,
+            mode,
+            caller,
+            p.get("_meta"),
+            p.get("requestState"),
+            p.get("inputResponses"),
+            principal,
         )
     if opens_session(request):  # R-PROTO-3
         p = request.params or {}
@@ -180,6 +207,10 @@ def wire_form(event: Event) -> JsonObject | None:
             params["arguments"] = event.arguments
         if event.meta is not None:
             params["_meta"] = event.meta
+        if event.request_state is not None:
+            params["requestState"] = event.request_state
+        if event.input_responses is not None:
+            params["inputResponses"] = event.input_responses
         return _request_form(event.request_id, "tools/call", params)
     if isinstance(event, ClientInitialized):
         if event.request_id is None:
@@ -224,8 +255,8 @@ def _request_form(request_id: object, method: str, params: JsonObject | None) ->
 
 def wire_event(event: Event) -> MessageReceived | None:
     """The ``MessageReceived`` a transport would feed for ``event``: its :func:`wire_form`
-    encoded, on the same connection, with the same ``now``, mode and caller; ``None`` when
-    ``event`` has no wire form or holds what JSON cannot carry."""
+    encoded, on the same connection, with the same ``now``, mode, caller and principal;
+    ``None`` when ``event`` has no wire form or holds what JSON cannot carry."""
     form = wire_form(event)
     if form is None:
         return None
@@ -236,4 +267,5 @@ def wire_event(event: Event) -> MessageReceived | None:
     conn: ConnId = event.conn  # type: ignore[union-attr]
     mode: Mode = event.mode if isinstance(event, ToolCallReceived) else "reply"
     caller = event.caller if isinstance(event, ToolCallReceived | ReadRequested) else None
-    return MessageReceived(conn, data, event.now, mode, caller)
+    principal = event.principal if isinstance(event, ToolCallReceived) else None
+    return MessageReceived(conn, data, event.now, mode, caller, principal)

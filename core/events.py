@@ -79,7 +79,11 @@ class ToolUnregistered:
 class ToolCallReceived:
     """A ``tools/call`` request arrived on ``conn`` (R-ADM-*, R-PROTO-6).
 
-    ``meta`` is the request's ``params._meta`` (its ``progressToken`` is recorded, R-CTX-2).
+    ``meta`` is the request's ``params._meta`` (its ``progressToken`` is recorded, R-CTX-2; a
+    modern request's version and capabilities are read from it, R-MRTR-9). ``request_state``
+    and ``input_responses`` are a modern retry's ``params.requestState`` and
+    ``params.inputResponses`` (``None`` when absent, R-MRTR-13). ``principal`` is who the shell
+    authenticated for the request, ``None`` where it authenticates no one (stdio, R-MRTR-12).
     """
 
     conn: ConnId
@@ -90,6 +94,9 @@ class ToolCallReceived:
     mode: Mode = "reply"
     caller: CallerId | None = None
     meta: object = None
+    request_state: object = None
+    input_responses: object = None
+    principal: str | None = None
 
 
 @attrs.frozen(slots=True)
@@ -168,7 +175,8 @@ class MessageReceived:
     """One JSON-RPC message arrived on ``conn`` (spec/protocol.md, R-PROTO-1).
 
     ``data`` is the message's bytes, or what :func:`askgate.core.codec.decode` made of them when
-    the shell had to decode them itself (an HTTP POST): a message is decoded once.
+    the shell had to decode them itself (an HTTP POST): a message is decoded once. ``principal``
+    is who the shell authenticated for it, if anyone (``ToolCallReceived.principal``).
     """
 
     conn: ConnId
@@ -176,6 +184,7 @@ class MessageReceived:
     now: int
     mode: Mode = "reply"
     caller: CallerId | None = None
+    principal: str | None = None
 
 
 @attrs.frozen(slots=True)

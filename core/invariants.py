@@ -69,7 +69,14 @@ def check_invariants(state: State) -> None:
             _fail("R-DLV-3", f"call {key!r} answered with nothing before it parked")
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
+    stateless_parked: Counter[Hashable] = Counter()
     for eid, p in state.parked.items():
+        if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
+            if p.key[1] != eid:
+                _fail("R-INV-3", f"nonce {eid} is parked under {p.key!r}")
+            per_conn_parked[p.key[0]] += 1
+            stateless_parked[p.key[0]] += 1
+            continue
         owner = state.calls.get(p.key)
         if owner is None or owner.elicitation_id != eid:
             _fail("R-INV-3", f"elicitation {eid} belongs to no parked call")
@@ -93,7 +100,7 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-2", f"{conn!r} counts {n} parked, holds {per_conn_parked[conn]}")
         if n > opts.max_parked_elicitations:
             _fail("R-INV-1", f"{conn!r} has {n} parked over its cap")
-        if n and not c.subscribed:
+        if n > stateless_parked[conn] and not c.subscribed:
             _fail("R-INV-5", f"{conn!r} has parked calls but no subscriber")
         c.parked.check()
         for pos, eid in c.parked.items.items():
@@ -163,6 +170,25 @@ def check_invariants(state: State) -> None:
     if set(per_caller) != set(state.callers):
         _fail("R-INV-2", "a caller with calls has no index entry")
     _check_client_requests(state)
+    _check_stateless(state)
+
+
+def _check_stateless(state: State) -> None:
+    """R-MRTR-9, R-MRTR-14: modern calls are open calls; the record of closed nonces is capped,
+    indexed once, and names no nonce still parked."""
+    for key in state.stateless:
+        if key not in state.calls:
+            _fail("R-INV-3", f"modern call {key!r} is not open")
+    order = state.closed_order
+    order.check()
+    if len(order) != len(state.closed_nonces):
+        _fail("R-INV-3", "the closed nonces disagree with their order")
+    if len(order) > state.options.max_parked_elicitations_total:
+        _fail("R-INV-1", "more closed nonces remembered than max_parked_elicitations_total")
+    for pos, nid in order.items.items():
+        entry = state.closed_nonces.get(nid)
+        if entry is None or entry[2] != pos or nid in state.parked:
+            _fail("R-INV-3", f"closed nonce {nid} is not indexed once, or is still parked")
 
 
 def _check_client_requests(state: State) -> None:

@@ -33,6 +33,7 @@ NOT_APPROVED: Final = "not approved"
 ELICITATION_FAILED: Final = "elicitation failed"
 TIMED_OUT: Final = "elicitation timed out"
 READ_ASK: Final = "interactive approval unsupported"
+ALREADY_USED: Final = "request state already used"
 
 # What a deny's `message` says after "<tool> was not run: " (R-DLV-4), by the deny's path.
 WHY: Final[dict[str, str]] = {
@@ -45,6 +46,16 @@ WHY: Final[dict[str, str]] = {
     CANCELLED: "the approval was cancelled",
     NOT_APPROVED: "the answer did not approve it",
     ELICITATION_FAILED: "the client answered the approval request with an error",
+    # A modern retry's request state (R-MRTR-8, R-MRTR-14).
+    "request state malformed": "its request state is not one this server issued",
+    "request state key unknown": "its request state's key is not one this server has",
+    "request state tampered": "its request state was altered",
+    "request state of another principal": "its request state was issued to someone else",
+    "request state of another tool": "its request state was issued for another tool",
+    "arguments changed": "its arguments are not the ones the approval was asked for",
+    "request state expired": "its request state expired",
+    ALREADY_USED: "its approval was already answered",
+    TIMED_OUT: "no one approved it in time",
 }
 CANNOT_ASK: Final = "it needs approval and this client cannot be asked"
 # The `detail` of a call_ended record for a deny-on-ASK, whose wire detail is the prompt (R-LOG-2).

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from immutables import Map
 
-from . import codec, door, protocol
+from . import codec, door, protocol, sealing
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
 from .decisions import Allow, Ask, Deny, Failure
@@ -73,7 +73,19 @@ from .events import (
 )
 from .fifo import Fifo
 from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
-from .revisions import Revision, revision_for
+from .revisions import (
+    CACHEABLE,
+    INPUT_KEY,
+    LEGACY_ONLY,
+    Refusal,
+    Revision,
+    Stateless,
+    complete,
+    discover_result,
+    input_required,
+    request_era,
+    revision_for,
+)
 from .state import (
     EMPTY_CONN,
     Call,
@@ -85,6 +97,7 @@ from .state import (
     Progress,
     Stage,
     State,
+    StatelessCall,
     Variables,
     field_copier,
     positional_constructor,
@@ -429,6 +442,8 @@ def _end(d: _Draft, call: Call) -> None:
     """Forgets an open call (R-CLOSE-3, R-DROP-*): the call, its connection's and caller's index."""
     key = (call.conn, call.request_id)
     d.calls = d.calls.delete(key)
+    if d.stateless and key in d.stateless:
+        d.stateless = d.stateless.delete(key)  # R-MRTR-9
     if d.progress and key in d.progress:
         d.progress = d.progress.delete(key)  # R-CTX-2
     c = _get_conn(d, call.conn)
@@ -488,6 +503,7 @@ def _close(
     """Delivers a call's outcome to its owner, once, and ends it (R-DLV-1 .. R-DLV-3); a
     ``tools/call`` is recorded with ``outcome``, ``detail`` and ``decision`` (by default the
     call's own) (R-LOG-1)."""
+    message = _final(d, call, message)
     if call.replied:
         out.append(Push(call.conn, message, call.request_id))
     else:
@@ -526,7 +542,7 @@ def _deny(
     ``detail``; its record says ``recorded`` instead of ``detail`` when given (R-LOG-2)."""
     rid = call.request_id
     sentence = m.WHY[detail] if why is None else why
-    message = m.authorization_required(rid, call.name, decision, detail, sentence)
+    message = _final(d, call, m.authorization_required(rid, call.name, decision, detail, sentence))
     if call.replied:
         out.append(Push(call.conn, message, rid))
     else:
@@ -611,13 +627,29 @@ def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
 
 
 def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
-    conn, rid = ev.conn, ev.request_id
+    conn = ev.conn
+    rid: Any = ev.request_id
     if not _admit(d, conn, rid, out):
+        return
+    era = _era(d, conn, ev.meta)
+    if isinstance(era, Refusal):  # R-MRTR-10
+        out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
     if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
         out.append(Reply(conn, rid, _bad_tools_call(rid)))
         return
-    _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
+    if era is None:
+        _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
+    else:  # R-MRTR-9: served statelessly
+        owner: ConnId = conn if ev.principal is None else (PRINCIPAL_OWNER, ev.principal)
+        principal = "" if ev.principal is None else ev.principal
+        st = StatelessCall(era.revision, can_elicit(era.capabilities), principal, owner)
+        sub: Out = []
+        if ev.request_state is not None:  # R-MRTR-13
+            _retry(d, conn, rid, ev, st, sub)
+        else:
+            _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, sub)
+        _served_statelessly(d, conn, rid, st, sub, out)
     meta = ev.meta
     if isinstance(meta, dict) and (conn, rid) in d.calls:
         token: Any = meta.get("progressToken")
@@ -682,11 +714,44 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
     if not _admit(d, conn, rid, out):
         return
     params = ev.params if isinstance(ev.params, dict) else None
+    meta = None if params is None else params.get("_meta")
+    era = request_era(meta) if method == DISCOVER else _era(d, conn, meta)
+    if isinstance(era, Refusal):  # R-MRTR-10
+        out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
+        return
+    if era is None:
+        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
+        return
+    cacheable = method in CACHEABLE
+    st = StatelessCall(era.revision, False, "", conn, cacheable)
+    if method == DISCOVER:  # R-MRTR-11
+        found = m.result(rid, discover_result(d.options.instructions))
+        out.append(Reply(conn, rid, complete(found, _server_info(d), True)))
+        return
+    sub: Out = []
+    if method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
+        shown = str(method)[:64]
+        sub.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
+    else:
+        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, sub)
+    _served_statelessly(d, conn, rid, st, sub, out)
+
+
+def _read_or_unknown(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    method: object,
+    params: JsonObject | None,
+    now: int,
+    caller: Hashable | None,
+    out: Out,
+) -> None:
     if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-5, 7
         shown = str(method)[:64]
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
         return
-    _read(d, conn, rid, method, params, ev.now, ev.caller, out)
+    _read(d, conn, rid, method, params, now, caller, out)
 
 
 def _read(
@@ -922,8 +987,13 @@ def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION_ID_PREFIX) -> str:
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
-    digest = hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
+    digest = _keyed_digest(id_key, counter)
     return prefix + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _keyed_digest(id_key: bytes, counter: int) -> bytes:
+    """16 bytes no one without ``id_key`` can predict, never repeated for another counter."""
+    return hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
 
 
 def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Conn:
@@ -947,15 +1017,25 @@ def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Co
 
 def _unpark(d: _Draft, call: Call) -> None:
     """Frees a parked call's slot; the caller cancels or has lost its timer (R-CLOSE-3)."""
-    p = d.parked[call.elicitation_id]
-    d.parked = d.parked.delete(call.elicitation_id)
+    _unpark_entry(d, call.elicitation_id, call.conn)
+
+
+def _unpark_entry(d: _Draft, eid: str, owner: ConnId) -> None:
+    """Frees the parking place ``eid`` of ``owner`` (a call's or a modern nonce's)."""
+    p = d.parked[eid]
+    d.parked = d.parked.delete(eid)
     d.parked_total -= 1
-    c = _get_conn(d, call.conn)
-    _put_conn(d, call.conn, _set_parked_count(d, call.conn, c, c.parked.remove(p.pos)))
+    c = _get_conn(d, owner)
+    _put_conn(d, owner, _set_parked_count(d, owner, c, c.parked.remove(p.pos)))
 
 
 def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     """An ASK: park the call, or deny it, or evict another to make room (R-PARK-1 .. 4)."""
+    if d.stateless:
+        st = d.stateless.get((call.conn, call.request_id))
+        if st is not None:
+            _ask_stateless(d, call, st, prompt, now, out)  # R-MRTR-12
+            return
     c = _get_conn(d, call.conn)
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
         _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
@@ -975,17 +1055,27 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
         return
     if verdict == "evict":  # R-PARK-3, R-PARK-4
-        victim_conn = d.buckets[d.top].first()
-        victim_eid = _get_conn(d, victim_conn).parked.first()
-        assert victim_eid is not None
-        victim = d.calls[d.parked[victim_eid].key]
-        _unpark(d, victim)
-        out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
-        out.append(Push(victim.conn, withdrawn, victim.request_id))
-        _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)
+        _evict(d, call.conn, now, out)
         c = _get_conn(d, call.conn)
     _park(d, call, c, prompt, now, out)
+
+
+def _evict(d: _Draft, evictor: ConnId, now: int, out: Out) -> None:
+    """Frees the place of the oldest parked entry of the owner holding the most (R-PARK-4): a
+    parked call is withdrawn and denied; a modern nonce dies silently (R-MRTR-15)."""
+    victim_conn = d.buckets[d.top].first()
+    victim_eid = _get_conn(d, victim_conn).parked.first()
+    assert victim_eid is not None
+    p = d.parked[victim_eid]
+    if p.stateless:
+        _nonce_closed(d, victim_eid, p, m.EVICTED, now, out)
+        return
+    victim = d.calls[p.key]
+    _unpark(d, victim)
+    out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
+    withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
+    out.append(Push(victim.conn, withdrawn, victim.request_id))
+    _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)
 
 
 def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> None:
@@ -1022,8 +1112,8 @@ def _answer(
     if p is None and eid in d.client_requests:
         _client_answered(d, conn, eid, result, error, out)  # R-CTX-5
         return
-    if p is None or p.key[0] != conn:
-        return  # R-CLOSE-5: unknown, late and foreign answers look alike
+    if p is None or p.stateless or p.key[0] != conn:
+        return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     call = d.calls[p.key]
     _unpark(d, call)
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
@@ -1042,6 +1132,202 @@ def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     out.append(Push(call.conn, withdrawn, call.request_id))
     why = m.nobody_approved(d.options.elicitation_timeout_ms)
     _deny(d, call, "ask", m.TIMED_OUT, now, out, why)  # R-CLOSE-2
+
+
+# ---------------------------------------------------------------------------------------------
+# The stateless revision (spec/modern.md)
+
+DISCOVER = "server/discover"
+PRINCIPAL_OWNER = "principal"
+"""A modern approval of an authenticated principal parks under ``(PRINCIPAL_OWNER, principal)``;
+one of a request nobody authenticated, under its connection (R-MRTR-12)."""
+NONCE_ID_PREFIX = "askgate-mrtr-"
+
+
+def _era(d: _Draft, conn: ConnId, meta: object) -> Stateless | Refusal | None:
+    """R-MRTR-9: a request on a connection that initialized is of that connection's revision;
+    on any other, its own ``_meta`` says."""
+    if _get_conn(d, conn).version:
+        return None
+    return request_era(meta)
+
+
+def _server_info(d: _Draft) -> JsonObject:
+    return {"name": d.options.server_name, "version": d.options.server_version}
+
+
+def _final(d: _Draft, call: Call, message: JsonObject) -> JsonObject:
+    """A call's final answer as its revision renders it (R-MRTR-11)."""
+    if d.stateless:
+        st = d.stateless.get((call.conn, call.request_id))
+        if st is not None:
+            return complete(message, _server_info(d), st.cacheable)
+    return message
+
+
+def _served_statelessly(
+    d: _Draft, conn: ConnId, rid: Any, st: StatelessCall, sub: Out, out: Out
+) -> None:
+    """Moves the effects of a modern request's step into ``out``, its answer (if it was answered
+    at once) rendered by :func:`complete`; an opened call remembers how it is served."""
+    key = (conn, rid)
+    if key in d.calls:
+        d.stateless = d.stateless.set(key, st)
+    info = _server_info(d)
+    for effect in sub:
+        if (
+            isinstance(effect, Reply)
+            and effect.message is not None
+            and effect.conn == conn
+            and effect.request_id == rid
+        ):
+            out.append(Reply(conn, rid, complete(effect.message, info, st.cacheable)))
+        else:
+            out.append(effect)
+
+
+def nonce_id(nonce: bytes) -> str:
+    """The parking id of a modern approval's nonce (R-MRTR-12)."""
+    return NONCE_ID_PREFIX + base64.urlsafe_b64encode(nonce).rstrip(b"=").decode()
+
+
+def _digest(arguments: object) -> str:
+    """The arguments' digest (R-MRTR-3), or "" for arguments JSON cannot carry."""
+    try:
+        return sealing.arguments_digest(arguments)
+    except ValueError:
+        return ""
+
+
+def _ask_stateless(
+    d: _Draft, call: Call, st: StatelessCall, prompt: str, now: int, out: Out
+) -> None:
+    """R-MRTR-12: park a modern ASK as a nonce of its owner (same caps, eviction and timer as
+    R-PARK-*) and answer at once with the input-required result; or deny as R-AUTH-3,
+    R-PARK-1 and R-PARK-3 say."""
+    digest = _digest(call.arguments)
+    if not st.can_elicit or not digest:  # R-AUTH-3, R-MRTR-16
+        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
+        return
+    owner = st.owner
+    c = _get_conn(d, owner)
+    opts = d.options
+    verdict = park_verdict(
+        len(c.parked),
+        opts.max_parked_elicitations,
+        d.parked_total,
+        opts.max_parked_elicitations_total,
+        d.top,
+    )
+    if verdict == "deny_connection":  # R-PARK-1
+        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
+        return
+    if verdict == "deny_server":  # R-PARK-3
+        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
+        return
+    if verdict == "evict":  # R-PARK-3, R-PARK-4
+        _evict(d, call.conn, now, out)
+        c = _get_conn(d, owner)
+    nonce = _keyed_digest(d.id_key, d.next_elicitation)
+    d.next_elicitation += 1  # R-ID-1: the one counter
+    nid = nonce_id(nonce)
+    parked, pos = c.parked.push(nid)
+    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
+    deadline = now + opts.elicitation_timeout_ms
+    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, True))
+    d.parked_total += 1
+    out.append(StartTimer((ELICITATION_TIMER, nid), deadline))
+    assert d.keyring is not None
+    state = sealing.seal(d.keyring, st.principal, call.name, digest, nonce, now)
+    rid: Any = call.request_id
+    message = input_required(rid, call.name, prompt, state, _server_info(d))
+    out.append(Reply(call.conn, rid, message))
+    fields = {"conn": call.conn, "request_id": rid, "tool": call.name, "elicitation_id": nid}
+    out.append(Emit("call_parked", fields))  # R-LOG-3
+    _end(d, call)
+    out.append(
+        _record(
+            call.conn, rid, call.name, "ask", "input_required", None, nid, None, call.started, now
+        )
+    )
+
+
+def _nonce_closed(
+    d: _Draft, nid: str, p: Parked, why: str | None, now: int, out: Out, *, timer: bool = True
+) -> None:
+    """A modern nonce leaves its parking place (used, evicted or timed out): nothing is sent
+    (R-MRTR-15); ``why`` is remembered for a later retry (R-MRTR-14). A timed-out nonce's
+    state is expired from that moment, so nothing is remembered for it (``why`` ``None``)."""
+    _unpark_entry(d, nid, p.key[0])
+    if timer:
+        out.append(CancelTimer((ELICITATION_TIMER, nid)))
+    if why is None:
+        return
+    order, pos = d.closed_order.push(nid)
+    closed = d.closed_nonces.set(nid, (why, p.deadline, pos))
+    cap = d.options.max_parked_elicitations_total
+    while True:
+        first = order.first()
+        assert first is not None
+        _, expiry, first_pos = closed[first]
+        if len(order) <= cap and expiry > now:
+            break
+        order = order.remove(first_pos)
+        closed = closed.delete(first)
+        if not order:
+            break
+    d.closed_order, d.closed_nonces = order, closed
+
+
+def _deny_retry(
+    conn: ConnId, rid: Any, tool: str, detail: str, nid: str, now: int, out: Out
+) -> None:
+    """Denies a modern retry at once with ``detail`` (R-MRTR-8, R-MRTR-13, R-MRTR-14)."""
+    out.append(Reply(conn, rid, m.authorization_required(rid, tool, "ask", detail, m.WHY[detail])))
+    out.append(_record(conn, rid, tool, "ask", "denied", detail, nid, None, now, now))
+
+
+def _retry(
+    d: _Draft, conn: ConnId, rid: Any, ev: ToolCallReceived, st: StatelessCall, out: Out
+) -> None:
+    """R-MRTR-13: a modern ``tools/call`` carrying a ``requestState``. It runs the tool only
+    with a valid state whose nonce is parked for this owner and an approving answer, closing
+    the nonce exactly once; anything else is denied and nothing runs."""
+    name: str = ev.tool
+    arguments: Any = ev.arguments
+    tool = d.tools.get(name)
+    if tool is None or argument_problem(tool, arguments) is not None:
+        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)  # R-ADM-2
+        return
+    digest = _digest(arguments)
+    assert d.keyring is not None
+    opened = sealing.open_sealed(d.keyring, ev.request_state, st.principal, name, digest, ev.now)
+    if opened.verdict != "valid":  # R-MRTR-8
+        _deny_retry(conn, rid, name, sealing.DENY_DETAIL[opened.verdict], "", ev.now, out)
+        return
+    nid = nonce_id(opened.nonce)
+    p = d.parked.get(nid)
+    if p is None or not p.stateless:  # R-MRTR-14
+        found = d.closed_nonces.get(nid)
+        detail = m.ALREADY_USED if found is None else found[0]
+        _deny_retry(conn, rid, name, detail, nid, ev.now, out)
+        return
+    if p is not None and p.key[0] != st.owner:
+        _deny_retry(conn, rid, name, sealing.FOREIGN_PRINCIPAL, nid, ev.now, out)
+        return
+    if p is not None:
+        _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)  # R-CLOSE-3: exactly once
+    responses = ev.input_responses
+    answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
+    if not is_approval(answer):  # R-CLOSE-2
+        _deny_retry(conn, rid, name, refusal_detail(answer), nid, ev.now, out)
+        return
+    job = RunTool(name, arguments)  # R-CLOSE-1, under R-ADM-5
+    _open(d, conn, rid, True, name, arguments, ev.mode, ev.caller, Stage.RUNNING, job, ev.now, out)
+    call = d.calls.get((conn, rid))
+    if call is not None:
+        approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", nid)
+        d.calls = d.calls.set((conn, rid), approved)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1300,7 +1586,9 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
         _worker_event(d, ident, "TimerFired", None, ev.now, out)
     elif kind == ELICITATION_TIMER and isinstance(ident, str):
         p = d.parked.get(ident)
-        if p is not None:
+        if p is not None and p.stateless:
+            _nonce_closed(d, ident, p, None, ev.now, out, timer=False)  # R-MRTR-15
+        elif p is not None:
             _elicitation_timed_out(d, d.calls[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
         _client_request_timed_out(d, ident, out)

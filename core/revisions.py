@@ -89,3 +89,142 @@ sent ``initialize``): the latest (R-REV-1)."""
 def revision_for(version: str) -> Revision:
     """R-REV-1: the revision of a connection that negotiated ``version`` ("" for none)."""
     return REVISIONS.get(version, DEFAULT)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2026-07-28: stateless requests (spec/modern.md)
+
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+
+UNSUPPORTED_VERSION: Final = -32022
+"""The modern error for a per-request protocol version the server does not serve."""
+
+INPUT_KEY: Final = "approval"
+"""The one key of an approval's ``inputRequests`` and of the retry's ``inputResponses``."""
+
+CACHEABLE: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+"""Methods whose modern results carry ``ttlMs`` and ``cacheScope`` (R-MRTR-11)."""
+
+LEGACY_ONLY: Final = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+"""Methods the stateless revision does not have: a modern request for one is an unknown method
+(R-MRTR-9)."""
+
+
+@attrs.frozen(slots=True)
+class Stateless:
+    """What a modern request says about itself in its ``_meta`` (R-MRTR-9): its revision and
+    the client capabilities it declares for this request alone."""
+
+    revision: Revision
+    capabilities: JsonObject
+
+
+@attrs.frozen(slots=True)
+class Refusal:
+    """A modern request's ``_meta`` the server refuses: the JSON-RPC error to answer with
+    (R-MRTR-10)."""
+
+    code: int
+    message: str
+    data: object = None
+
+
+MODERN: Final = Revision("2026-07-28", form_mode=True)
+"""2026-07-28: every request says its version and capabilities; an approval is an
+input-required result (spec/modern.md)."""
+
+MODERN_REVISIONS: Final[dict[str, Revision]] = {"2026-07-28": MODERN}
+"""Each per-request protocol version served statelessly and its revision (R-MRTR-9)."""
+
+
+def supported_versions() -> list[str]:
+    """Every version this server speaks, the modern ones first (R-MRTR-10, R-MRTR-11)."""
+    return [*MODERN_REVISIONS, *REVISIONS]
+
+
+def request_era(meta: object) -> Stateless | Refusal | None:
+    """R-MRTR-9, R-MRTR-10: what a request's ``params._meta`` makes of it. ``None`` when it
+    names no protocol version (a 2025 request, served as the connection's revision says); a
+    :class:`Stateless` when it names a modern version and declares its capabilities; else the
+    :class:`Refusal` to answer."""
+    if not isinstance(meta, dict) or META_VERSION not in meta:
+        return None
+    version = meta[META_VERSION]
+    if not isinstance(version, str):
+        return Refusal(-32602, f"_meta {META_VERSION} must be a string")
+    revision = MODERN_REVISIONS.get(version)
+    if revision is None:
+        data = {"supported": supported_versions(), "requested": version}
+        return Refusal(UNSUPPORTED_VERSION, "Unsupported protocol version", data)
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        return Refusal(-32602, f"_meta {META_CAPABILITIES} is required and must be an object")
+    return Stateless(revision, capabilities)
+
+
+def complete(message: JsonObject, server_info: JsonObject, cacheable: bool) -> JsonObject:
+    """A modern request's final answer (R-MRTR-11): a result gains ``resultType: "complete"``
+    and the server's ``serverInfo`` in its ``_meta`` (beside any ``_meta`` it had), and, for a
+    cacheable method, ``ttlMs: 0`` and ``cacheScope: "private"`` unless it set them; an error,
+    or a result that already says its type, is unchanged."""
+    result = message.get("result")
+    if not isinstance(result, dict) or "resultType" in result:
+        return message
+    meta = result.get("_meta")
+    shown: JsonObject = {**result, "resultType": "complete"}
+    shown["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
+    if cacheable:
+        shown.setdefault("ttlMs", 0)
+        shown.setdefault("cacheScope", "private")
+    return {**message, "result": shown}
+
+
+def input_required(
+    request_id: object, tool: str, prompt: str, state: str, server_info: JsonObject
+) -> JsonObject:
+    """The answer that asks a modern client to approve a call (R-MRTR-12): the approval form of
+    R-REV-2 (with ``"mode": "form"``) as the one input request under :data:`INPUT_KEY`, and the
+    sealed ``requestState``."""
+    form = m.elicitation_request("", tool, prompt)["params"]
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {
+            "resultType": "input_required",
+            "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": form}},
+            "requestState": state,
+            "_meta": {META_SERVER_INFO: server_info},
+        },
+    }
+
+
+MODERN_CAPABILITIES: Final[JsonObject] = {
+    "tools": {},
+    "resources": {},
+    "prompts": {},
+    "completions": {},
+}
+"""What ``server/discover`` offers: no ``listChanged`` or ``subscribe`` (there is no
+``subscriptions/listen`` yet) and no ``logging`` (no per-request ``logLevel`` yet)."""
+
+
+def discover_result(instructions: object) -> JsonObject:
+    """The result of ``server/discover`` before :func:`complete` renders it (R-MRTR-11)."""
+    result: JsonObject = {
+        "supportedVersions": supported_versions(),
+        "capabilities": MODERN_CAPABILITIES,
+    }
+    if isinstance(instructions, str):
+        result["instructions"] = instructions
+    return result

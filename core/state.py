@@ -8,6 +8,7 @@ state stays valid (the model checker and the explorer keep many).
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Callable, Hashable
 from typing import Any, Literal, TypeVar
 
@@ -19,6 +20,8 @@ from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
 from .messages import RequestId
 from .options import OptionError, Options
+from .revisions import Revision
+from .sealing import Key, Keyring
 from .tools import ToolInfo, tool_info
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
@@ -160,11 +163,28 @@ class Progress:
 
 @attrs.frozen(slots=True)
 class Parked:
-    """A parked call: ``pos`` is its place in its owner's queue of parked calls."""
+    """A parked call, or a modern approval's outstanding nonce (``stateless``): ``pos`` is its
+    place in its owner's queue of parked calls."""
 
     key: CallKey
     pos: int
     deadline: int
+    # A modern approval (R-MRTR-12): no call waits; ``key`` is (owner, nonce id) and the
+    # entry only holds the owner's parking place until a retry closes it.
+    stateless: bool = False
+
+
+@attrs.frozen(slots=True)
+class StatelessCall:
+    """How an open modern call is served (R-MRTR-9, R-MRTR-12): its revision, whether its own
+    capabilities allow a form elicitation, the principal its approval state binds, the owner
+    its parking place counts against, and whether its answer is cacheable (R-MRTR-11)."""
+
+    revision: Revision
+    can_elicit: bool
+    principal: str
+    owner: Hashable
+    cacheable: bool = False
 
 
 CapGroup = Literal["", "unsubscribed", "live"]
@@ -232,7 +252,9 @@ class Conn:
         return self.cap_group != ""
 
     def is_empty(self) -> bool:
-        return not self.subscribed and self.cap_group == "" and not self.requests
+        return (
+            not self.subscribed and self.cap_group == "" and not self.requests and not self.parked
+        )
 
 
 EMPTY_CONN = Conn()
@@ -277,6 +299,13 @@ class Variables:
     client_requests: Map[str, ClientRequest] = attrs.field(factory=Map)
     worker_requests: Map[int, tuple[str, ...]] = attrs.field(factory=Map)
     progress: Map[CallKey, Progress] = attrs.field(factory=Map)
+    # Modern requests (spec/modern.md): the key that seals approval states (R-MRTR-12), the
+    # open calls served statelessly and how (R-MRTR-9), and the nonces closed lately, each
+    # with why and its token's expiry, oldest first (R-MRTR-14).
+    keyring: Keyring | None = None
+    stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
+    closed_nonces: Map[str, tuple[str, int, int]] = attrs.field(factory=Map)
+    closed_order: Fifo[str] = attrs.field(factory=Fifo)
 
 
 @attrs.frozen(slots=True)
@@ -289,11 +318,14 @@ def initial_state(
     *,
     id_key: bytes,
     tools: tuple[ToolInfo, ...] = (),
+    keyring: Keyring | None = None,
 ) -> State:
     """The state of a server that has just started (R-OPT-1, R-OPT-2).
 
     ``id_key`` seeds the elicitation ids (R-ID-1): the shell passes 32 bytes from a
-    cryptographic source; tests pass a fixed key to replay histories exactly.
+    cryptographic source; tests pass a fixed key to replay histories exactly. ``keyring`` seals
+    modern approval states (R-MRTR-12): its ttl must be ``elicitation_timeout_ms``; without one,
+    a key is derived from ``id_key``.
     """
     opts = (options or Options()).validated()
     if not isinstance(id_key, bytes) or len(id_key) < 16:
@@ -312,6 +344,15 @@ def initial_state(
                 f"authorizer is configured: {', '.join(unguarded)} (an allow-all authorizer "
                 "opts out, explicitly)",
             )
+    if keyring is None:
+        secret = hashlib.blake2b(b"askgate/mrtr/keyring", key=id_key[:64]).digest()
+        keyring = Keyring(Key("k0", secret), opts.elicitation_timeout_ms)
+    elif not isinstance(keyring, Keyring) or keyring.ttl != opts.elicitation_timeout_ms:
+        raise OptionError(
+            "keyring",
+            f"<{type(keyring).__name__}>",
+            "must be a Keyring whose ttl is elicitation_timeout_ms (R-MRTR-12)",
+        )
     return State(
         options=opts,
         id_key=id_key,
@@ -334,4 +375,5 @@ def initial_state(
         next_ref=1,
         next_seq=0,
         next_elicitation=0,
+        keyring=keyring,
     )

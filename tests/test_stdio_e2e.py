@@ -262,12 +262,13 @@ async def test_an_approved_slow_tool_does_not_block_ping(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_R_PROTO_5_the_sdk_connects_in_legacy_and_in_auto_mode_falling_back_to_initialize(
+async def test_R_MRTR_9_the_sdk_connects_in_legacy_mode_with_initialize_and_in_auto_mode_modern(
     anyio_backend: str, mode: str
 ) -> None:
     asker = Asker(Answer(action="accept", content={"approve": True}))
     async with connect(anyio_backend, asker=asker, mode=mode) as client:
-        assert client.protocol_version == "2025-11-25"  # auto fell back to initialize
+        # legacy: initialize selects 2025-11-25; auto: server/discover picks 2026-07-28.
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         assert client.server_info is not None
         assert client.server_info.name == "askgate-demo"
         assert client.instructions is not None
@@ -303,3 +304,41 @@ async def test_R_POL_2_the_official_client_lists_and_calls_with_a_policy_without
     async with connect(anyio_backend, "--policy", str(policy), mode="auto") as client:
         assert {tool.name for tool in (await client.list_tools()).tools} == {"echo"}
         assert text(await client.call_tool("echo", {"text": "hi"})) == "hi"
+
+
+async def test_R_MRTR_13_the_sdk_in_default_mode_approves_and_declines_through_input_required(
+    anyio_backend: str,
+) -> None:
+    """The official client's default mode: its elicitation callback answers the input-required
+    result, and its retry runs the tool only when approved."""
+    answers = iter([Answer(action="accept", content={"approve": True}), Answer(action="decline")])
+    asked: list[tuple[object, str]] = []
+
+    async def ask(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        assert params.requested_schema["required"] == ["approve"]
+        asked.append((context.request_id, params.message))
+        return next(answers)
+
+    with anyio.fail_after(DEADLINE):
+        async with Client(demo(anyio_backend), elicitation_callback=ask) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert text(await client.call_tool("guarded_echo", {"text": "ok"})) == "ok"
+            declined = await client.call_tool("guarded_echo", {"text": "no"})
+            assert structured(declined) == deny_payload("guarded_echo", "ask", "declined")
+            assert [key for key, _ in asked] == ["approval", "approval"]
+            assert "guarded_echo" in asked[0][1]
+            denied = await client.call_tool("forbidden", {})
+            assert structured(denied)["decision"] == "deny"
+
+
+async def test_R_MRTR_16_the_sdk_in_default_mode_without_a_callback_gets_the_deny_on_ask(
+    anyio_backend: str,
+) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with Client(demo(anyio_backend)) as client:
+            assert client.protocol_version == "2026-07-28"
+            result = await client.call_tool("guarded_echo", {"text": "x"})
+            assert structured(result)["message"].endswith(CANNOT_ASK)

@@ -1,0 +1,391 @@
+"""The 2026-07-28 revision in the reducer (spec/modern.md, R-MRTR-9 ..): stateless requests,
+``server/discover``, and approvals as sealed, single-use, capped input-required results."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from askgate.core import (
+    Allow,
+    Ask,
+    Effect,
+    Emit,
+    MessageReceived,
+    Options,
+    Push,
+    Reply,
+    StartTimer,
+    TimerFired,
+    ToolCallReceived,
+    ToolInfo,
+    initial_state,
+    sealing,
+)
+from askgate.core import messages as m
+from askgate.core.reducer import nonce_id
+from askgate.core.revisions import META_SERVER_INFO, supported_versions
+from tests.harness import Harness, deny_payload, only_reply, records, replies
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+ELICIT_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+INFO = {"name": "askgate", "version": "0.1.0"}
+APPROVE = {"approval": {"action": "accept", "content": {"approve": True}}}
+DECLINE = {"approval": {"action": "decline"}}
+TOOLS = (
+    ToolInfo("echo", sensitive=False, derived=False),
+    ToolInfo("rm", sensitive=True, derived=False),
+)
+
+
+def meta(capabilities: object = None, version: object = "2026-07-28") -> dict[str, Any]:
+    return {
+        VERSION_KEY: version,
+        CAPS_KEY: ELICIT_CAPS if capabilities is None else capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+    }
+
+
+def harness(**options: Any) -> Harness:
+    options.setdefault("has_authorizer", True)
+    return Harness(tools=TOOLS, **options)
+
+
+def send(h: Harness, conn: object, message: dict[str, Any], **kw: Any) -> list[Effect]:
+    return h.feed(MessageReceived(conn, json.dumps(message).encode(), h.now, **kw))
+
+
+def call(
+    h: Harness,
+    conn: object,
+    rid: object,
+    tool: str = "rm",
+    arguments: object = None,
+    *,
+    meta_: object = None,
+    state: object = None,
+    responses: object = None,
+    principal: str | None = None,
+) -> list[Effect]:
+    args = {"path": "/tmp/x", "n": 1.0} if arguments is None else arguments
+    event = ToolCallReceived(
+        conn,
+        rid,
+        tool,
+        args,
+        h.now,
+        meta=meta() if meta_ is None else meta_,
+        request_state=state,
+        input_responses=responses,
+        principal=principal,
+    )
+    return h.feed(event)
+
+
+def ask(h: Harness, conn: object, rid: object, **kw: Any) -> dict[str, Any]:
+    """A modern call whose authorizer asks: the input-required result it is answered with."""
+    call(h, conn, rid, **kw)
+    effects = h.finish(h.worker(), Ask("Allow rm?"))
+    result: dict[str, Any] = only_reply(effects)["result"]
+    return result
+
+
+def run_ref(effects: list[Effect]) -> list[Any]:
+    return [e for e in effects if type(e).__name__ == "StartWorker"]
+
+
+# --- R-MRTR-9: which era serves a request ---------------------------------------------------
+
+
+def test_R_MRTR_9_modern_meta_is_served_statelessly_initialize_selects_2025() -> None:
+    h = harness()
+    call(h, "c", 1, "echo", {})
+    h.finish(h.worker(), Allow())
+    result = only_reply(h.finish(h.worker(), {"content": []}))["result"]
+    assert result["resultType"] == "complete"
+    assert result["_meta"] == {META_SERVER_INFO: INFO}
+    # The connection initializes: from then on its requests are 2025 ones, whatever their _meta.
+    send(
+        h, "c", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}
+    )
+    call(h, "c", 2, "echo", {})
+    h.finish(h.worker(), Allow())
+    assert only_reply(h.finish(h.worker(), {"content": []}))["result"] == {"content": []}
+
+
+def test_R_MRTR_9_a_request_without_modern_meta_is_unchanged() -> None:
+    h = harness()
+    h.feed(ToolCallReceived("c", 1, "echo", {}, 0))
+    h.finish(h.worker(), Allow())
+    assert only_reply(h.finish(h.worker(), {"content": []}))["result"] == {"content": []}
+
+
+def test_R_MRTR_9_methods_the_modern_revision_lacks_are_unknown() -> None:
+    h = harness()
+    for rid, method in enumerate(("logging/setLevel", "resources/subscribe"), 1):
+        params = {"level": "info", "uri": "u", "_meta": meta()}
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        assert only_reply(send(h, "c", message))["error"]["code"] == m.METHOD_NOT_FOUND
+    assert len(h.state.log_levels) == 0
+    assert "c" not in h.state.conns
+
+
+# --- R-MRTR-10: the request's _meta is checked ------------------------------------------------
+
+
+def test_R_MRTR_10_missing_capabilities_or_a_bad_version_is_refused() -> None:
+    h = harness()
+    no_caps = {VERSION_KEY: "2026-07-28"}
+    assert only_reply(call(h, "c", 1, meta_=no_caps))["error"]["code"] == -32602
+    assert only_reply(call(h, "c", 2, meta_=meta(version=7)))["error"]["code"] == -32602
+    error = only_reply(call(h, "c", 3, meta_=meta(version="2099-01-01")))["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": supported_versions(), "requested": "2099-01-01"}
+    assert "2026-07-28" in error["data"]["supported"]
+    assert len(h.state.calls) == 0
+
+
+# --- R-MRTR-11: results and server/discover ---------------------------------------------------
+
+
+def test_R_MRTR_11_discover_answers_with_versions_and_caching() -> None:
+    h = harness(server_name="gate", instructions="be nice")
+    message = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta()}}
+    result = only_reply(send(h, "c", message))["result"]
+    assert result["resultType"] == "complete"
+    assert result["supportedVersions"][0] == "2026-07-28"
+    assert "2025-11-25" in result["supportedVersions"]
+    assert result["ttlMs"] == 0
+    assert result["cacheScope"] == "private"
+    assert result["instructions"] == "be nice"
+    assert result["_meta"] == {META_SERVER_INFO: {"name": "gate", "version": "0.1.0"}}
+    assert set(result["capabilities"]) >= {"tools"}
+    bare = {"jsonrpc": "2.0", "id": 2, "method": "server/discover"}
+    assert only_reply(send(h, "c", bare))["error"]["code"] == m.METHOD_NOT_FOUND
+
+
+def test_R_MRTR_11_a_cacheable_list_carries_ttl_and_scope() -> None:
+    h = Harness(tools=TOOLS[:1])
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    result = only_reply(send(h, "c", message))["result"]
+    assert [t["name"] for t in result["tools"]] == ["echo"]
+    assert (result["resultType"], result["ttlMs"], result["cacheScope"]) == (
+        "complete",
+        0,
+        "private",
+    )
+
+
+# --- R-MRTR-12: an ASK parks a nonce and answers input_required -------------------------------
+
+
+def test_R_MRTR_12_an_ask_is_answered_at_once_with_the_approval_form_and_a_sealed_state() -> None:
+    h = harness()
+    call(h, "c", 1)
+    effects = h.finish(h.worker(), Ask("Allow rm?"))
+    result = only_reply(effects)["result"]
+    assert result["resultType"] == "input_required"
+    assert result["_meta"] == {META_SERVER_INFO: INFO}
+    form = m.elicitation_request("", "rm", "Allow rm?")["params"]
+    assert result["inputRequests"] == {"approval": {"method": "elicitation/create", "params": form}}
+    state = result["requestState"]
+    ring = h.state.keyring
+    assert ring is not None
+    digest = sealing.arguments_digest({"path": "/tmp/x", "n": 1.0})
+    opened = sealing.open_sealed(ring, state, "", "rm", digest, 0)
+    assert opened.verdict == "valid"
+    nid = nonce_id(opened.nonce)
+    assert h.state.parked[nid].stateless
+    assert h.state.parked_total == 1
+    assert len(h.state.calls) == 0  # the request itself is closed
+    assert StartTimer(("elicitation", nid), 60_000) in effects
+    assert records(effects, "call_parked")[0]["elicitation_id"] == nid
+    end = records(effects)[0]
+    assert (end["outcome"], end["decision"], end["elicitation_id"]) == (
+        "input_required",
+        "ask",
+        nid,
+    )
+    assert opened.expiry == 60_000  # the ring's ttl is the elicitation timeout
+
+
+def test_R_MRTR_12_nonces_share_the_caps_and_fair_eviction_of_parked_calls() -> None:
+    h = harness(max_parked_elicitations=2, max_parked_elicitations_total=3)
+    alice = [ask(h, "a", rid, principal="alice")["requestState"] for rid in (1, 2)]
+    denied = call(h, "a", 3, principal="alice")
+    deny = deny_payload(only_reply(h.finish(h.worker(), Ask("again?"))))
+    assert deny["detail"] == m.TOO_MANY_PENDING
+    assert denied
+    assert ask(h, "b", 4, principal="bob")["resultType"] == "input_required"
+    # The server is full: bob's next ASK evicts alice's oldest nonce, silently.
+    call(h, "b", 5, principal="bob")
+    effects = h.finish(h.worker(), Ask("more?"))
+    assert only_reply(effects)["result"]["resultType"] == "input_required"
+    assert not [e for e in effects if isinstance(e, Push)]
+    owners = sorted(str(p.key[0]) for p in h.state.parked.values())
+    assert owners == ["('principal', 'alice')", "('principal', 'bob')", "('principal', 'bob')"]
+    # The oldest of alice's was evicted (R-PARK-4): its retry says so; her newer one still runs.
+    evicted = call(h, "a", 6, state=alice[0], responses=APPROVE, principal="alice")
+    assert deny_payload(only_reply(evicted))["detail"] == m.EVICTED
+    assert run_ref(call(h, "a", 7, state=alice[1], responses=APPROVE, principal="alice"))
+
+
+# --- R-MRTR-13: the retry runs the tool only once ---------------------------------------------
+
+
+def test_R_MRTR_13_an_approving_retry_runs_the_tool_once() -> None:
+    h = harness()
+    state = ask(h, "c", 1)["requestState"]
+    effects = call(h, "c", 2, state=state, responses=APPROVE)
+    ref = h.worker(effects)
+    assert len(h.state.parked) == 0
+    assert h.state.calls[("c", 2)].decision == "approved"
+    result = only_reply(h.finish(ref, {"content": []}))["result"]
+    assert result["resultType"] == "complete"
+    end = records(h.effects)[0]
+    assert (end["decision"], end["approved"], end["outcome"]) == ("ask", True, "result")
+    # The same state again: already used, nothing runs.
+    again = call(h, "c", 3, state=state, responses=APPROVE)
+    assert deny_payload(only_reply(again))["detail"] == m.ALREADY_USED
+    assert not run_ref(again)
+
+
+def test_R_MRTR_13_a_decline_cancel_or_missing_answer_denies() -> None:
+    h = harness()
+    for rid, responses, detail in (
+        (1, DECLINE, m.DECLINED),
+        (3, {"approval": {"action": "cancel"}}, m.CANCELLED),
+        (5, None, m.NOT_APPROVED),
+        (7, {"other": APPROVE["approval"]}, m.NOT_APPROVED),
+        (9, {"approval": {"action": "accept", "content": {"approve": "true"}}}, m.NOT_APPROVED),
+    ):
+        state = ask(h, "c", rid)["requestState"]
+        effects = call(h, "c", rid + 1, state=state, responses=responses)
+        payload = deny_payload(only_reply(effects))
+        assert (payload["detail"], payload["decision"]) == (detail, "ask")
+        assert not run_ref(effects)
+        assert len(h.state.parked) == 0
+        assert only_reply(effects)["result"]["resultType"] == "complete"
+
+
+def test_R_MRTR_13_tampered_foreign_changed_and_expired_states_deny() -> None:
+    h = harness()
+    state = ask(h, "c", 1, principal="alice")["requestState"]
+    flipped = state[:-3] + ("A" if state[-3] != "A" else "B") + state[-2:]
+    cases: list[tuple[str, dict[str, Any], str, str]] = [
+        (flipped, {}, "alice", sealing.TAMPERED),
+        ("x" * 300, {}, "alice", sealing.MALFORMED),
+        (state, {}, "bob", sealing.FOREIGN_PRINCIPAL),
+        (state, {"arguments": {"path": "/etc", "n": 1.0}}, "alice", sealing.CHANGED_ARGUMENTS),
+        (state, {"arguments": {"path": "/tmp/x", "n": 1}}, "alice", sealing.CHANGED_ARGUMENTS),
+        (
+            state,
+            {"tool": "echo", "arguments": {"path": "/tmp/x", "n": 1.0}},
+            "alice",
+            sealing.OTHER_TOOL,
+        ),
+    ]
+    for rid, (token, kw, who, detail) in enumerate(cases, 10):
+        effects = call(h, "c", rid, state=token, responses=APPROVE, principal=who, **kw)
+        assert deny_payload(only_reply(effects))["detail"] == detail, detail
+        assert not run_ref(effects)
+    assert len(h.state.parked) == 1  # none of those touched the parked nonce
+    h.now = 60_000
+    effects = call(h, "c", 20, state=state, responses=APPROVE, principal="alice")
+    assert deny_payload(only_reply(effects))["detail"] == sealing.EXPIRED
+
+
+def test_R_MRTR_13_a_valid_state_parked_for_another_owner_is_foreign() -> None:
+    h = harness()
+    state = ask(h, "a", 1)["requestState"]  # nobody authenticated: parked under conn "a"
+    effects = call(h, "b", 2, state=state, responses=APPROVE)
+    assert deny_payload(only_reply(effects))["detail"] == sealing.FOREIGN_PRINCIPAL
+    assert len(h.state.parked) == 1
+
+
+def test_R_MRTR_13_an_approved_retry_over_the_bounds_is_busy() -> None:
+    h = harness(max_in_flight=1)
+    state = ask(h, "c", 1)["requestState"]
+    call(h, "c", 2, "echo", {})  # holds the one worker
+    effects = call(h, "c", 3, state=state, responses=APPROVE)
+    assert only_reply(effects)["result"]["structuredContent"]["error"] == "server_busy"
+    assert len(h.state.parked) == 0  # the nonce is spent: the approval is not run twice
+
+
+# --- R-MRTR-14: closed nonces are remembered, boundedly ---------------------------------------
+
+
+def test_R_MRTR_14_a_timed_out_or_evicted_nonce_says_why() -> None:
+    h = harness(max_parked_elicitations=1, max_parked_elicitations_total=1)
+    first = ask(h, "a", 1, principal="alice")["requestState"]
+    second = ask(h, "b", 2, principal="bob")["requestState"]  # evicts alice's
+    effects = call(h, "a", 3, state=first, responses=APPROVE, principal="alice")
+    assert deny_payload(only_reply(effects))["detail"] == m.EVICTED
+    (nid,) = h.state.parked
+    h.now = 60_000  # the nonce times out when its state expires: its retry is expired
+    h.feed(TimerFired(("elicitation", nid), h.now))
+    effects = call(h, "b", 4, state=second, responses=APPROVE, principal="bob")
+    assert deny_payload(only_reply(effects))["detail"] == sealing.EXPIRED
+    assert len(h.state.parked) == 0
+
+
+def test_R_MRTR_14_the_record_is_capped_and_forgets_the_oldest() -> None:
+    h = harness(max_parked_elicitations=2, max_parked_elicitations_total=2)
+    states = [ask(h, "c", rid)["requestState"] for rid in (1, 2)]
+    for rid, state in zip((3, 4), states, strict=True):
+        call(h, "c", rid, state=state, responses=DECLINE)
+    assert len(h.state.closed_nonces) == 2
+    third = ask(h, "c", 5)["requestState"]
+    call(h, "c", 6, state=third, responses=DECLINE)
+    assert len(h.state.closed_nonces) == 2  # the oldest forgotten; still denied as used
+    effects = call(h, "c", 7, state=states[0], responses=APPROVE)
+    assert deny_payload(only_reply(effects))["detail"] == m.ALREADY_USED
+
+
+# --- R-MRTR-15: silence ------------------------------------------------------------------------
+
+
+def test_R_MRTR_15_timeouts_push_nothing_and_2025_answers_cannot_close_a_nonce() -> None:
+    h = harness()
+    ask(h, "c", 1)
+    (nid,) = h.state.parked
+    assert h.answer("c", nid, {"action": "accept", "content": {"approve": True}}) == []
+    h.now = 60_000
+    effects = h.feed(TimerFired(("elicitation", nid), h.now))
+    assert effects == []
+    assert len(h.state.parked) == 0
+    assert nid not in h.state.closed_nonces  # its state is expired from now on
+
+
+# --- R-MRTR-16: no elicitation declared, no input-required result -----------------------------
+
+
+def test_R_MRTR_16_a_client_without_elicitation_gets_the_deny_on_ask() -> None:
+    h = harness()
+    no_form: list[tuple[int, dict[str, Any]]] = [(1, {}), (3, {"elicitation": {"url": {}}})]
+    for rid, caps in no_form:
+        call(h, "c", rid, meta_=meta(caps))
+        effects = h.finish(h.worker(), Ask("Allow rm?"))
+        message = only_reply(effects)
+        assert "error" not in message
+        assert deny_payload(message)["detail"] == "Allow rm?"
+        assert message["result"]["resultType"] == "complete"
+        assert len(h.state.parked) == 0
+
+
+def test_keyring_ttl_must_be_the_elicitation_timeout() -> None:
+    ring = sealing.Keyring(sealing.Key("k", b"s" * 32), 5)
+    with pytest.raises(ValueError, match="keyring"):
+        initial_state(Options(), id_key=b"k" * 32, keyring=ring)
+    state = initial_state(Options(elicitation_timeout_ms=5), id_key=b"k" * 32, keyring=ring)
+    assert state.keyring is ring
+
+
+def test_replies_are_for_the_request() -> None:
+    h = harness()
+    effects = call(h, "c", 1)
+    assert replies(effects) == []
+    assert not [e for e in effects if isinstance(e, (Emit, Reply))]
