@@ -157,19 +157,10 @@ _NOT_WIRED = (
     "they have nothing of the sealed approval state to compare"
 )
 
-_EVICTION = """\
-    if verdict == "evict":  # R-PARK-3, R-PARK-4
-        victim_conn = d.buckets[d.top].first()
-        victim_eid = _get_conn(d, victim_conn).parked.first()
-        assert victim_eid is not None
-        victim = d.calls[d.parked[victim_eid].key]
-        _unpark(d, victim)
-        out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
-        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
-        out.append(Push(victim.conn, withdrawn, victim.request_id))
-        _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)
-        c = _get_conn(d, call.conn)
-    _park(d, call, c, prompt, now, out)
+_ROOM = """\
+    room = _make_room(d, call, call.conn, now, out)
+    if room is not None:
+        _park(d, call, room, prompt, now, out)
 """
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -293,24 +284,24 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "evict-newest-parked-call",
         REDUCER,
-        "        victim_eid = _get_conn(d, victim_conn).parked.first()\n",
-        "        victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
+        "    victim_eid = _get_conn(d, victim_conn).parked.first()\n",
+        "    victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
         ("R-PARK-4",),
         "the victim is the top holder's newest parked call, not its oldest",
     ),
     Mutant(
         "evict-newest-top-holder",
         REDUCER,
-        "        victim_conn = d.buckets[d.top].first()\n",
-        "        victim_conn = list(d.buckets[d.top])[-1]\n",
+        "    victim_conn = d.buckets[d.top].first()\n",
+        "    victim_conn = list(d.buckets[d.top])[-1]\n",
         ("R-PARK-4",),
         "among the top holders, the one that reached the top last yields",
     ),
     Mutant(
         "evict-from-smallest-holder",
         REDUCER,
-        "        victim_conn = d.buckets[d.top].first()\n",
-        "        victim_conn = d.buckets[min(d.buckets)].first()\n",
+        "    victim_conn = d.buckets[d.top].first()\n",
+        "    victim_conn = d.buckets[min(d.buckets)].first()\n",
         ("R-PARK-4", "R-PARK-3"),
         "the victim is taken from the connection holding the fewest parked calls",
     ),
@@ -325,12 +316,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "evict-after-park",
         REDUCER,
-        _EVICTION,
-        _EVICTION.replace("        c = _get_conn(d, call.conn)\n", "")
-        .replace("    _park(d, call, c, prompt, now, out)\n", "")
-        .replace(
-            '    if verdict == "evict":',
-            '    _park(d, call, c, prompt, now, out)\n    if verdict == "evict":',
+        _ROOM,
+        _ROOM.replace(
+            "    room = ",
+            "    if park_verdict(len(_get_conn(d, call.conn).parked), d.options.max_parked_elicit"
+            "ations, d.parked_total, d.options.max_parked_elicitations_total, d.top) == 'evict':"
+            "\n        _park(d, call, _get_conn(d, call.conn), prompt, now, out)"
+            "\n        _evict(d, call.conn, now, out)\n        return\n    room = ",
         ),
         ("R-PARK-4",),
         "the new call parks before the eviction that makes room for it (effects out of order)",
@@ -443,7 +435,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "eviction-no-withdraw",
         REDUCER,
-        "        out.append(Push(victim.conn, withdrawn, victim.request_id))\n",
+        "    out.append(Push(victim.conn, withdrawn, victim.request_id))\n",
         "",
         ("R-CLOSE-4",),
         "an evicted prompt is not withdrawn",
@@ -451,7 +443,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "eviction-keeps-timer",
         REDUCER,
-        "        out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))\n",
+        "    out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))\n",
         "",
         ("R-CLOSE-3", "R-INV-4"),
         "an evicted call's timer is not cancelled",
@@ -492,8 +484,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "answer-from-another-connection",
         REDUCER,
-        "    if p is None or p.key[0] != ",
-        "    if p is None or False and p.key[0] != ",
+        "    if p is None or p.stateless or p.key[0] != ",
+        "    if p is None or p.stateless or False and p.key[0] != ",
         ("R-CLOSE-5",),
         "an answer is accepted from a connection that does not own the call",
     ),
@@ -575,8 +567,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "eviction-withdrawal-to-asker",
         REDUCER,
-        "        out.append(Push(victim.conn, withdrawn, ",
-        "        out.append(Push(call.conn, withdrawn, ",
+        "    out.append(Push(victim.conn, withdrawn, ",
+        "    out.append(Push(evictor, withdrawn, ",
         ("R-DLV-1", "R-CLOSE-4"),
         "the victim's withdrawal is pushed to the asker's connection",
     ),
@@ -720,8 +712,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "deny-on-ask-says-deny",
         REDUCER,
-        '        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=',
-        '        _deny(d, call, "deny", prompt, now, out, m.CANNOT_ASK, recorded=',
+        '    _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=',
+        '    _deny(d, call, "deny", prompt, now, out, m.CANNOT_ASK, recorded=',
         ("R-AUTH-3",),
         "deny-on-ASK carries decision 'deny' instead of 'ask'",
     ),
@@ -745,15 +737,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "park-unrecorded",
         REDUCER,
+        '    fields["elicitation_id"] = eid\n'
         '    out.append(Emit("call_parked", fields))  # R-LOG-3\n',
-        "",
+        '    fields["elicitation_id"] = eid\n',
         ("R-LOG-3",),
         "a park emits no call_parked record",
     ),
     Mutant(
         "evicted-by-the-victim",
         REDUCER,
-        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)',
+        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)',
         '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=victim.conn)',
         ("R-LOG-2",),
         "an evicted call's record names its own connection as the evictor",
@@ -777,8 +770,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "evicted-says-server-full",
         REDUCER,
-        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=call.conn)',
-        '_deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, now, out, evicted_by=call.conn)',
+        '_deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)',
+        '_deny(d, victim, "ask", m.TOO_MANY_ON_SERVER, now, out, evicted_by=evictor)',
         ("R-PARK-3", "R-CLOSE-2"),
         "an evicted call is told the server was full, not that it was evicted",
     ),
@@ -864,7 +857,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "check-misses-unsubscribed-parked-owner",
         INVARIANTS,
-        "        if n and not c.subscribed:\n",
+        "        if n > stateless_parked[conn] and not c.subscribed:\n",
         "        if False:\n",
         ("R-INV-5",),
         "check_invariants does not check that a parked call's owner is subscribed",
@@ -1001,16 +994,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "door-absent-arguments-are-null",
         DOOR,
-        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")\n',
-        '            conn, rid, name, p.get("arguments"), now, mode, caller, p.get("_meta")\n',
+        '            p.get("arguments", {}),\n',
+        '            p.get("arguments"),\n',
         ("R-PROTO-6", "R-PROTO-15"),
         "a tools/call without arguments is refused instead of meaning {}",
     ),
     Mutant(
         "door-meta-dropped",
         DOOR,
-        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, p.get("_meta")\n',
-        '            conn, rid, name, p.get("arguments", {}), now, mode, caller, None\n',
+        '            p.get("_meta"),\n            p.get("requestState"),\n',
+        '            None,\n            p.get("requestState"),\n',
         ("R-CTX-2", "R-PROTO-15"),
         "a tools/call's _meta (its progress token) is lost on the wire",
     ),
@@ -1083,8 +1076,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "door-mode-lost",
         DOOR,
-        "    return _request(conn, message, now, mode, caller)\n",
-        '    return _request(conn, message, now, "reply", caller)\n',
+        "    return _request(conn, message, now, mode, caller, principal)\n",
+        '    return _request(conn, message, now, "reply", caller, principal)\n',
         ("R-DLV-3", "R-PROTO-15"),
         "a push-mode call arriving on the wire is answered in reply mode",
     ),

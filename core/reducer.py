@@ -1038,8 +1038,23 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
             return
     c = _get_conn(d, call.conn)
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
-        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
+        _cannot_ask(d, call, prompt, now, out)
         return
+    room = _make_room(d, call, call.conn, now, out)
+    if room is not None:
+        _park(d, call, room, prompt, now, out)
+
+
+def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
+    """R-AUTH-3: the deny-on-ASK, whose detail is the prompt (recorded without it)."""
+    _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
+
+
+def _make_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn | None:
+    """Whether ``owner`` may park one more (R-PARK-1, R-PARK-3): the owner's entry to park in,
+    after evicting another owner's oldest (R-PARK-4) when that makes room; ``None`` when
+    ``call`` was denied instead."""
+    c = _get_conn(d, owner)
     opts = d.options
     verdict = park_verdict(
         len(c.parked),
@@ -1050,14 +1065,14 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     )
     if verdict == "deny_connection":  # R-PARK-1
         _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
-        return
+        return None
     if verdict == "deny_server":  # R-PARK-3
         _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
-        return
+        return None
     if verdict == "evict":  # R-PARK-3, R-PARK-4
         _evict(d, call.conn, now, out)
-        c = _get_conn(d, call.conn)
-    _park(d, call, c, prompt, now, out)
+        c = _get_conn(d, owner)
+    return c
 
 
 def _evict(d: _Draft, evictor: ConnId, now: int, out: Out) -> None:
@@ -1207,27 +1222,13 @@ def _ask_stateless(
     R-PARK-1 and R-PARK-3 say."""
     digest = _digest(call.arguments)
     if not st.can_elicit or not digest:  # R-AUTH-3, R-MRTR-16
-        _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
+        _cannot_ask(d, call, prompt, now, out)
         return
     owner = st.owner
-    c = _get_conn(d, owner)
+    c = _make_room(d, call, owner, now, out)
+    if c is None:
+        return
     opts = d.options
-    verdict = park_verdict(
-        len(c.parked),
-        opts.max_parked_elicitations,
-        d.parked_total,
-        opts.max_parked_elicitations_total,
-        d.top,
-    )
-    if verdict == "deny_connection":  # R-PARK-1
-        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
-        return
-    if verdict == "deny_server":  # R-PARK-3
-        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
-        return
-    if verdict == "evict":  # R-PARK-3, R-PARK-4
-        _evict(d, call.conn, now, out)
-        c = _get_conn(d, owner)
     nonce = _keyed_digest(d.id_key, d.next_elicitation)
     d.next_elicitation += 1  # R-ID-1: the one counter
     nid = nonce_id(nonce)
