@@ -39,7 +39,18 @@ from askgate.core import http as rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
-from .asgi import Receive, Scope, Send, header_map, note_request, read_body, reject, respond
+from .asgi import (
+    TIMED_OUT,
+    Receive,
+    Scope,
+    Send,
+    header_map,
+    lingering,
+    note_request,
+    read_body,
+    reject,
+    respond,
+)
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving, TransportName
 from .runtime import Runtime, now_ms
@@ -466,6 +477,7 @@ class HttpTransport:
             return
         note_request(scope)  # for the line a refusal logs
         headers = header_map(scope)
+        receive, send = lingering(receive, send, headers, self.options)  # R-HTTP-24
         rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
         if rejection is not None:
             await reject(send, rejection)
@@ -545,6 +557,9 @@ class HttpTransport:
             await reject(send, rejection)
             return
         body = await read_body(receive, self.options)
+        if body is TIMED_OUT:
+            await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
+            return
         if body is None:
             await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return

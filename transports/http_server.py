@@ -15,6 +15,7 @@ Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
@@ -31,7 +32,7 @@ from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
 
-__all__ = ["SHUTDOWN_GRACE_S", "run_http", "serve_http"]
+__all__ = ["SHUTDOWN_GRACE_S", "header_deadline_protocol", "run_http", "serve_http"]
 
 logger = logging.getLogger("askgate")
 
@@ -44,6 +45,54 @@ BACKLOG: Final = 2048
 
 BACKENDS: Final = ("asyncio",)
 """The event loops Streamable HTTP runs on: uvicorn runs on asyncio only."""
+
+
+def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, closing a connection whose request headers did not arrive
+    whole within ``header_timeout_ms`` of the connection's opening or of the request's first
+    byte (R-HTTP-25); uvicorn has no such deadline of its own. Between requests uvicorn's
+    keep-alive timeout applies, and once the headers are in, the app's body deadline."""
+    from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+        HttpToolsProtocol,
+    )
+
+    seconds = header_timeout_ms / 1000
+
+    class HeaderDeadline(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            deadline, self._deadline = self._deadline, None
+            if deadline is not None:
+                deadline.cancel()
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                logger.info("closed a connection: its request headers did not arrive in time")
+                self.transport.close()
+
+    return HeaderDeadline
 
 
 def _bind(host: str, port: int) -> socket.socket | str:
@@ -131,6 +180,7 @@ def serve_http(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        http=header_deadline_protocol(options.header_timeout_ms),  # R-HTTP-25
     )
     runner = uvicorn.Server(config)
     stopped: list[str] = []
