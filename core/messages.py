@@ -33,6 +33,7 @@ NOT_APPROVED: Final = "not approved"
 ELICITATION_FAILED: Final = "elicitation failed"
 TIMED_OUT: Final = "elicitation timed out"
 READ_ASK: Final = "interactive approval unsupported"
+STOPPING: Final = "server stopping"
 
 # What a deny's `message` says after "<tool> was not run: " (R-DLV-4), by the deny's path.
 WHY: Final[dict[str, str]] = {
@@ -45,6 +46,7 @@ WHY: Final[dict[str, str]] = {
     CANCELLED: "the approval was cancelled",
     NOT_APPROVED: "the answer did not approve it",
     ELICITATION_FAILED: "the client answered the approval request with an error",
+    STOPPING: "the server is stopping",
 }
 CANNOT_ASK: Final = "it needs approval and this client cannot be asked"
 # The `detail` of a call_ended record for a deny-on-ASK, whose wire detail is the prompt (R-LOG-2).

@@ -101,6 +101,7 @@ from askgate.core.events import (
     Event,
     PingReceived,
     ReadRequested,
+    ServerStopping,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -150,6 +151,7 @@ NOT_APPROVED = "not approved"
 ELICITATION_FAILED = "elicitation failed"
 TIMED_OUT = "elicitation timed out"
 READ_ASK = "interactive approval unsupported"
+STOPPING = "server stopping"
 
 # R-DLV-4: what a deny's message says after "<tool> was not run: ".
 WHY = {
@@ -162,6 +164,7 @@ WHY = {
     CANCELLED: "the approval was cancelled",
     NOT_APPROVED: "the answer did not approve it",
     ELICITATION_FAILED: "the client answered the approval request with an error",
+    STOPPING: "the server is stopping",
 }
 CANNOT_ASK = "it needs approval and this client cannot be asked"
 
@@ -716,6 +719,8 @@ class ReferenceModel:
             self._cancel(event.conn, event.request_id, out)
         elif isinstance(event, CallerExited):
             self._caller_exited(event.caller, out)
+        elif isinstance(event, ServerStopping):
+            self._stopping(out)
         elif isinstance(event, TimerFired):
             self._timer_fired(event.key, event.now, out)
         elif isinstance(event, ToolRequested):
@@ -1013,6 +1018,31 @@ class ReferenceModel:
     def _caller_exited(self, caller: Hashable, out: list[Effect]) -> None:
         for call in [c for c in self.calls if c.caller is not None and c.caller == caller]:
             self._drop(call, notify=True, out=out, why=DROPPED_CALLER_GONE)  # R-DROP-2
+
+    def _stopping(self, out: list[Effect]) -> None:
+        """R-STOP-1: every open call ends, oldest first, with an answer to its owner."""
+        for call in list(self.calls):
+            rid = call.request_id
+            if call.stage == PARKED:
+                eid = str(call.elicitation_id)
+                self._unpark(call)
+                out.append(CancelTimer(("elicitation", eid)))
+                out.append(Push(call.conn, elicitation_cancelled_message(eid, STOPPING), rid))
+                self._deny(call, "ask", STOPPING, out)
+                continue
+            ref = call.worker
+            assert ref is not None
+            out.append(KillWorker(ref))
+            out.append(CancelTimer(("worker", ref)))
+            call.worker = None
+            self._withdraw_requests(ref, notify=True, out=out)  # R-CTX-6
+            if call.stage == AUTHORIZING:
+                self._deny(call, "deny", STOPPING, out)
+            elif call.is_tool:
+                self._close(call, tool_failure_message(rid, "server_stopping"), out, "stopped")
+            else:
+                failure = method_failure_message(rid, call.name, "server_stopping")
+                self._close(call, failure, out, "stopped")
 
     # -- workers (R-WORK-*, R-AUTH-*, R-READ-*) -------------------------------------------------
 

@@ -6,9 +6,10 @@ Where to listen and whether to refuse is decided before this module is reached
 :func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
 server can start (its initial state), binds the socket itself (a port in use or an address
 the machine does not have is a one-line refusal), then hands the socket and the
-:class:`~askgate.transports.http.HttpApp` to uvicorn. SIGINT (Ctrl-C) and SIGTERM stop it
-cleanly: uvicorn lets open responses finish for at most :data:`SHUTDOWN_GRACE_S` seconds, and
-the process returns 0.
+:class:`~askgate.transports.http.HttpApp` to uvicorn, with a header deadline (R-HTTP-25).
+SIGINT (Ctrl-C) and SIGTERM stop it cleanly: every open call is answered (R-STOP-1,
+:meth:`~askgate.transports.http.HttpApp.stop`), uvicorn lets open responses finish for at most
+:data:`SHUTDOWN_GRACE_S` seconds, and the process returns 0.
 
 Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refused to start.
 """
@@ -93,6 +94,34 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 self.transport.close()
 
     return HeaderDeadline
+
+
+def _stopping_server() -> type:
+    import uvicorn  # noqa: PLC0415
+
+    class Stopping(uvicorn.Server):
+        """uvicorn's server, which also tells the app to stop (R-STOP-1) when told to exit:
+        the parked and running calls are answered before uvicorn waits for open responses."""
+
+        def __init__(self, config: uvicorn.Config, app: HttpApp) -> None:
+            super().__init__(config)
+            self.app = app
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not serving yet
+                return
+            loop.call_soon_threadsafe(self._stop_soon, loop)  # not inside the signal handler
+
+        def _stop_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.stopping = loop.create_task(self._stop())  # in a task: the app reads the clock
+
+        async def _stop(self) -> None:
+            self.app.stop()
+
+    return Stopping
 
 
 def _bind(host: str, port: int) -> socket.socket | str:
@@ -182,7 +211,7 @@ def serve_http(
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         http=header_deadline_protocol(options.header_timeout_ms),  # R-HTTP-25
     )
-    runner = uvicorn.Server(config)
+    runner = _stopping_server()(config, app)
     stopped: list[str] = []
 
     def note(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
