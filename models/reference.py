@@ -463,15 +463,16 @@ def client_error_outcome(error: object) -> Failure:
 
 
 def approves(result: object) -> bool:
-    """R-CLOSE-1: ``action`` exactly ``"accept"`` and ``content.approve`` the boolean ``true``."""
+    """R-CLOSE-1: ``action`` exactly ``"accept"`` and ``content`` exactly ``{"approve": true}``
+    (the boolean, and no other key)."""
     if not isinstance(result, dict):
         return False
     if result.get("action") != "accept":
         return False
     content = result.get("content")
-    if not isinstance(content, dict):
+    if not isinstance(content, dict) or list(content) != ["approve"]:
         return False
-    return content.get("approve") is True
+    return content["approve"] is True
 
 
 def refusal_detail(result: object) -> str:
