@@ -508,12 +508,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "accept-without-content-approves",
         DECIDE,
-        '    return isinstance(content, dict) and content.get("approve") is True\n',
-        "    return content is None or (\n"
-        '        isinstance(content, dict) and content.get("approve") is True\n'
-        "    )\n",
+        "    return isinstance(content, dict) and len(content) == 1",
+        "    return content is None or isinstance(content, dict) and len(content) == 1",
         ("R-CLOSE-1",),
         "an accept with no content approves",
+    ),
+    Mutant(
+        "approve-with-extra-fields",
+        DECIDE,
+        'isinstance(content, dict) and len(content) == 1 and content.get("approve") is True',
+        'isinstance(content, dict) and content.get("approve") is True',
+        ("R-CLOSE-1",),
+        "content with approve: true and fields the schema does not have approves",
     ),
     Mutant(
         "accept-case-insensitive",

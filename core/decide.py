@@ -92,7 +92,7 @@ def can_elicit(capabilities: object) -> bool:
 
 
 def is_approval(result: object) -> bool:
-    """Exactly: ``action == "accept"`` and ``content.approve`` is the JSON boolean true (R-CLOSE-1).
+    """Exactly: ``action == "accept"`` and ``content`` is ``{"approve": true}`` (R-CLOSE-1).
 
     ``"ACCEPT"``, ``"accepted"`` or a missing action do not accept; the content is
     :func:`approves`'s to judge (its own function so that CrossHair, slow to search nested
@@ -107,14 +107,15 @@ def is_approval(result: object) -> bool:
 
 
 def approves(content: object) -> bool:
-    """Whether an accepted answer's ``content`` approves: ``approve`` is the JSON boolean true.
+    """Whether an accepted answer's ``content`` approves: it is exactly ``{"approve": true}``,
+    ``approve`` the JSON boolean true and no other key.
 
-    ``"true"``, ``1``, ``1.0`` or a missing field is not consent (R-CLOSE-1); a missing or
-    malformed content is no approval.
+    ``"true"``, ``1``, ``1.0``, a missing field or a field the schema does not have is not
+    consent (R-CLOSE-1); a missing or malformed content is no approval.
 
-    post: __return__ == (isinstance(content, dict) and isinstance(content.get("approve"), bool) and content["approve"])
+    post: __return__ == (isinstance(content, dict) and set(content) == {"approve"} and isinstance(content["approve"], bool) and content["approve"])
     """  # noqa: E501
-    return isinstance(content, dict) and content.get("approve") is True
+    return isinstance(content, dict) and len(content) == 1 and content.get("approve") is True
 
 
 def refusal_detail(result: object) -> str:

@@ -171,6 +171,13 @@ class CallerExited:
 
 
 @attrs.frozen(slots=True)
+class ServerStopping:
+    """The server was told to stop (SIGINT, SIGTERM): every open call ends (R-STOP-1)."""
+
+    now: int
+
+
+@attrs.frozen(slots=True)
 class MessageReceived:
     """One JSON-RPC message arrived on ``conn`` (spec/protocol.md, R-PROTO-1).
 
@@ -276,6 +283,7 @@ Event = (
     | ElicitationAnswered
     | CancelRequested
     | CallerExited
+    | ServerStopping
     | TimerFired
     | MessageReceived
     | ResourceUpdated

@@ -39,6 +39,10 @@ DEFAULT_REPLAY_EVENTS: Final = 256
 DEFAULT_REPLAY_BYTES: Final = 1024 * 1024
 DEFAULT_REPLAY_TTL_MS: Final = 60_000
 DEFAULT_REPLAY_STREAMS: Final = 32
+DEFAULT_DRAIN_BYTES: Final = 8 * 1024 * 1024
+DEFAULT_DRAIN_MS: Final = 5_000
+DEFAULT_BODY_TIMEOUT_MS: Final = 30_000
+DEFAULT_HEADER_TIMEOUT_MS: Final = 10_000
 KEEPALIVE: Final = b": keepalive\n\n"
 
 
@@ -69,6 +73,10 @@ class HttpOptions:
     replay_bytes: int = DEFAULT_REPLAY_BYTES
     replay_ttl_ms: int = DEFAULT_REPLAY_TTL_MS
     replay_streams: int = DEFAULT_REPLAY_STREAMS
+    drain_bytes: int = DEFAULT_DRAIN_BYTES
+    drain_ms: int = DEFAULT_DRAIN_MS
+    body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS
+    header_timeout_ms: int = DEFAULT_HEADER_TIMEOUT_MS
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -81,6 +89,10 @@ class HttpOptions:
             "replay_bytes",
             "replay_ttl_ms",
             "replay_streams",
+            "drain_bytes",
+            "drain_ms",
+            "body_timeout_ms",
+            "header_timeout_ms",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -203,6 +215,25 @@ def declared_too_large(headers: Mapping[str, str], options: HttpOptions) -> bool
 def body_too_large(received: int, options: HttpOptions) -> bool:
     """R-HTTP-5: the bytes actually received so far exceed the cap."""
     return received > options.max_body
+
+
+BODY_TIMEOUT: Final = Rejection(408, "Request Timeout: the body did not arrive in time")
+"""R-HTTP-25: the answer to a body that did not arrive whole within ``body_timeout_ms``."""
+
+
+def has_body(headers: Mapping[str, str]) -> bool:
+    """R-HTTP-24: whether the request announces a body (a ``Content-Length`` other than 0, or a
+    ``Transfer-Encoding``), which a response started before reading it must drain."""
+    if "transfer-encoding" in headers:
+        return True
+    length = headers.get("content-length", "").strip()
+    return length != "" and length.strip("0") != ""
+
+
+def drain_over(discarded: int, options: HttpOptions) -> bool:
+    """R-HTTP-24: a refused request's body has been drained as far as it will be: more than
+    ``drain_bytes`` discarded (the connection closes even if the client is still writing)."""
+    return discarded > options.drain_bytes
 
 
 def check_version(headers: Mapping[str, str]) -> tuple[str, Rejection | None]:

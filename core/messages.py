@@ -34,6 +34,7 @@ ELICITATION_FAILED: Final = "elicitation failed"
 TIMED_OUT: Final = "elicitation timed out"
 READ_ASK: Final = "interactive approval unsupported"
 ALREADY_USED: Final = "request state already used"
+STOPPING: Final = "server stopping"
 
 # What a deny's `message` says after "<tool> was not run: " (R-DLV-4), by the deny's path.
 WHY: Final[dict[str, str]] = {
@@ -56,6 +57,7 @@ WHY: Final[dict[str, str]] = {
     "request state expired": "its request state expired",
     ALREADY_USED: "its approval was already answered",
     TIMED_OUT: "no one approved it in time",
+    STOPPING: "the server is stopping",
 }
 CANNOT_ASK: Final = "it needs approval and this client cannot be asked"
 # The `detail` of a call_ended record for a deny-on-ASK, whose wire detail is the prompt (R-LOG-2).

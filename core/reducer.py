@@ -59,6 +59,7 @@ from .events import (
     PingReceived,
     ReadRequested,
     ResourceUpdated,
+    ServerStopping,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -1356,6 +1357,41 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Stopping (R-STOP-1)
+
+
+def _on_server_stopping(d: _Draft, ev: ServerStopping, out: Out) -> None:
+    """R-STOP-1: every open call ends, in admission order, its owner told."""
+    for key in _in_admission_order(d, list(d.calls.keys())):
+        _stop(d, d.calls[key], ev.now, out)
+
+
+def _stop(d: _Draft, call: Call, now: int, out: Out) -> None:
+    """Ends one call because the server stops: a parked one withdrawn and denied, a worker
+    killed and its call denied (authorizer) or answered ``server_stopping`` (tool, read)."""
+    rid: Any = call.request_id
+    if call.stage is Stage.PARKED:
+        eid = call.elicitation_id
+        _unpark(d, call)
+        out.append(CancelTimer((ELICITATION_TIMER, eid)))
+        withdrawn = _revision(d, call.conn).withdraw(eid, m.STOPPING)
+        out.append(Push(call.conn, withdrawn, rid))
+        _deny(d, call, "ask", m.STOPPING, now, out)
+        return
+    out.append(KillWorker(call.worker))
+    out.append(CancelTimer((WORKER_TIMER, call.worker)))
+    _release_worker(d, call)
+    if call.worker in d.worker_requests:
+        _withdraw_requests(d, call.worker, out, notify=True)  # R-CTX-6
+    if call.stage is Stage.AUTHORIZING:
+        _deny(d, call, "deny", m.STOPPING, now, out)
+    elif call.is_tool:
+        _close(d, call, m.tool_failure(rid, "server_stopping"), now, out, "stopped")
+    else:
+        _close(d, call, m.method_failure(rid, call.name, "server_stopping"), now, out, "stopped")
+
+
+# ---------------------------------------------------------------------------------------------
 # A running tool's context (R-CTX)
 
 
@@ -1646,6 +1682,7 @@ PARKED_TRANSITIONS: dict[str, Transition] = {
     "CancelRequested": Transition(_on_cancel, ("R-DROP-1", "R-DROP-4"), "dropped"),
     "CallerExited": Transition(_on_caller_exited, ("R-DROP-2", "R-DROP-4"), "dropped"),
     "SubscriberDetached": Transition(_drop_connection, ("R-DROP-3", "R-DROP-4"), "dropped"),
+    "ServerStopping": Transition(_on_server_stopping, ("R-STOP-1", "R-CLOSE-4"), "closed"),
 }
 """What can end a parked call (every row closes or drops it exactly once)."""
 
@@ -1690,6 +1727,7 @@ EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ),
     CancelRequested: Transition(_on_cancel, ("R-DROP-1",), "dropped"),
     CallerExited: Transition(_on_caller_exited, ("R-DROP-2",), "dropped"),
+    ServerStopping: Transition(_on_server_stopping, ("R-STOP-1",), "every open call closed"),
     TimerFired: Transition(_on_timer, ("R-WORK-2", "R-CLOSE-2", "R-CTX-6"), "by stage"),
     MessageReceived: Transition(
         _on_message,

@@ -101,6 +101,7 @@ from askgate.core.events import (
     Event,
     PingReceived,
     ReadRequested,
+    ServerStopping,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -150,6 +151,7 @@ NOT_APPROVED = "not approved"
 ELICITATION_FAILED = "elicitation failed"
 TIMED_OUT = "elicitation timed out"
 READ_ASK = "interactive approval unsupported"
+STOPPING = "server stopping"
 
 # R-DLV-4: what a deny's message says after "<tool> was not run: ".
 WHY = {
@@ -162,6 +164,7 @@ WHY = {
     CANCELLED: "the approval was cancelled",
     NOT_APPROVED: "the answer did not approve it",
     ELICITATION_FAILED: "the client answered the approval request with an error",
+    STOPPING: "the server is stopping",
 }
 CANNOT_ASK = "it needs approval and this client cannot be asked"
 
@@ -460,15 +463,16 @@ def client_error_outcome(error: object) -> Failure:
 
 
 def approves(result: object) -> bool:
-    """R-CLOSE-1: ``action`` exactly ``"accept"`` and ``content.approve`` the boolean ``true``."""
+    """R-CLOSE-1: ``action`` exactly ``"accept"`` and ``content`` exactly ``{"approve": true}``
+    (the boolean, and no other key)."""
     if not isinstance(result, dict):
         return False
     if result.get("action") != "accept":
         return False
     content = result.get("content")
-    if not isinstance(content, dict):
+    if not isinstance(content, dict) or list(content) != ["approve"]:
         return False
-    return content.get("approve") is True
+    return content["approve"] is True
 
 
 def refusal_detail(result: object) -> str:
@@ -716,6 +720,8 @@ class ReferenceModel:
             self._cancel(event.conn, event.request_id, out)
         elif isinstance(event, CallerExited):
             self._caller_exited(event.caller, out)
+        elif isinstance(event, ServerStopping):
+            self._stopping(out)
         elif isinstance(event, TimerFired):
             self._timer_fired(event.key, event.now, out)
         elif isinstance(event, ToolRequested):
@@ -1013,6 +1019,31 @@ class ReferenceModel:
     def _caller_exited(self, caller: Hashable, out: list[Effect]) -> None:
         for call in [c for c in self.calls if c.caller is not None and c.caller == caller]:
             self._drop(call, notify=True, out=out, why=DROPPED_CALLER_GONE)  # R-DROP-2
+
+    def _stopping(self, out: list[Effect]) -> None:
+        """R-STOP-1: every open call ends, oldest first, with an answer to its owner."""
+        for call in list(self.calls):
+            rid = call.request_id
+            if call.stage == PARKED:
+                eid = str(call.elicitation_id)
+                self._unpark(call)
+                out.append(CancelTimer(("elicitation", eid)))
+                out.append(Push(call.conn, elicitation_cancelled_message(eid, STOPPING), rid))
+                self._deny(call, "ask", STOPPING, out)
+                continue
+            ref = call.worker
+            assert ref is not None
+            out.append(KillWorker(ref))
+            out.append(CancelTimer(("worker", ref)))
+            call.worker = None
+            self._withdraw_requests(ref, notify=True, out=out)  # R-CTX-6
+            if call.stage == AUTHORIZING:
+                self._deny(call, "deny", STOPPING, out)
+            elif call.is_tool:
+                self._close(call, tool_failure_message(rid, "server_stopping"), out, "stopped")
+            else:
+                failure = method_failure_message(rid, call.name, "server_stopping")
+                self._close(call, failure, out, "stopped")
 
     # -- workers (R-WORK-*, R-AUTH-*, R-READ-*) -------------------------------------------------
 

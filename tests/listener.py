@@ -33,10 +33,13 @@ def close_listener(web: uvicorn.Server, sock: socket.socket) -> None:
 
 
 @asynccontextmanager
-async def uvicorn_serving(make_app: Callable[[int], App]) -> AsyncIterator[tuple[App, int]]:
+async def uvicorn_serving(
+    make_app: Callable[[int], App], http: Any = "auto"
+) -> AsyncIterator[tuple[App, int]]:
     """``make_app(port)`` served by uvicorn on a free port of 127.0.0.1 (its lifespan off: the
-    caller runs the app); yields the app and the port. On leaving, uvicorn's serve is cancelled
-    and its listener closed through the event loop (:func:`close_listener`)."""
+    caller runs the app), with ``http`` as its HTTP protocol; yields the app and the port. On
+    leaving, uvicorn's serve is cancelled and its listener closed through the event loop
+    (:func:`close_listener`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -44,7 +47,7 @@ async def uvicorn_serving(make_app: Callable[[int], App]) -> AsyncIterator[tuple
     app = make_app(port)
     asgi: Any = app
     web = uvicorn.Server(
-        uvicorn.Config(asgi, lifespan="off", log_level="warning", access_log=False)
+        uvicorn.Config(asgi, lifespan="off", log_level="warning", access_log=False, http=http)
     )
     try:
         async with anyio.create_task_group() as tg:

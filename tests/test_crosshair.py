@@ -201,7 +201,8 @@ WRONG = (
         decide.approves,
         "never approves",
         _DECIDE,
-        '    return isinstance(content, dict) and content.get("approve") is True\n',
+        "    return isinstance(content, dict) and len(content) == 1"
+        ' and content.get("approve") is True\n',
         "    return False\n",
     ),
     Wrong(

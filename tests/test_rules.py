@@ -689,6 +689,11 @@ def test_R_CLOSE_1_exact_approval_runs_the_tool_once() -> None:
         ({"action": "accept", "content": {"approve": "true"}}, "not approved"),
         ({"action": "accept", "content": {"approve": 1}}, "not approved"),
         ({"action": "accept", "content": {"approve": False}}, "not approved"),
+        (
+            {"action": "accept", "content": {"approve": True, "note": "x" * (1 << 20)}},
+            "not approved",
+        ),
+        ({"action": "accept", "content": {"approve": True, "approved": True}}, "not approved"),
         ({"action": "accept", "content": {}}, "not approved"),
         ({"action": "accept", "content": None}, "not approved"),
         ({"action": "accept"}, "not approved"),

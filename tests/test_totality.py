@@ -46,6 +46,7 @@ from askgate.core import (
     Reply,
     Resolve,
     ResourceUpdated,
+    ServerStopping,
     StartTimer,
     StartWorker,
     State,
@@ -168,6 +169,7 @@ def candidate_events(state: State, now: int) -> Iterator[Event]:
     yield TimerFired(("bogus", 1), now)
     yield CallerExited("k", now)
     yield CallerExited("nobody", now)
+    yield ServerStopping(now)
     yield ToolRegistered("late", sensitive=True)
     yield ToolUnregistered("echo")
 

@@ -7,19 +7,24 @@ returned."""
 from __future__ import annotations
 
 import contextvars
+import enum
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Final, Literal
+
+import anyio
 
 from askgate.core import http as rules
 from askgate.core.codec import encode
 
 __all__ = [
+    "TIMED_OUT",
     "Message",
     "Receive",
     "Scope",
     "Send",
     "header_map",
+    "lingering",
     "note_request",
     "read_body",
     "reject",
@@ -64,22 +69,79 @@ def header_map(scope: Scope) -> dict[str, str]:
     return headers
 
 
-async def read_body(receive: Receive, options: rules.HttpOptions) -> bytes | None:
+class _Late(enum.Enum):
+    TIMED_OUT = "timed out"
+
+
+TIMED_OUT: Final = _Late.TIMED_OUT
+"""What :func:`read_body` returns for a body that did not arrive whole in time."""
+
+
+async def read_body(
+    receive: Receive, options: rules.HttpOptions
+) -> bytes | Literal[_Late.TIMED_OUT] | None:
     """The body, or ``None`` once more than the cap has arrived (counted, R-HTTP-5) or the
-    client left."""
+    client left, or :data:`TIMED_OUT` when the whole body did not arrive within
+    ``body_timeout_ms`` (R-HTTP-25)."""
     chunks: list[bytes] = []
     received = 0
-    while True:
+    with anyio.move_on_after(options.body_timeout_ms / 1000):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if rules.body_too_large(received, options):
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+    return TIMED_OUT
+
+
+def lingering(
+    receive: Receive, send: Send, headers: dict[str, str], options: rules.HttpOptions
+) -> tuple[Receive, Send]:
+    """R-HTTP-24: ``receive`` and ``send`` for a request, such that a response started before
+    its announced body was read whole says ``connection: close``, is written whole, and ends
+    only once the rest of the body was read and discarded (up to ``drain_bytes``, within
+    ``drain_ms``, or until the client leaves): the client, still writing its body, is not
+    answered with a reset that would lose the response. A request with no body gets
+    ``receive`` and ``send`` as they are."""
+    if not rules.has_body(headers):
+        return receive, send
+    unread = True
+    draining = False
+
+    async def tracked() -> Message:
+        nonlocal unread
         message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        received += len(chunk)
-        if rules.body_too_large(received, options):
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            unread = False
+        return message
+
+    async def drain() -> None:
+        discarded = 0
+        with anyio.move_on_after(options.drain_ms / 1000):
+            while unread and not rules.drain_over(discarded, options):
+                message = await tracked()
+                discarded += len(message.get("body", b""))
+
+    async def sending(message: Message) -> None:
+        nonlocal draining
+        if message["type"] == "http.response.start" and unread:
+            draining = True
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        elif draining and not message.get("more_body", False):
+            await send({**message, "more_body": True})
+            await drain()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await send(message)
+
+    return tracked, sending
 
 
 async def respond(

@@ -28,6 +28,7 @@ _OUTCOMES = {
     "tool_error": "tool error",
     "failed": "failed (the tool raised; its traceback is logged by askgate.runtime)",
     "timed_out": "timed out (the tool ran past callback_timeout_ms)",
+    "stopped": "stopped (the server stopped while it ran)",
     "unknown_tool": "unknown tool",
     "invalid_arguments": "invalid arguments",
 }

@@ -34,12 +34,31 @@ from typing import ClassVar, Final
 
 import anyio
 
-from askgate.core import OptionError, Push, Reply, SubscriberAttached, SubscriberDetached, codec
+from askgate.core import (
+    OptionError,
+    Push,
+    Reply,
+    ServerStopping,
+    SubscriberAttached,
+    SubscriberDetached,
+    codec,
+)
 from askgate.core import http as rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
-from .asgi import Receive, Scope, Send, header_map, note_request, read_body, reject, respond
+from .asgi import (
+    TIMED_OUT,
+    Receive,
+    Scope,
+    Send,
+    header_map,
+    lingering,
+    note_request,
+    read_body,
+    reject,
+    respond,
+)
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving, TransportName
 from .runtime import Runtime, now_ms
@@ -343,6 +362,7 @@ class HttpTransport:
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
         self._runtime: Runtime | None = None
+        self._stopping = False
         self.legacy: LegacySse | None = LegacySse(self)  # the 2024-11-05 pair (R-HTTP-14)
 
     @property
@@ -373,6 +393,19 @@ class HttpTransport:
                     if self.legacy is not None:
                         self.legacy.close_all()
                     self._runtime = None
+
+    def stop(self) -> None:
+        """The server was told to stop (R-STOP-1): every open call is ended with its answer
+        (a parked one denied, its prompt withdrawn), the session streams end once they carry
+        it, and later requests are 503. Called on the event loop's thread; what is not
+        running does nothing."""
+        runtime = self._runtime
+        if runtime is None or self._stopping:
+            return
+        self._stopping = True
+        runtime.feed(ServerStopping(runtime.now()))
+        for live in self._live.values():
+            live.close_all()  # each stream ends after what it was given
 
     async def _reap_forever(self) -> None:
         every = min(REAP_EVERY_MS, max(1, self.options.idle_ms // 4)) / 1000
@@ -466,6 +499,7 @@ class HttpTransport:
             return
         note_request(scope)  # for the line a refusal logs
         headers = header_map(scope)
+        receive, send = lingering(receive, send, headers, self.options)  # R-HTTP-24
         rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
         if rejection is not None:
             await reject(send, rejection)
@@ -484,7 +518,7 @@ class HttpTransport:
             extra = [(b"www-authenticate", challenge.encode())] if challenge else None
             await reject(send, refused, extra)
             return
-        if self._runtime is None:
+        if self._runtime is None or self._stopping:
             await reject(send, rules.Rejection(503, "Service Unavailable: not running"))
             return
         if legacy is not None and self.legacy is not None:
@@ -545,6 +579,9 @@ class HttpTransport:
             await reject(send, rejection)
             return
         body = await read_body(receive, self.options)
+        if body is TIMED_OUT:
+            await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
+            return
         if body is None:
             await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return

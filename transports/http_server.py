@@ -6,15 +6,17 @@ Where to listen and whether to refuse is decided before this module is reached
 :func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
 server can start (its initial state), binds the socket itself (a port in use or an address
 the machine does not have is a one-line refusal), then hands the socket and the
-:class:`~askgate.transports.http.HttpApp` to uvicorn. SIGINT (Ctrl-C) and SIGTERM stop it
-cleanly: uvicorn lets open responses finish for at most :data:`SHUTDOWN_GRACE_S` seconds, and
-the process returns 0.
+:class:`~askgate.transports.http.HttpApp` to uvicorn, with a header deadline (R-HTTP-25).
+SIGINT (Ctrl-C) and SIGTERM stop it cleanly: every open call is answered (R-STOP-1,
+:meth:`~askgate.transports.http.HttpApp.stop`), uvicorn lets open responses finish for at most
+:data:`SHUTDOWN_GRACE_S` seconds, and the process returns 0.
 
 Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refused to start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import signal
@@ -32,7 +34,7 @@ from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
 
-__all__ = ["SHUTDOWN_GRACE_S", "run_http", "serve_http"]
+__all__ = ["SHUTDOWN_GRACE_S", "header_deadline_protocol", "run_http", "serve_http"]
 
 logger = logging.getLogger("askgate")
 
@@ -45,6 +47,82 @@ BACKLOG: Final = 2048
 
 BACKENDS: Final = ("asyncio",)
 """The event loops Streamable HTTP runs on: uvicorn runs on asyncio only."""
+
+
+def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, closing a connection whose request headers did not arrive
+    whole within ``header_timeout_ms`` of the connection's opening or of the request's first
+    byte (R-HTTP-25); uvicorn has no such deadline of its own. Between requests uvicorn's
+    keep-alive timeout applies, and once the headers are in, the app's body deadline."""
+    from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+        HttpToolsProtocol,
+    )
+
+    seconds = header_timeout_ms / 1000
+
+    class HeaderDeadline(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            deadline, self._deadline = self._deadline, None
+            if deadline is not None:
+                deadline.cancel()
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                logger.info("closed a connection: its request headers did not arrive in time")
+                self.transport.close()
+
+    return HeaderDeadline
+
+
+def _stopping_server() -> type:
+    import uvicorn  # noqa: PLC0415
+
+    class Stopping(uvicorn.Server):
+        """uvicorn's server, which also tells the app to stop (R-STOP-1) when told to exit:
+        the parked and running calls are answered before uvicorn waits for open responses."""
+
+        def __init__(self, config: uvicorn.Config, app: HttpApp) -> None:
+            super().__init__(config)
+            self.app = app
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not serving yet
+                return
+            loop.call_soon_threadsafe(self._stop_soon, loop)  # not inside the signal handler
+
+        def _stop_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.stopping = loop.create_task(self._stop())  # in a task: the app reads the clock
+
+        async def _stop(self) -> None:
+            self.app.stop()
+
+    return Stopping
 
 
 def _bind(host: str, port: int) -> socket.socket | str:
@@ -135,8 +213,9 @@ def serve_http(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        http=header_deadline_protocol(options.header_timeout_ms),  # R-HTTP-25
     )
-    runner = uvicorn.Server(config)
+    runner = _stopping_server()(config, app)
     stopped: list[str] = []
 
     def note(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001

@@ -28,7 +28,7 @@ from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
 from askgate.core.events import MessageReceived
 
-from .asgi import Receive, Scope, Send, read_body, reject, respond
+from .asgi import TIMED_OUT, Receive, Scope, Send, read_body, reject, respond
 from .runtime import Runtime
 
 __all__ = ["LegacyHost", "LegacySse"]
@@ -242,6 +242,9 @@ class LegacySse:
             await reject(send, found or rules.Rejection(400, "Bad Request"))
             return
         body = await read_body(receive, app.options)
+        if body is TIMED_OUT:
+            await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
+            return
         if body is None:
             await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return

@@ -40,7 +40,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from askgate.core import State, SubscriberAttached, SubscriberDetached
+from askgate.core import ServerStopping, State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
 from askgate.core.options import OptionError, Transport
@@ -212,13 +212,22 @@ async def serve_stdio(
     conn: Hashable = STDIO_CONN,
     max_bytes: int = MAX_BYTES,
     drain_seconds: float = DRAIN_SECONDS,
+    stop: anyio.Event | None = None,
 ) -> None:
     """Serves one connection over a pair of byte streams until end of input (or until the
-    peer closes the output). ``runtime`` must be running."""
+    peer closes the output, or ``stop`` is set: then every open call is ended with its answer,
+    R-STOP-1, and what that produced is written). ``runtime`` must be running."""
     outbox = Outbox()
     splitter = LineSplitter(max_bytes)
     pumped = anyio.Event()
     reading = anyio.CancelScope()
+    stopping = False
+
+    async def watch(stop: anyio.Event) -> None:
+        nonlocal stopping
+        await stop.wait()
+        stopping = True
+        reading.cancel()
 
     async def pump() -> None:
         try:
@@ -229,6 +238,8 @@ async def serve_stdio(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump, name="askgate stdout")
+        if stop is not None:
+            tg.start_soon(watch, stop, name="askgate stop")
         runtime.attach(conn, outbox.write)
         feed = runtime.feed
         feed(SubscriberAttached(conn, runtime.now()))
@@ -249,6 +260,8 @@ async def serve_stdio(
                         feed(MessageReceived(conn, line, now))
                 for line in splitter.finish():
                     runtime.feed(MessageReceived(conn, line, runtime.now()))
+            if stopping:  # R-STOP-1: every call answered, every prompt withdrawn
+                runtime.feed(ServerStopping(runtime.now()))
             # End of input: everything still running or parked is dropped with no reply.
             runtime.feed(SubscriberDetached(conn, runtime.now()))
         finally:
@@ -450,11 +463,13 @@ class StdioTransport:
         stdout: anyio.abc.ByteSendStream | None = None,
         *,
         state: State | None = None,
+        stop: anyio.Event | None = None,
     ) -> None:
         self.server = server
         self.stdin = stdin
         self.stdout = stdout
         self.state = state
+        self.stop = stop  # set: the server stops (R-STOP-1)
         self._runtime: Runtime | None = None
 
     @property
@@ -482,7 +497,7 @@ class StdioTransport:
             source = self.stdin if self.stdin is not None else FdReceiveStream(0)
             sink = self.stdout if self.stdout is not None else FdSendStream(1)
             try:
-                await serve_stdio(self.runtime, source, sink)
+                await serve_stdio(self.runtime, source, sink, stop=self.stop)
             finally:
                 if self.stdin is None:
                     await source.aclose()
@@ -514,9 +529,10 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
             stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)
             try:
                 async with anyio.create_task_group() as tg:
+                    stop = anyio.Event()
                     if threading.current_thread() is threading.main_thread():
-                        await tg.start(_stop_on_signal, tg.cancel_scope, stopped)
-                    await StdioTransport(server, stdin, stdout, state=state).serve()
+                        await tg.start(_stop_on_signal, stop, tg.cancel_scope, stopped)
+                    await StdioTransport(server, stdin, stdout, state=state, stop=stop).serve()
                     tg.cancel_scope.cancel()  # served to the end: stop watching for signals
             finally:
                 with anyio.CancelScope(shield=True):
@@ -537,15 +553,20 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
 
 
 async def _stop_on_signal(
+    stop: anyio.Event,
     scope: anyio.CancelScope,
     stopped: list[str],
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Cancels ``scope`` at the first SIGINT or SIGTERM, noting the signal's name."""
+    """Sets ``stop`` at the first SIGINT or SIGTERM, noting the signal's name (the transport
+    ends every call, writes the answers, within ``DRAIN_SECONDS``, and returns: R-STOP-1);
+    cancels ``scope`` at a second one."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
         async for signum in signals:
+            if stop.is_set():
+                scope.cancel()
+                return
             stopped.append(signal.Signals(signum).name)
-            scope.cancel()
-            return
+            stop.set()

@@ -1,0 +1,258 @@
+"""Streamable HTTP against clients that misbehave or are refused (spec/http.md, R-HTTP-24,
+R-HTTP-25): raw sockets against the app served by uvicorn on 127.0.0.1. Every wait is bounded;
+nothing sleeps to synchronise."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from askgate.core import http as rules
+from askgate.demo import build_demo
+from askgate.transports.auth import BearerAuth
+from askgate.transports.http import HttpApp
+from askgate.transports.http_server import header_deadline_protocol
+
+from .listener import uvicorn_serving
+
+DEADLINE = 30.0
+TOKENS = {"alice": "alice-token-0123456789abcdef"}
+INIT = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+).encode()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+@asynccontextmanager
+async def served(http: Any = "auto", **options: Any) -> AsyncIterator[tuple[HttpApp, int]]:
+    """The configured demo behind bearer tokens, served by uvicorn on a free loopback port."""
+
+    def make(port: int) -> HttpApp:
+        return HttpApp(
+            build_demo(configured=True),
+            auth=BearerAuth(TOKENS),
+            options=rules.HttpOptions(port=port, **options),
+        )
+
+    async with uvicorn_serving(make, http) as (app, port), app.running():
+        yield app, port
+
+
+def _head(port: int, *, path: str = "/mcp", length: int, **changed: str) -> bytes:
+    headers = {
+        "Host": f"127.0.0.1:{port}",
+        "Authorization": f"Bearer {TOKENS['alice']}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Connection": "close",
+        "Content-Length": str(length),
+        **{name.replace("_", "-"): value for name, value in changed.items()},
+    }
+    lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items() if value)
+    return f"POST {path} HTTP/1.1\r\n{lines}\r\n".encode()
+
+
+def _exchange(port: int, head: bytes, body: bytes) -> bytes | str:
+    """Headers, then the body in a second write, then the answer up to the connection's end;
+    the name of the error when the connection was reset instead."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+            client.sendall(head)
+            client.sendall(body)
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+            return answer
+    except OSError as error:  # a reset: ECONNRESET, EPIPE
+        return type(error).__name__
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_24_refusals_reach_a_client_that_sends_its_body_after_its_headers() -> None:
+    body = INIT + b" " * (2 * 1024 * 1024)
+    async with served(max_body=3 * 1024 * 1024) as (app, port):
+        cases: list[tuple[bytes, int]] = [
+            (_head(port, length=len(body), Origin="https://evil.example"), 403),
+            (_head(port, length=len(body), Host="evil.example"), 421),
+            (_head(port, length=len(body), Authorization="Bearer wrong"), 401),
+            (_head(port, path="/elsewhere", length=len(body)), 404),
+            (_head(port, length=len(body), Content_Type="text/plain"), 415),
+            (_head(port, length=len(body) * 2), 413),  # declared over the cap; half of it sent
+        ]
+        outcomes: dict[str, int] = {}
+        with anyio.fail_after(240):
+            for attempt in range(200):  # bounded
+                head, status = cases[attempt % len(cases)]
+                answer = await anyio.to_thread.run_sync(_exchange, port, head, body)
+                if isinstance(answer, str):
+                    key = answer
+                else:
+                    assert answer.startswith(b"HTTP/1.1 %d " % status), answer[:80]
+                    assert b"connection: close" in answer.lower()
+                    key = str(status)
+                outcomes[key] = outcomes.get(key, 0) + 1
+        assert set(outcomes) == {"401", "403", "404", "413", "415", "421"}, outcomes
+        assert len(app.sessions) == 0
+        assert len(app.runtime.state.calls) == 0
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_24_a_huge_declared_body_is_drained_only_up_to_its_bound() -> None:
+    drain = 256 * 1024
+    async with served(drain_bytes=drain, drain_ms=60_000) as (_app, port):
+
+        def flood() -> tuple[bytes, int]:
+            sent = 0
+            answer = b""
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                head = _head(port, length=1 << 40, Origin="https://evil.example", Connection="")
+                client.sendall(head)  # keep-alive asked: the server still closes
+                chunk = b" " * 65536
+                try:
+                    while sent < 1 << 30:  # bounded: the server stops reading long before
+                        sent += client.send(chunk)
+                except OSError:  # the server closed its side: a reset or a broken pipe
+                    pass
+                try:
+                    while data := client.recv(65536):
+                        answer += data
+                except OSError:
+                    pass
+            return answer, sent
+
+        with anyio.fail_after(DEADLINE):
+            answer, sent = await anyio.to_thread.run_sync(flood)
+        # The refusal was written before the drain; the kernel buffers what the server never
+        # read, a few MiB at most on loopback, far below the gigabyte the client would send.
+        assert sent < 64 * 1024 * 1024, sent
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 403 "), answer[:80]
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_24_a_request_read_whole_keeps_its_connection() -> None:
+    async with served() as (_app, port):
+
+        def two_requests() -> list[bytes]:
+            answers = []
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                for _ in range(2):
+                    client.sendall(_head(port, length=len(INIT), Connection="") + INIT)
+                    answer = b""
+                    while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+                        chunk = client.recv(65536)
+                        assert chunk, "the connection closed"
+                        answer += chunk
+                    answers.append(answer)
+            return answers
+
+        with anyio.fail_after(DEADLINE):
+            answers = await anyio.to_thread.run_sync(two_requests)
+        for answer in answers:
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+            assert b"connection: close" not in answer.lower()
+
+
+def _trickle(port: int, data: bytes, every: float, limit: float) -> tuple[bytes, float]:
+    """Sends ``data`` a byte at a time, one each ``every`` seconds, until the server answers or
+    closes (at most ``limit`` seconds); returns what it answered and when, from the first byte."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=limit) as client:
+        client.settimeout(every)
+        began = time.monotonic()
+        sent = 0
+        try:
+            while time.monotonic() - began < limit:
+                if sent < len(data):
+                    client.sendall(data[sent : sent + 1])
+                    sent += 1
+                try:
+                    chunk = client.recv(65536)
+                except TimeoutError:
+                    continue  # nothing yet: the next byte
+                if not chunk:
+                    break
+                answer += chunk
+        except OSError:  # reset while writing: the server closed
+            pass
+        return answer, time.monotonic() - began
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_25_a_trickled_body_is_answered_408_and_closed_within_its_bound() -> None:
+    async with served(body_timeout_ms=600, drain_ms=400) as (app, port):
+        head = _head(port, length=len(INIT), Connection="")
+        with anyio.fail_after(DEADLINE):
+            sent_head = await anyio.to_thread.run_sync(_exchange_head, port, head)
+            answer, took = await anyio.to_thread.run_sync(_trickle_on, sent_head, INIT)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+        assert b"connection: close" in answer.lower()
+        assert took < 0.6 + 0.4 + 2.0, took  # the two bounds, and slack for a loaded machine
+        assert len(app.sessions) == 0
+
+
+def _exchange_head(port: int, head: bytes) -> socket.socket:
+    client = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    client.sendall(head)
+    return client
+
+
+def _trickle_on(client: socket.socket, body: bytes) -> tuple[bytes, float]:
+    """A byte of ``body`` each 50 ms on ``client`` (whose headers were sent) until the server
+    answers and closes; what it answered, and how long that took."""
+    answer = b""
+    began = time.monotonic()
+    client.settimeout(0.05)
+    sent = 0
+    with client:
+        try:
+            while time.monotonic() - began < DEADLINE:
+                if sent < len(body) - 1:  # never the last byte: the body never completes
+                    client.sendall(body[sent : sent + 1])
+                    sent += 1
+                try:
+                    chunk = client.recv(65536)
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    break
+                answer += chunk
+        except OSError:
+            pass
+    return answer, time.monotonic() - began
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_25_headers_that_do_not_arrive_in_time_close_the_connection() -> None:
+    async with served(http=header_deadline_protocol(500)) as (app, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            answer, took = await anyio.to_thread.run_sync(_trickle, port, head, 0.05, DEADLINE)
+            silent, quiet_for = await anyio.to_thread.run_sync(_trickle, port, b"", 0.05, DEADLINE)
+            whole = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+        assert answer == b"", answer[:80]  # closed, unanswered
+        assert took < 0.5 + 2.0, took
+        assert silent == b""
+        assert quiet_for < 0.5 + 2.0, quiet_for
+        assert isinstance(whole, bytes)
+        assert whole.startswith(b"HTTP/1.1 200 "), whole
+        assert len(app.sessions) == 1  # the one request whose headers came in time
