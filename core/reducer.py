@@ -1516,7 +1516,7 @@ def _on_message(d: _Draft, ev: MessageReceived, out: Out) -> None:
     of that meaning, the same one a typed event reaches."""
     data = ev.data
     message = codec.decode(data) if isinstance(data, bytes) else data
-    meaning = door.meaning(ev.conn, message, ev.now, ev.mode, ev.caller)
+    meaning = door.meaning(ev.conn, message, ev.now, ev.mode, ev.caller, ev.principal)
     if meaning is None:
         return
     if isinstance(meaning, dict):

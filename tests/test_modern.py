@@ -233,6 +233,18 @@ def test_R_MRTR_12_nonces_share_the_caps_and_fair_eviction_of_parked_calls() -> 
     assert run_ref(call(h, "a", 7, state=alice[1], responses=APPROVE, principal="alice"))
 
 
+def test_R_MRTR_12_the_principal_of_a_message_owns_its_nonce() -> None:
+    """The principal the shell passes with a message (``MessageReceived.principal``) is the
+    owner, as it is for the typed event: a nonce asked through the wire parks under it."""
+    h = harness()
+    params = {"name": "rm", "arguments": {"path": "/tmp/x"}, "_meta": meta()}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    send(h, "a", message, principal="alice")
+    result = only_reply(h.finish(h.worker(), Ask("Allow rm?")))["result"]
+    assert result["resultType"] == "input_required"
+    assert [p.key[0] for p in h.state.parked.values()] == [("principal", "alice")]
+
+
 # --- R-MRTR-13: the retry runs the tool only once ---------------------------------------------
 
 
