@@ -280,8 +280,11 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
         return
     for key in _in_admission_order(d, [(conn, rid) for rid in c.requests]):
         _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
-    c = _remove_caps(d, _get_conn(d, conn))
-    _put_conn(d, conn, attrs.evolve(c, subscribed=False))
+    c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
+    if not c.is_empty():  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
+        _forget_protocol_state(d, conn, c)
+        c = attrs.evolve(c, version="", log_level="", subscriptions=Map())
+    _put_conn(d, conn, c)
 
 
 # ---------------------------------------------------------------------------------------------

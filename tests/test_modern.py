@@ -18,6 +18,7 @@ from askgate.core import (
     Push,
     Reply,
     StartTimer,
+    SubscriberDetached,
     TimerFired,
     ToolCallReceived,
     ToolInfo,
@@ -401,3 +402,17 @@ def test_replies_are_for_the_request() -> None:
     effects = call(h, "c", 1)
     assert replies(effects) == []
     assert not [e for e in effects if isinstance(e, (Emit, Reply))]
+
+
+def test_R_DROP_3_a_connection_kept_for_its_nonces_negotiates_again() -> None:
+    """A connection that goes away while a modern nonce it owns is parked is kept for the nonce
+    only: it forgets the version it negotiated, so its next modern request is served
+    statelessly again (R-MRTR-9), not as the 2025 request of a connection that initialized."""
+    h = harness()
+    state = ask(h, "c", 1)["requestState"]
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}
+    send(h, "c", initialize)
+    assert h.state.conns["c"].version
+    h.feed(SubscriberDetached("c", h.now))
+    assert h.state.conns["c"].version == ""
+    assert run_ref(call(h, "c", 2, state=state, responses=APPROVE))  # the retry is modern again
