@@ -152,9 +152,10 @@ _NOT_DRAWN = (
     "logging/setLevel) the model does not keep: ToolProgressed and ToolLogged are not drawn"
 )
 
-_NOT_WIRED = (
-    "the reference model and the machine do not cover modern requests yet (spec/modern.md), so "
-    "they have nothing of the sealed approval state to compare"
+_SEALING_PRIMITIVE = (
+    "the reference model seals and opens approval states with core/sealing.py itself, as a "
+    "trusted primitive (tests/test_sealing.py checks it alone), so a mutant of it changes the "
+    "reducer and the model alike"
 )
 
 _ROOM = """\
@@ -1198,7 +1199,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if p is not None and not p.stateless:  # R-MRTR-14\n",
         ("R-MRTR-13", "R-MRTR-14"),
         "a valid state whose nonce was already closed runs the tool again",
-        outside_model=_NOT_WIRED,
     ),
     Mutant(
         "mrtr-skips-the-digest",
@@ -1207,7 +1207,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return sealing.arguments_digest({})\n",
         ("R-MRTR-13", "R-MRTR-3"),
         "the state binds no arguments: a retry with changed arguments runs the tool",
-        outside_model=_NOT_WIRED,
     ),
     Mutant(
         "mrtr-ttl-plus-one",
@@ -1216,7 +1215,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    deadline = now + opts.elicitation_timeout_ms + 1\n    d.parked = d.parked.set(nid,",
         ("R-MRTR-12", "R-MRTR-5"),
         "a nonce's timer fires one millisecond after its state expired",
-        outside_model=_NOT_WIRED,
     ),
     Mutant(
         "mrtr-evicts-the-wrong-nonce",
@@ -1225,7 +1223,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
         ("R-MRTR-12", "R-PARK-4"),
         "eviction takes the newest parked entry of the fullest owner, not the oldest",
-        outside_model=_NOT_WIRED,
     ),
     Mutant(
         "mrtr-closes-without-unparking",
@@ -1235,7 +1232,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        pass\n",
         ("R-MRTR-13", "R-CLOSE-3"),
         "an approved retry leaves its nonce parked: the same state runs the tool again",
-        outside_model=_NOT_WIRED,
     ),
     # --- the sealed approval state (spec/modern.md) -------------------------------------------
     Mutant(
@@ -1245,7 +1241,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if now > expiry:\n",
         ("R-MRTR-5", "R-MRTR-4"),
         "a state is still valid at its expiry",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-skips-the-digest",
@@ -1254,7 +1250,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        True,\n",
         ("R-MRTR-2", "R-MRTR-4"),
         "a state approved for some arguments opens for any",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-skips-the-principal",
@@ -1263,7 +1259,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("R-MRTR-2", "R-MRTR-4"),
         "another principal's state opens",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-unknown-key-opens-with-current",
@@ -1272,7 +1268,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            return previous\n    return ring.current\n",
         ("R-MRTR-6", "R-MRTR-4"),
         "a token naming an unknown key id is checked against the current key",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-retired-key-plus-one",
@@ -1281,7 +1277,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return now <= rotated_at + ttl\n",
         ("R-MRTR-6",),
         "the rotated-out key opens one millisecond past its ttl",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-no-length-bound",
@@ -1290,7 +1286,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if not isinstance(token, str):\n",
         ("R-MRTR-7",),
         "a huge token is decoded before it is refused",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-mac-not-checked",
@@ -1299,7 +1295,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:\n",
         ("R-MRTR-1", "R-MRTR-4"),
         "a token whose MAC does not verify is believed",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
     Mutant(
         "sealing-mac-compared-with-eq",
@@ -1308,7 +1304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if _mac(secret, parsed.body) != parsed.mac:\n",
         ("R-MRTR-4",),
         "the MAC is compared with ==, in time that depends on the first differing byte",
-        outside_model=_NOT_WIRED,
+        outside_model=_SEALING_PRIMITIVE,
     ),
 )
 

@@ -281,8 +281,11 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
         return
     for key in _in_admission_order(d, [(conn, rid) for rid in c.requests]):
         _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
-    c = _remove_caps(d, _get_conn(d, conn))
-    _put_conn(d, conn, attrs.evolve(c, subscribed=False))
+    c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
+    if not c.is_empty():  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
+        _forget_protocol_state(d, conn, c)
+        c = attrs.evolve(c, version="", log_level="", subscriptions=Map())
+    _put_conn(d, conn, c)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1552,7 +1555,7 @@ def _on_message(d: _Draft, ev: MessageReceived, out: Out) -> None:
     of that meaning, the same one a typed event reaches."""
     data = ev.data
     message = codec.decode(data) if isinstance(data, bytes) else data
-    meaning = door.meaning(ev.conn, message, ev.now, ev.mode, ev.caller)
+    meaning = door.meaning(ev.conn, message, ev.now, ev.mode, ev.caller, ev.principal)
     if meaning is None:
         return
     if isinstance(meaning, dict):

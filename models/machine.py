@@ -49,6 +49,18 @@ from running tools, sometimes from authorizers, read callbacks or stale refs, wi
 or malformed params and other methods; answers to them come from the owner or another
 connection (result objects, garbage, JSON-RPC errors), and the timer rule fires their timers.
 Progress and logs (R-CTX-2, R-CTX-3) are not drawn: the reference model leaves them out.
+
+Modern ``tools/call`` requests (spec/modern.md) come in bursts from connections that mostly did
+not initialize, with or without a principal, with ``_meta`` that allows a form elicitation, does
+not, or is refused; an authorizer mostly asks at once. Each ``requestState`` the reducer answers
+with is bound to the model's (kind ``state``: minted by each side, never compared byte for byte)
+and kept; retries take a kept state (mostly a recent one) and retry as asked, replay it, present
+it from another principal or connection, with other arguments or another tool, forged (one byte
+of it flipped, or cut short, on both sides alike) or after its expiry, with every kind of
+``inputResponses``. A nonce's id is bound like an elicitation id (``askgate-mrtr-`` and R-ID-1's
+suffix); a nonce is observed parked under ``(owner, id)`` and needs no subscriber. The eviction
+oracle also accepts a silently evicted nonce as the victim, and leaves modern askers to the
+model.
 Options are drawn per run (see :meth:`options_strategy`).
 
 Every client event (a tool call, a read, a ping, an ``initialize`` with its request id, an
@@ -90,6 +102,7 @@ and fails as soon as a tool's request is outstanding).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
 from collections import Counter
@@ -149,7 +162,11 @@ from .reference import (
     CLIENT_REQUEST_TIMER,
     ELICIT,
     EVICTED,
+    META_CAPABILITIES,
+    META_VERSION,
+    MODEL_NONCE_PREFIX,
     MODEL_REQUEST_PREFIX,
+    MODERN_VERSION,
     SAMPLE,
     TOO_MANY_ON_SERVER,
     TOO_MANY_PENDING,
@@ -162,6 +179,7 @@ from .reference import (
 TimerKey = tuple[str, Any]
 Tools = tuple[tuple[str, bool], ...]
 ELICITATION_ID = re.compile(r"^askgate-elicit-[A-Za-z0-9_-]{22}$")  # R-ID-1
+NONCE_ID = re.compile(r"^askgate-mrtr-[A-Za-z0-9_-]{22}$")  # R-MRTR-12, R-ID-1
 CLIENT_REQUEST_ID = re.compile(r"^askgate-request-[A-Za-z0-9_-]{22}$")  # R-CTX-4, R-ID-1
 ID_KEY = b"askgate-model-machine-key-0123456789"
 
@@ -199,6 +217,60 @@ SAMPLING: dict[str, Any] = {
     "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
     "maxTokens": 100,
 }
+
+
+PRINCIPALS: tuple[str | None, ...] = (None, None, "alice", "bob")
+
+
+def modern_meta(capabilities: object, version: object = MODERN_VERSION) -> dict[str, Any]:
+    """A modern request's ``_meta`` (R-MRTR-9)."""
+    return {META_VERSION: version, META_CAPABILITIES: capabilities}
+
+
+# A modern request's own capabilities (R-MRTR-12, R-MRTR-16) and refused ``_meta`` (R-MRTR-10).
+MODERN_METAS: tuple[object, ...] = (
+    modern_meta({"elicitation": {}}),
+    modern_meta({"elicitation": {"form": {}}}),
+    modern_meta({"elicitation": {}}),
+    modern_meta({}),
+    modern_meta({"elicitation": {"url": {}}}),
+    modern_meta({"elicitation": {}}, "2099-01-01"),
+    modern_meta({"elicitation": {}}, 7),
+    {META_VERSION: MODERN_VERSION},
+)
+# A retry's ``inputResponses`` (R-MRTR-13).
+INPUT_RESPONSES: tuple[object, ...] = (
+    {"approval": {"action": "accept", "content": {"approve": True}}},
+    {"approval": {"action": "accept", "content": {"approve": True}}},
+    {"approval": {"action": "decline"}},
+    {"approval": {"action": "cancel"}},
+    {"approval": {"action": "accept", "content": {"approve": False}}},
+    {"approval": "accept"},
+    {},
+    None,
+    [],
+)
+# How a retry differs from the call that was asked (R-MRTR-4, R-MRTR-13, R-MRTR-14).
+RETRY_KINDS: tuple[str, ...] = (
+    "same",
+    "same",
+    "replay",
+    "replay",
+    "foreign principal",
+    "other connection",
+    "changed arguments",
+    "other tool",
+    "tampered",
+    "truncated",
+    "expired",
+)
+
+
+def flip(token: str, index: int) -> str:
+    """``token`` with one byte of its decoded form flipped (a forged state), re-encoded."""
+    raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    raw[index % len(raw)] ^= 1
+    return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
 
 
 def same(a: object, b: object) -> bool:
@@ -434,8 +506,18 @@ class ReducerMachine(RuleBasedStateMachine):
         self.steps = 0
         # id bijections, reducer <-> model: "eid" for elicitation ids, "rid" for a running tool's
         # request ids, "ref" for worker refs
-        self.to_model: dict[str, dict[object, object]] = {"eid": {}, "rid": {}, "ref": {}}
-        self.to_real: dict[str, dict[object, object]] = {"eid": {}, "rid": {}, "ref": {}}
+        # ("state" for a modern requestState: bound, never compared byte for byte)
+        self.to_model: dict[str, dict[object, object]] = {
+            "eid": {},
+            "rid": {},
+            "ref": {},
+            "state": {},
+        }
+        self.to_real: dict[str, dict[object, object]] = {k: {} for k in self.to_model}
+        # The modern approvals asked: (state, conn, principal, tool, arguments, meta)
+        self.states: list[tuple[str, str, str | None, str, dict[str, Any], object]] = []
+        self.forged: dict[str, str] = {}  # a forged state -> the model's, forged the same way
+        self.modern_calls: dict[CallKey, bool] = {}  # an open call -> served statelessly
         self.armed: dict[TimerKey, int] = {}  # the shell's armed timers and their deadlines
         self.disarmed: list[TimerKey] = []
         self.running: dict[int, Job] = {}  # the shell's running workers
@@ -567,6 +649,119 @@ class ReducerMachine(RuleBasedStateMachine):
                 if isinstance(e, StartWorker) and isinstance(e.job, Authorize):
                     self.apply(WorkerFinished(e.ref, Ask("May I?"), self.now))
 
+    def _modern_conn(self, data: st.DataObject) -> str:
+        """Mostly a connection that did not initialize (R-MRTR-9), else any."""
+        fresh = [c for c in CONNS if c not in self.model.versions]
+        return data.draw(st.sampled_from([*fresh, *fresh, *CONNS]), label="conn")
+
+    # The modern rules take one argument more than the 2025 ones they sit beside, so that they
+    # do not crowd them out (see "the rules" above).
+    @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
+    def modern_tool_calls(self, data: st.DataObject, principal: str | None) -> None:
+        """A burst of modern ``tools/call`` requests (R-MRTR-9), each from a connection that
+        mostly did not initialize, maybe of a principal; an authorizer that is asked mostly
+        answers ASK at once: the way to modern approvals (R-MRTR-12, R-MRTR-16)."""
+        for _ in range(data.draw(st.integers(1, 3), label="burst")):
+            conn = self._modern_conn(data)
+            request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+            tool = data.draw(st.sampled_from((PLAIN, PLAIN, SENSITIVE, UNKNOWN)), label="tool")
+            caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+            arguments = data.draw(st.sampled_from((ARGUMENTS, {})), label="arguments")
+            meta = data.draw(st.sampled_from(MODERN_METAS), label="_meta")
+            call = ToolCallReceived(
+                conn,
+                request_id,
+                tool,
+                arguments,
+                self.now,
+                "reply",
+                caller,
+                meta,
+                principal=principal,
+            )
+            asked = len(self.states)
+            for e in self.apply(call):
+                if isinstance(e, StartWorker) and isinstance(e.job, Authorize):
+                    if data.draw(st.integers(0, 3), label="asks") > 0:
+                        self._note_states(
+                            self.apply(WorkerFinished(e.ref, Ask("May I?"), self.now)), call
+                        )
+                elif isinstance(e, Reply):
+                    self._note_states([e], call)
+            if len(self.states) > asked and data.draw(st.booleans(), label="retried at once"):
+                self._retry(self.states[-1], data)
+
+    def _note_states(self, effects: list[Effect], call: ToolCallReceived) -> None:
+        """Keeps each ``requestState`` the reducer answered ``call`` with, for retries."""
+        for e in effects:
+            result = (e.message or {}).get("result") if isinstance(e, Reply) else None
+            if isinstance(result, dict) and isinstance(result.get("requestState"), str):
+                assert isinstance(call.arguments, dict)
+                entry = (result["requestState"], str(call.conn), call.principal, call.tool)
+                self.states.append((*entry, call.arguments, call.meta))
+
+    @precondition(lambda self: bool(self.states))
+    @rule(data=st.data(), after_ms=AFTER_MS)
+    def modern_retry(self, data: st.DataObject, after_ms: int) -> None:
+        """A retry of a modern approval (R-MRTR-13): as asked, or replayed, from another
+        principal or connection, with other arguments or tool, with a forged or truncated state,
+        or after its expiry; with every kind of answer."""
+        self.now += after_ms
+        recent = data.draw(st.booleans(), label="recent")  # mostly a state still outstanding
+        pool = self.states[-2:] if recent else self.states
+        self._retry(data.draw(st.sampled_from(pool), label="state"), data)
+
+    def _retry(
+        self,
+        asked: tuple[str, str, str | None, str, dict[str, Any], object],
+        data: st.DataObject,
+    ) -> None:
+        state, conn, principal, tool, arguments, meta = asked
+        kind = data.draw(st.sampled_from(RETRY_KINDS), label="retry")
+        model_state = self.to_model["state"][state]
+        assert isinstance(model_state, str)
+        if kind == "foreign principal":
+            principal = data.draw(
+                st.sampled_from([p for p in PRINCIPALS if p != principal]), label="principal"
+            )
+        elif kind == "other connection":
+            conn = data.draw(st.sampled_from([c for c in CONNS if c != conn]), label="conn")
+        elif kind == "changed arguments":
+            arguments = {} if arguments else dict(ARGUMENTS)
+        elif kind == "other tool":
+            tool = SENSITIVE if tool == PLAIN else PLAIN
+        elif kind in ("tampered", "truncated"):
+            if kind == "tampered":
+                index = data.draw(st.integers(0, 200), label="byte")
+                forged, model_forged = flip(state, index), flip(model_state, index)
+            else:
+                cut = data.draw(st.integers(0, len(state) - 1), label="cut")
+                forged, model_forged = state[:cut], model_state[:cut]
+            self.forged[forged] = model_forged
+            state = forged
+        elif kind == "expired":
+            self.now += self.options.elicitation_timeout_ms
+        request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+        responses = data.draw(st.sampled_from(INPUT_RESPONSES), label="inputResponses")
+        type(self).seen[f"modern retry: {kind}"] += 1
+        retry = ToolCallReceived(
+            conn,
+            request_id,
+            tool,
+            arguments,
+            self.now,
+            "reply",
+            None,
+            meta,
+            request_state=state,
+            input_responses=responses,
+            principal=principal,
+        )
+        self.apply(retry)
+        if kind == "replay":  # the same retry again, under another id (R-MRTR-13, R-MRTR-14)
+            other = data.draw(st.sampled_from(REQUEST_IDS), label="replayed id")
+            self.apply(attrs.evolve(retry, request_id=other))
+
     @rule(data=st.data())
     def read_requested(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(CONNS), label="conn")
@@ -630,14 +825,19 @@ class ReducerMachine(RuleBasedStateMachine):
         self.now = max(self.now, self.armed[key])
         self.apply(TimerFired(key, self.now))
 
-    @precondition(lambda self: self.obs is not None and bool(self.obs.elicitations))
+    def _live_prompts(self) -> list[str]:
+        """The ids of the live prompts (not modern nonces), in minting order: never sorted, as
+        ids are keyed by a per-run secret (R-ID-1), and an order that depends on it would make
+        Hypothesis' replays draw differently (flaky generation)."""
+        assert self.obs is not None
+        return [e for e in self.eids if e in self.obs.elicitations]
+
+    @precondition(lambda self: self.obs is not None and bool(self._live_prompts()))
     @rule(data=st.data())
     def elicitation_answered(self, data: st.DataObject) -> None:
         """The owner answers a live prompt (or, sometimes, another connection does)."""
         assert self.obs is not None
-        # In minting order, never sorted: ids are keyed by a per-run secret (R-ID-1), and an order
-        # that depends on it would make Hypothesis' replays draw differently (flaky generation).
-        live = [e for e in self.eids if e in self.obs.elicitations]
+        live = self._live_prompts()
         eid = data.draw(st.sampled_from(live), label="live id")
         owner = self.obs.elicitations[eid][0]
         conn = data.draw(st.sampled_from([owner, owner, owner, *CONNS]), label="answered on")
@@ -825,6 +1025,9 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, TimerFired):
             kind, ident = ev.key
             return attrs.evolve(ev, key=(kind, self._model_id(_id_kind(kind), ident)))
+        if isinstance(ev, ToolCallReceived) and isinstance(ev.request_state, str):
+            state = self.forged.get(ev.request_state, ev.request_state)
+            return attrs.evolve(ev, request_state=self._model_id("state", state))
         return ev
 
     def apply(self, ev: Event) -> list[Effect]:
@@ -838,11 +1041,17 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, WorkerFinished | WorkerFailed):
             self.running.pop(ev.ref, None)  # the worker reported: its task is over
         model_ev = self._model_event(ev)
+        if isinstance(ev, ToolCallReceived):  # R-MRTR-9, read before the step
+            key = (ev.conn, ev.request_id)
+            modern = isinstance(ev.meta, dict) and META_VERSION in ev.meta
+            stateless = modern and ev.conn not in self.model.versions
         effects = self._step(ev)
         expected = self.model.apply(model_ev)
         self._compare_effects(ev, effects, expected)
         self.check_invariants_fn(self.state)
         after = self._observe_and_compare(ev)
+        if isinstance(ev, ToolCallReceived) and key in after.open and key not in before.open:
+            self.modern_calls[key] = stateless
         self._replay_shell(effects, after)
         self._check_delivery(ev, effects, before, after)
         self._check_resolution(ev, effects, after)
@@ -903,10 +1112,30 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, TimerFired) and ev.key[1] in (before.workers | before.elicitations):
             seen[f"{ev.key[0]} timed out"] += 1
         self._tally_context(ev, effects, before, after)
+        self._tally_modern(ev, effects, before)
         if isinstance(ev, WorkerFinished | WorkerFailed | TimerFired) and not effects:
             seen["stale event ignored"] += 1
         if before.known - after.known:
             seen["connection forgotten"] += 1
+
+    def _tally_modern(self, ev: Event, effects: list[Effect], before: Observation) -> None:
+        """What a step did with modern approvals (R-MRTR-12 .. R-MRTR-16)."""
+        seen = type(self).seen
+        for e in effects:
+            result = (e.message or {}).get("result") if isinstance(e, Reply) else None
+            if isinstance(result, dict) and result.get("resultType") == "input_required":
+                seen["modern input required"] += 1
+        if isinstance(ev, ToolCallReceived) and ev.request_state is not None:
+            if any(isinstance(e, StartWorker) for e in effects):
+                seen["modern approve"] += 1
+            for e in effects:
+                denied = deny_of(e.message) if isinstance(e, Reply) else None
+                if denied is not None:
+                    seen[f"modern retry denied: {denied[1]}"] += 1
+        if isinstance(ev, TimerFired) and ev.key[0] == "elicitation":
+            key = before.elicitations.get(str(ev.key[1]))
+            if key is not None and key[1] == ev.key[1]:
+                seen["modern nonce timed out"] += 1
 
     def _tally_context(
         self, ev: Event, effects: list[Effect], before: Observation, after: Observation
@@ -967,8 +1196,13 @@ class ReducerMachine(RuleBasedStateMachine):
         assert minted, f"reducer {kind} {real!r} first appears where it is not minted"
         if kind == "eid":
             assert isinstance(real, str), f"R-ID-1: elicitation id {real!r} is not a string"
-            assert ELICITATION_ID.match(real), f"R-ID-1: malformed elicitation id {real!r}"
-            self.eids.append(real)
+            if str(model).startswith(MODEL_NONCE_PREFIX):
+                assert NONCE_ID.match(real), f"R-MRTR-12: malformed nonce id {real!r}"
+            else:
+                assert ELICITATION_ID.match(real), f"R-ID-1: malformed elicitation id {real!r}"
+                self.eids.append(real)
+        elif kind == "state":
+            assert isinstance(real, str), f"R-MRTR-1: state {real!r} is not a string"
         elif kind == "rid":
             assert isinstance(real, str), f"R-CTX-4: request id {real!r} is not a string"
             assert CLIENT_REQUEST_ID.match(real), f"R-CTX-4: malformed request id {real!r}"
@@ -978,7 +1212,7 @@ class ReducerMachine(RuleBasedStateMachine):
             suffix = real[-22:]
             assert suffix not in self.suffixes, f"R-ID-1: {real!r} reuses a counter value"
             self.suffixes.add(suffix)
-        else:
+        elif kind == "ref":
             assert isinstance(real, int), f"worker ref {real!r} is not an int"
             self.started.append(real)
         to_model[real] = model
@@ -1023,7 +1257,20 @@ class ReducerMachine(RuleBasedStateMachine):
                 return same(r.deadline, m.deadline)
             return True
         if isinstance(r, Reply) and isinstance(m, Reply):
-            return same((r.conn, r.request_id, r.message), (m.conn, m.request_id, m.message))
+            message = r.message
+            result = (message or {}).get("result")
+            model_result = (m.message or {}).get("result")
+            if (
+                isinstance(result, dict)
+                and isinstance(model_result, dict)
+                and "requestState" in result
+                and "requestState" in model_result
+            ):
+                # R-MRTR-12: minted by the reducer; bound, not compared byte for byte
+                model_state = model_result["requestState"]
+                self._bind("state", result["requestState"], model_state, minted=True)
+                message = {**(message or {}), "result": {**result, "requestState": model_state}}
+            return same((r.conn, r.request_id, message), (m.conn, m.request_id, m.message))
         if isinstance(r, Push) and isinstance(m, Push):
             message = dict(r.message)
             method = message.get("method")
@@ -1081,7 +1328,10 @@ class ReducerMachine(RuleBasedStateMachine):
         return dataclasses.replace(
             obs,
             parked={conn: [eid(e) for e in eids] for conn, eids in obs.parked.items()},
-            elicitations={eid(e): key for e, key in obs.elicitations.items()},
+            elicitations={
+                eid(e): (key[0], eid(key[1])) if key[1] == e else key
+                for e, key in obs.elicitations.items()
+            },
             workers={ref(r): key for r, key in obs.workers.items()},
             client_requests={
                 rid(r): (key, ref(w), token, method)
@@ -1105,8 +1355,12 @@ class ReducerMachine(RuleBasedStateMachine):
         opts = self.options
         share = self.model.per_connection_share
         counts = {conn: len(eids) for conn, eids in obs.parked.items()}
+        # A modern nonce is parked under (its owner, itself) and needs no subscriber (R-MRTR-12).
+        nonce_owners = {key[0] for e, key in obs.elicitations.items() if key[1] == e}
+        call_owners = {key[0] for e, key in obs.elicitations.items() if key[1] != e}
         for conn, n in counts.items():
             assert n <= opts.max_parked_elicitations, f"R-INV-1: {conn!r} parks {n}"
+        for conn in call_owners:
             assert conn in obs.subscribed, f"R-INV-5: {conn!r} parks without a subscriber"
         for conn, n in obs.in_flight.items():
             assert n <= share, f"R-INV-1: {conn!r} runs {n} workers over its share {share}"
@@ -1120,7 +1374,7 @@ class ReducerMachine(RuleBasedStateMachine):
         assert len(set(entries)) == len(entries), "R-INV-3: a connection with two entries"
         assert set(obs.caps_live) <= obs.subscribed, "R-INV-3: a live entry without subscriber"
         assert not set(obs.caps_unsubscribed) & obs.subscribed, "R-INV-3: entry in wrong group"
-        holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open}
+        holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open} | nonce_owners
         assert obs.known == holders, f"R-INV-6: kept {set(obs.known)}, holding {holders}"
         assert obs.can_sample.keys() == obs.can_elicit.keys(), "R-CAP-4: sampling flag per entry"
         listed: list[str] = []
@@ -1332,6 +1586,8 @@ class ReducerMachine(RuleBasedStateMachine):
         if asker is None or before.open[asker][0] != "authorizing":
             return
         assert isinstance(ev, WorkerFinished)
+        if self.modern_calls.get(asker, False):
+            return  # a modern ASK parks a nonce under its owner: the model checks it
         value = ev.value
         if not (isinstance(value, Ask) and isinstance(value.prompt, str)):
             return
@@ -1353,6 +1609,9 @@ class ReducerMachine(RuleBasedStateMachine):
         ]
         parked = after.open.get(asker, ("", False))[0] == "parked"
         asker_deny = deny_of(delivered.get(asker))
+        # R-MRTR-15: an evicted modern nonce leaves its place and says nothing
+        gone = [e for e in before.elicitations if e not in after.elicitations]
+        silent = [e for e in gone if before.elicitations[e][1] == e]
 
         def verdict(name: str) -> None:
             type(self).seen[name] += 1
@@ -1361,20 +1620,23 @@ class ReducerMachine(RuleBasedStateMachine):
         if not (conn in before.subscribed and before.can_elicit.get(conn, False)):
             assert asker_deny == ("ask", value.prompt), f"R-AUTH-3: {asker_deny}"
             assert not evicted, "R-AUTH-3: an unaskable owner evicted"
+            assert not silent, "R-AUTH-3: an unaskable owner evicted"
             assert not parked, "R-AUTH-3: an unaskable owner parked"
             verdict("deny-on-ask")
         elif mine >= opts.max_parked_elicitations:
             assert asker_deny == ("ask", TOO_MANY_PENDING), f"R-PARK-1: {asker_deny}"
             assert not evicted, "R-PARK-1: over the cap, yet evicted"
+            assert not silent, "R-PARK-1: over the cap, yet evicted"
             assert not parked, "R-PARK-1: over the cap, yet parked"
             verdict("refused: connection full")
         elif before.parked_total < opts.max_parked_elicitations_total:
             assert not evicted, "R-PARK-3: room on the server, yet evicted"
+            assert not silent, "R-PARK-3: room on the server, yet evicted"
             assert parked, "R-PARK-2: room on the server, yet not parked"
             verdict("parked")
         elif mine < top:
-            assert len(evicted) == 1, f"R-PARK-3: {len(evicted)} evicted for one ASK"
-            victim = evicted[0]
+            assert len(evicted) + len(silent) == 1, f"R-PARK-3: {evicted}, {silent} for one ASK"
+            victim = evicted[0] if evicted else before.elicitations[silent[0]]
             holder = victim[0]
             assert holder != conn, "R-PARK-4: the asker was its own victim"
             assert counts.get(holder) == top, f"R-PARK-4: evicted from {holder!r}, not a top holder"
@@ -1385,6 +1647,10 @@ class ReducerMachine(RuleBasedStateMachine):
             assert self.count_changed_at[holder] == first, (
                 f"R-PARK-4: {holder!r} reached {top} after another holder did"
             )
+            assert parked, "R-PARK-3: evicted, but the asker did not park"
+            if silent:
+                verdict("evicted a modern nonce")
+                return
             assert victim not in after.open, "R-CLOSE-3: the victim is still open"
             by = [
                 e.fields.get("evicted_by")
@@ -1398,6 +1664,7 @@ class ReducerMachine(RuleBasedStateMachine):
         else:
             assert asker_deny == ("ask", TOO_MANY_ON_SERVER), f"R-PARK-3: {asker_deny}"
             assert not evicted, "R-PARK-3: refused, yet evicted"
+            assert not silent, "R-PARK-3: refused, yet evicted"
             assert not parked, "R-PARK-3: refused, yet parked"
             verdict("refused: server full")
 

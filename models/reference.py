@@ -15,6 +15,20 @@ tool definitions are not modelled); the rest of the protocol layer of spec/proto
 (``MessageReceived``, ``ResourceUpdated``, ``LogEmitted``, ``CatalogChanged``, the other
 built-in list methods, cursors) is not modelled.
 
+Of the 2026-07-28 revision (spec/modern.md) it models the stateless ``tools/call``: R-MRTR-9
+(a request with modern ``_meta`` on a connection that has not initialized is served
+statelessly, its answers rendered as R-MRTR-11 says), R-MRTR-10 (refused ``_meta``), R-MRTR-12
+(an ASK answered at once with the input-required result; its nonce holds a parking place of its
+owner, the principal or else the connection, under the same caps, eviction and timer as a parked
+call), R-MRTR-13 (the retry), R-MRTR-14 (the record of closed nonces), R-MRTR-15 (silent timeouts
+and evictions) and R-MRTR-16. It seals and opens states with :mod:`askgate.core.sealing` under a
+keyring of its own (the key id the reducer's derived key has, another secret), as a trusted
+primitive tested apart (R-MRTR-1 .. 8); the nonces, owners, caps, single use and the record are
+its own. Its nonces are ``model-mrtr-N``, from the counter of its elicitation ids. The record of
+closed nonces is read as forgetting from its oldest end: the oldest is forgotten while more than
+``max_parked_elicitations_total`` are kept or while it has expired. Other modern methods
+(``server/discover``, modern reads) are not modelled.
+
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
 per-call cap; the request pushed to the owner with its timer), R-CTX-5 (answers only from the
@@ -122,6 +136,7 @@ from askgate.core.jobs import (
     UnknownToolReply,
 )
 from askgate.core.options import Options
+from askgate.core.sealing import DENY_DETAIL, Key, Keyring, arguments_digest, open_sealed, seal
 
 JsonObject = dict[str, Any]
 CallKey = tuple[Hashable, Hashable]
@@ -165,6 +180,15 @@ WHY = {
     NOT_APPROVED: "the answer did not approve it",
     ELICITATION_FAILED: "the client answered the approval request with an error",
     STOPPING: "the server is stopping",
+    # R-MRTR-8, R-MRTR-14 (not normative: as the reducer writes them today)
+    "request state malformed": "its request state is not one this server issued",
+    "request state key unknown": "its request state's key is not one this server has",
+    "request state tampered": "its request state was altered",
+    "request state of another principal": "its request state was issued to someone else",
+    "request state of another tool": "its request state was issued for another tool",
+    "arguments changed": "its arguments are not the ones the approval was asked for",
+    "request state expired": "its request state expired",
+    "request state already used": "its approval was already answered",
 }
 CANNOT_ASK = "it needs approval and this client cannot be asked"
 
@@ -193,6 +217,18 @@ BAD_TOOLS_CALL_MESSAGE = "tools/call requires a string name and an object of arg
 CALLBACK_FAILED_MESSAGE = "MCP callback failed"
 
 MODEL_ELICITATION_PREFIX = "model-elicit-"
+MODEL_NONCE_PREFIX = "model-mrtr-"
+
+# The 2026-07-28 revision (spec/modern.md): the per-request ``_meta`` keys, the version served
+# statelessly, every version spoken (modern first), the one input key, the retry's extra deny.
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+MODERN_VERSION = "2026-07-28"
+APPROVAL_KEY = "approval"
+ALREADY_USED = "request state already used"
+MODEL_KEY_ID = "k0"  # the reducer's key id when the state derives its key (R-MRTR-12)
+MODEL_SECRET = b"askgate-reference-model-sealing-secret!!"
 MODEL_REQUEST_PREFIX = "model-request-"
 
 # A running tool's own requests (R-CTX-4 .. R-CTX-6): the methods, the timer kind, the reasons
@@ -450,6 +486,51 @@ def initialize_result_message(request_id: object, version: str, options: Options
     return _result(request_id, result)
 
 
+def modern_complete(message: JsonObject, server_info: JsonObject) -> JsonObject:
+    """R-MRTR-11: a modern request's final result says ``resultType: "complete"`` and carries
+    the server's info in its ``_meta``; an error is unchanged (``tools/call`` is not cacheable)."""
+    result = message.get("result")
+    if not isinstance(result, dict) or "resultType" in result:
+        return message
+    meta = result.get("_meta")
+    shown = {**result, "resultType": "complete"}
+    shown["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
+    return {**message, "result": shown}
+
+
+def input_required_message(
+    request_id: object, tool: str, prompt: str, state: str, server_info: JsonObject
+) -> JsonObject:
+    """R-MRTR-12: the approval form (with form mode) as the one input request, and the state."""
+    form = elicitation_create_message("", tool, prompt, True)["params"]
+    return _result(
+        request_id,
+        {
+            "resultType": "input_required",
+            "inputRequests": {APPROVAL_KEY: {"method": ELICIT, "params": form}},
+            "requestState": state,
+            "_meta": {META_SERVER_INFO: server_info},
+        },
+    )
+
+
+def modern_era(meta: object) -> tuple[int, str, object] | JsonObject | None:
+    """R-MRTR-9, R-MRTR-10: ``None`` for a 2025 request; the error ``(code, message, data)``
+    for ``_meta`` that is refused; else the request's declared capabilities (an object)."""
+    if not isinstance(meta, dict) or META_VERSION not in meta:
+        return None
+    version = meta[META_VERSION]
+    if not isinstance(version, str):
+        return (-32602, f"_meta {META_VERSION} must be a string", None)
+    if version != MODERN_VERSION:
+        data = {"supported": [MODERN_VERSION, *VERSIONS], "requested": version}
+        return (-32022, "Unsupported protocol version", data)
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        return (-32602, f"_meta {META_CAPABILITIES} is required and must be an object", None)
+    return capabilities
+
+
 def client_error_outcome(error: object) -> Failure:
     """R-CTX-5: a JSON-RPC error answer, handed to the tool."""
     fields = error if isinstance(error, dict) else {}
@@ -510,10 +591,31 @@ class ModelCall:
     started: int = 0
     decision: str = ""
     approval: str | None = None
+    modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
 
     @property
     def key(self) -> CallKey:
         return (self.conn, self.request_id)
+
+
+@dataclass
+class Modern:
+    """How a modern ``tools/call`` is served (R-MRTR-9, R-MRTR-12): what its own capabilities
+    allow, who the shell authenticated (``""``: no one) and the owner of its approval."""
+
+    can_elicit: bool
+    principal: str
+    owner: Hashable
+
+
+@dataclass
+class ModelNonce:
+    """An outstanding modern approval (R-MRTR-12): it holds a parking place of ``owner``."""
+
+    id: str
+    owner: Hashable
+    deadline: int
+    parked_at: int
 
 
 @dataclass
@@ -568,6 +670,11 @@ class Observation:
     worker_requests: dict[int, list[str]] = field(default_factory=dict)  # ref -> ids, oldest first
 
 
+def place_id(place: ModelCall | ModelNonce) -> str:
+    """The id a parking place is known by: the prompt's, or the nonce's."""
+    return place.id if isinstance(place, ModelNonce) else str(place.elicitation_id)
+
+
 # ---------------------------------------------------------------------------------------------
 # The model
 
@@ -590,6 +697,12 @@ class ReferenceModel:
         self.next_request = 0
         self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
         self.now = 0  # the now of the event being applied (R-LOG-2)
+        # The 2026-07-28 revision (spec/modern.md): outstanding nonces, the record of closed ones
+        # (id, why, expiry; oldest first), the model's own keyring and its nonces' bytes.
+        self.nonces: list[ModelNonce] = []
+        self.closed: list[tuple[str, str, int]] = []
+        self.ring = Keyring(Key(MODEL_KEY_ID, MODEL_SECRET), options.elicitation_timeout_ms)
+        self.nonce_of: dict[bytes, str] = {}
 
     # -- what a checker reads ----------------------------------------------------------------
 
@@ -606,15 +719,25 @@ class ReferenceModel:
         mine = [c for c in self.calls if c.conn == conn and c.stage == PARKED]
         return sorted(mine, key=lambda c: c.parked_at)
 
+    def parked_places(self, owner: Hashable) -> list[ModelCall | ModelNonce]:
+        """What holds ``owner``'s parking places, oldest first: its parked calls and its modern
+        nonces (R-MRTR-12: one count, one queue)."""
+        mine: list[ModelCall | ModelNonce] = [*self.parked_calls(owner)]
+        mine += [n for n in self.nonces if n.owner == owner]
+        return sorted(mine, key=lambda x: x.parked_at)
+
     def parked_count(self, conn: Hashable) -> int:
-        return len(self.parked_calls(conn))
+        return len(self.parked_places(conn))
 
     def parked_total(self) -> int:
-        return len([c for c in self.calls if c.stage == PARKED])
+        return len([c for c in self.calls if c.stage == PARKED]) + len(self.nonces)
+
+    def owners(self) -> set[Hashable]:
+        return {c.conn for c in self.calls if c.stage == PARKED} | {n.owner for n in self.nonces}
 
     def top(self) -> int:
-        """The most parked calls any connection holds."""
-        return max((self.parked_count(c.conn) for c in self.calls), default=0)
+        """The most parking places any owner holds."""
+        return max((self.parked_count(o) for o in self.owners()), default=0)
 
     def workers_of(self, conn: Hashable) -> int:
         return len([c for c in self.calls if c.conn == conn and c.worker is not None])
@@ -638,6 +761,7 @@ class ReferenceModel:
         known = set(self.subscribed)
         known.update(e.conn for e in self.entries)
         known.update(c.conn for c in self.calls)
+        known.update(n.owner for n in self.nonces)  # R-INV-6: a parked nonce holds its owner
         return known
 
     def live_timers(self) -> set[tuple[str, object]]:
@@ -648,6 +772,8 @@ class ReferenceModel:
                 timers.add(("elicitation", c.elicitation_id))
             else:
                 timers.add(("worker", c.worker))
+        for n in self.nonces:
+            timers.add(("elicitation", n.id))
         for r in self.requests:
             timers.add((CLIENT_REQUEST_TIMER, r.id))
         return timers
@@ -659,14 +785,17 @@ class ReferenceModel:
     def observe(self) -> Observation:
         conns = self.known_connections()
         in_flight = {conn: self.workers_of(conn) for conn in conns}
-        parked = {conn: [str(c.elicitation_id) for c in self.parked_calls(conn)] for conn in conns}
+        parked = {conn: [place_id(x) for x in self.parked_places(conn)] for conn in conns}
         by_age = sorted(self.entries, key=lambda e: e.joined)
         return Observation(
             tools=dict(self.tools),
             subscribed=frozenset(self.subscribed),
             known=frozenset(conns),
             parked={conn: eids for conn, eids in parked.items() if eids},
-            elicitations={str(c.elicitation_id): c.key for c in self.calls if c.stage == PARKED},
+            elicitations={
+                **{str(c.elicitation_id): c.key for c in self.calls if c.stage == PARKED},
+                **{n.id: (n.owner, n.id) for n in self.nonces},
+            },
             workers={c.worker: c.key for c in self.calls if c.worker is not None},
             in_flight={conn: n for conn, n in in_flight.items() if n},
             caps_unsubscribed=[e.conn for e in by_age if not e.live],
@@ -839,7 +968,8 @@ class ReferenceModel:
         """Admits ``call`` into a stage that holds a worker, or answers busy (R-ADM-5)."""
         scope = self._busy_scope(call.conn)
         if scope is not None:
-            out.append(Reply(call.conn, call.request_id, self._busy_message(call, scope)))
+            busy = self._rendered(call, self._busy_message(call, scope))
+            out.append(Reply(call.conn, call.request_id, busy))
             if call.is_tool:
                 out.append(call_ended(call, now, "busy", scope))  # R-LOG-1
             return
@@ -860,12 +990,26 @@ class ReferenceModel:
         if not self._admit(ev.conn, ev.request_id, out):
             return
         rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
+        # R-MRTR-9: a connection that initialized serves 2025; else the request's _meta says.
+        era = None if ev.conn in self.versions else modern_era(ev.meta)
+        if isinstance(era, tuple):  # R-MRTR-10
+            out.append(Reply(ev.conn, rid, _error(rid, era[0], era[1], era[2])))
+            return
         if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
             message = _error(rid, -32602, BAD_TOOLS_CALL_MESSAGE)
             out.append(Reply(ev.conn, rid, message))
             return
+        modern = None
+        if era is not None:  # R-MRTR-12: the owner is the principal, or the connection
+            principal = "" if ev.principal is None else ev.principal
+            owner = ev.conn if ev.principal is None else ("principal", ev.principal)
+            modern = Modern(advertises_form_elicitation(era), principal, owner)
+            if ev.request_state is not None and ev.tool in self.tools:  # R-MRTR-13
+                self._retry(ev, modern, out)
+                return
         call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
         call.started = ev.now
+        call.modern = modern
         if ev.tool not in self.tools:  # R-ADM-2
             if self.options.has_unknown_tool_reply:
                 self._open(call, UNKNOWN_REPLY, UnknownToolReply(ev.tool), ev.now, out)
@@ -876,7 +1020,7 @@ class ReferenceModel:
             self._open(call, AUTHORIZING, Authorize(ev.tool, ev.arguments), ev.now, out)
         elif self.tools[ev.tool]:  # R-ADM-3
             message = deny_message(rid, ev.tool, "deny", SENSITIVE_UNGUARDED)
-            out.append(Reply(ev.conn, rid, message))
+            out.append(Reply(ev.conn, rid, self._rendered(call, message)))
             record = call_ended(call, ev.now, "denied", SENSITIVE_UNGUARDED, decision="deny")
             out.append(record)
         else:  # R-ADM-4
@@ -945,6 +1089,7 @@ class ReferenceModel:
     ) -> None:
         """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call; a
         ``tools/call`` is recorded (R-LOG-1)."""
+        message = self._rendered(call, message) or message
         if call.replied:
             out.append(Push(call.conn, message, call.request_id))
         else:
@@ -966,6 +1111,7 @@ class ReferenceModel:
     ) -> None:
         """R-DLV-4; recorded as denied (R-LOG-2)."""
         message = deny_message(call.request_id, call.name, decision, detail, why)
+        message = self._rendered(call, message) or message
         if call.replied:
             out.append(Push(call.conn, message, call.request_id))
         else:
@@ -1153,30 +1299,153 @@ class ReferenceModel:
         self._set_count_changed(call.conn)
 
     def _ask(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
-        conn = call.conn
-        if not self.can_be_asked(conn):  # R-AUTH-3: deny-on-ASK; the record hides the prompt
+        if call.modern is not None:
+            self._ask_modern(call, call.modern, prompt, now, out)  # R-MRTR-12
+            return
+        if not self.can_be_asked(call.conn):  # R-AUTH-3: deny-on-ASK; the record hides the prompt
             self._deny(call, "ask", prompt, out, CANNOT_ASK, recorded=CANNOT_ASK_DETAIL)
             return
-        mine = self.parked_count(conn)
+        if self._room(call, call.conn, out):
+            self._park(call, prompt, now, out)
+
+    def _room(self, call: ModelCall, owner: Hashable, out: list[Effect]) -> bool:
+        """R-PARK-1, R-PARK-3, R-PARK-4: whether ``owner`` may take one more parking place,
+        after evicting another owner's oldest; ``call`` is denied when it may not."""
+        mine = self.parked_count(owner)
         if mine >= self.options.max_parked_elicitations:
             self._deny(call, "ask", TOO_MANY_PENDING, out)  # R-PARK-1
-            return
+            return False
         if self.parked_total() >= self.options.max_parked_elicitations_total:  # R-PARK-3
             top = self.top()
             if mine >= top:
                 self._deny(call, "ask", TOO_MANY_ON_SERVER, out)
-                return
-            # R-PARK-4: of the connections holding `top`, the one whose count changed first.
-            holders = {c.conn for c in self.calls if self.parked_count(c.conn) == top}
-            victim_conn = min(holders, key=lambda c: self.count_changed_at[c])
-            victim = self.parked_calls(victim_conn)[0]
+                return False
+            # R-PARK-4: of the owners holding `top`, the one whose count changed first.
+            holders = {o for o in self.owners() if self.parked_count(o) == top}
+            victim_owner = min(holders, key=lambda c: self.count_changed_at[c])
+            victim = self.parked_places(victim_owner)[0]
+            if isinstance(victim, ModelNonce):  # R-MRTR-15: it dies silently
+                self._nonce_closed(victim, EVICTED, out)
+                return True
             eid = str(victim.elicitation_id)
             self._unpark(victim)
             out.append(CancelTimer(("elicitation", eid)))
             withdrawn = elicitation_cancelled_message(eid, EVICTED)
             out.append(Push(victim.conn, withdrawn, victim.request_id))
-            self._deny(victim, "ask", EVICTED, out, evicted_by=conn)
-        self._park(call, prompt, now, out)
+            self._deny(victim, "ask", EVICTED, out, evicted_by=call.conn)
+        return True
+
+    # -- the 2026-07-28 revision (spec/modern.md) ---------------------------------------------
+
+    def _server_info(self) -> JsonObject:
+        return {"name": self.options.server_name, "version": self.options.server_version}
+
+    def _rendered(self, call: ModelCall | None, message: JsonObject | None) -> JsonObject | None:
+        """A call's final answer as its era renders it (R-MRTR-11)."""
+        if call is None or call.modern is None or message is None:
+            return message
+        return modern_complete(message, self._server_info())
+
+    def _ask_modern(
+        self, call: ModelCall, modern: Modern, prompt: str, now: int, out: list[Effect]
+    ) -> None:
+        """R-MRTR-12, R-MRTR-16: a nonce parked for the owner and the input-required answer."""
+        try:
+            digest = arguments_digest(call.arguments)
+        except ValueError:
+            digest = ""
+        if not modern.can_elicit or not digest:  # R-MRTR-16
+            self._deny(call, "ask", prompt, out, CANNOT_ASK, recorded=CANNOT_ASK_DETAIL)
+            return
+        if not self._room(call, modern.owner, out):
+            return
+        n = self.next_elicitation
+        self.next_elicitation += 1
+        nonce = ModelNonce(f"{MODEL_NONCE_PREFIX}{n}", modern.owner, 0, self._tick())
+        nonce.deadline = now + self.options.elicitation_timeout_ms
+        self.nonces.append(nonce)
+        self._set_count_changed(modern.owner)
+        out.append(StartTimer(("elicitation", nonce.id), nonce.deadline))
+        raw = n.to_bytes(16, "big")
+        self.nonce_of[raw] = nonce.id
+        state = seal(self.ring, modern.principal, call.name, digest, raw, now)
+        rid = call.request_id
+        message = input_required_message(rid, call.name, prompt, state, self._server_info())
+        out.append(Reply(call.conn, rid, message))
+        fields = {"conn": call.conn, "request_id": rid, "tool": call.name}
+        fields["elicitation_id"] = nonce.id
+        out.append(Emit("call_parked", fields))  # R-LOG-3
+        self.calls.remove(call)
+        call.approval = nonce.id
+        out.append(call_ended(call, now, "input_required", decision="ask"))
+
+    def _nonce_closed(self, nonce: ModelNonce, why: str | None, out: list[Effect]) -> None:
+        """A nonce leaves its place silently (R-MRTR-15); used and evicted ones are remembered
+        until their expiry, at most ``max_parked_elicitations_total`` (R-MRTR-14)."""
+        self.nonces.remove(nonce)
+        self._set_count_changed(nonce.owner)
+        if why is None:  # timed out: its timer is gone and its state expired
+            return
+        out.append(CancelTimer(("elicitation", nonce.id)))
+        self.closed.append((nonce.id, why, nonce.deadline))
+        # Forgotten from the oldest end: the oldest while too many are kept or it has expired.
+        while self.closed and (
+            len(self.closed) > self.options.max_parked_elicitations_total
+            or self.closed[0][2] <= self.now
+        ):
+            self.closed.pop(0)
+
+    def _retry_denied(
+        self,
+        conn: Hashable,
+        rid: Hashable,
+        tool: str,
+        detail: str,
+        nid: str | None,
+        out: list[Effect],
+    ) -> None:
+        """R-MRTR-8, R-MRTR-13: denied at once, nothing runs."""
+        message = modern_complete(deny_message(rid, tool, "ask", detail), self._server_info())
+        out.append(Reply(conn, rid, message))
+        call = ModelCall(conn, rid, True, tool, None, "reply", None, started=self.now)
+        call.approval = nid
+        out.append(call_ended(call, self.now, "denied", detail, decision="ask"))
+
+    def _retry(self, ev: ToolCallReceived, modern: Modern, out: list[Effect]) -> None:
+        """R-MRTR-13: the tool runs once, only for a valid state whose nonce is parked for this
+        owner and an answer that approves."""
+        tool, rid, now = str(ev.tool), ev.request_id, ev.now
+        assert is_request_id(rid)
+        try:
+            digest = arguments_digest(ev.arguments)
+        except ValueError:
+            digest = ""
+        opened = open_sealed(self.ring, ev.request_state, modern.principal, tool, digest, now)
+        if opened.verdict != "valid":
+            self._retry_denied(ev.conn, rid, tool, DENY_DETAIL[opened.verdict], None, out)
+            return
+        nid = self.nonce_of[opened.nonce]
+        nonce = next((n for n in self.nonces if n.id == nid), None)
+        if nonce is None:  # R-MRTR-14
+            why = next((w for i, w, _ in self.closed if i == nid), ALREADY_USED)
+            self._retry_denied(ev.conn, rid, tool, why, nid, out)
+            return
+        if nonce.owner != modern.owner:
+            foreign = DENY_DETAIL["foreign principal"]
+            self._retry_denied(ev.conn, rid, tool, foreign, nid, out)
+            return
+        self._nonce_closed(nonce, ALREADY_USED, out)  # R-CLOSE-3: once
+        responses = ev.input_responses
+        answer = responses.get(APPROVAL_KEY) if isinstance(responses, dict) else None
+        if not approves(answer):  # R-CLOSE-2
+            self._retry_denied(ev.conn, rid, tool, refusal_detail(answer), nid, out)
+            return
+        call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
+        call.started = now
+        call.modern = modern
+        self._open(call, RUNNING, RunTool(tool, ev.arguments), now, out)  # R-ADM-5
+        if any(c is call for c in self.calls):
+            call.decision, call.approval = "approved", nid
 
     def _park(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
         """R-PARK-2, R-DLV-3."""
@@ -1238,6 +1507,10 @@ class ReferenceModel:
             if request is not None:
                 self._request_timed_out(request, out)  # R-CTX-6
         elif kind == "elicitation":
+            nonce = next((n for n in self.nonces if n.id == ident), None)
+            if nonce is not None:
+                self._nonce_closed(nonce, None, out)  # R-MRTR-15: silent, not remembered
+                return
             call = self._parked_call(ident)
             if call is None:
                 return

@@ -48,8 +48,9 @@ from askgate.models.machine import ContextMachine, ReducerMachine, machine_for, 
 STEPS = 40
 
 
-def run(machine: type[ReducerMachine], examples: int) -> Counter[str]:
-    """Runs ``machine`` for ``examples`` histories; returns what they exercised."""
+def run(machine: type[ReducerMachine], examples: int, *, derandomize: bool = False) -> Counter[str]:
+    """Runs ``machine`` for ``examples`` histories; returns what they exercised.
+    ``derandomize``: the same histories every run (a rare path a counter asserts)."""
     run_state_machine_as_test(
         machine,
         settings=settings(
@@ -57,6 +58,7 @@ def run(machine: type[ReducerMachine], examples: int) -> Counter[str]:
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
+            derandomize=derandomize,
         ),
     )
     return machine.seen
@@ -127,6 +129,17 @@ class ContextChurn(ReducerMachine):
         return small_options(min_in_flight=3, max_in_flight=4, max_requests=2)
 
 
+class Modern(ReducerMachine):
+    """The 2026-07-28 revision beside 2025 (spec/modern.md): the authorizer mostly asks, small
+    caps so that nonces and parked calls evict each other, every kind of retry."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+    AUTHORIZE_VALUES = (Ask("May I?"), Ask("Again?"), Allow(), Deny("no"))
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options(authorizer=st.just(True), max_parked=2, max_total=3)
+
+
 @functools.cache
 def context_run() -> Counter[str]:
     return run(Context, 600)
@@ -156,6 +169,27 @@ def test_R_INV_2_model_machine_general() -> None:
     assert seen["through the wire"], seen  # R-PROTO-15: the transports' entry was driven too
 
 
+def test_R_MRTR_13_model_machine_modern_approvals() -> None:
+    """Modern ASKs park nonces beside 2025 parked calls, and their retries, as asked or forged,
+    replayed, foreign, changed or late, meet the model at every step (R-MRTR-12 .. R-MRTR-16)."""
+    seen = run(Modern, 400)
+    assert seen["modern input required"], seen
+    assert seen["modern approve"], seen
+    for detail in (
+        "request state already used",
+        "request state of another principal",
+        "arguments changed",
+        "request state expired",
+    ):
+        assert seen[f"modern retry denied: {detail}"], (detail, seen)
+    forged = ("request state tampered", "request state malformed", "request state key unknown")
+    assert any(seen[f"modern retry denied: {detail}"] for detail in forged), seen
+    refused = ("declined", "cancelled", "not approved")
+    assert any(seen[f"modern retry denied: {detail}"] for detail in refused), seen
+    assert seen["modern nonce timed out"], seen
+    assert seen["evicted a modern nonce"], seen
+
+
 def test_R_INV_3_model_machine_busy_workers() -> None:
     class Machine(Busy):
         seen: ClassVar[Counter[str]] = Counter()
@@ -181,7 +215,9 @@ def test_R_INV_5_model_machine_connections_churn() -> None:
     class Machine(Churn):
         seen: ClassVar[Counter[str]] = Counter()
 
-    seen = run(Machine, 300)
+    # Modern calls share the rule budget since 2026-07-28 was modelled: random runs missed
+    # this path in 1 of 3 runs here, so the histories are fixed (and reach it).
+    seen = run(Machine, 300, derandomize=True)
     assert seen["parked call dropped with its connection"], seen
 
 

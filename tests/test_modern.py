@@ -18,6 +18,7 @@ from askgate.core import (
     Push,
     Reply,
     StartTimer,
+    SubscriberDetached,
     TimerFired,
     ToolCallReceived,
     ToolInfo,
@@ -233,6 +234,18 @@ def test_R_MRTR_12_nonces_share_the_caps_and_fair_eviction_of_parked_calls() -> 
     assert run_ref(call(h, "a", 7, state=alice[1], responses=APPROVE, principal="alice"))
 
 
+def test_R_MRTR_12_the_principal_of_a_message_owns_its_nonce() -> None:
+    """The principal the shell passes with a message (``MessageReceived.principal``) is the
+    owner, as it is for the typed event: a nonce asked through the wire parks under it."""
+    h = harness()
+    params = {"name": "rm", "arguments": {"path": "/tmp/x"}, "_meta": meta()}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    send(h, "a", message, principal="alice")
+    result = only_reply(h.finish(h.worker(), Ask("Allow rm?")))["result"]
+    assert result["resultType"] == "input_required"
+    assert [p.key[0] for p in h.state.parked.values()] == [("principal", "alice")]
+
+
 # --- R-MRTR-13: the retry runs the tool only once ---------------------------------------------
 
 
@@ -389,3 +402,17 @@ def test_replies_are_for_the_request() -> None:
     effects = call(h, "c", 1)
     assert replies(effects) == []
     assert not [e for e in effects if isinstance(e, (Emit, Reply))]
+
+
+def test_R_DROP_3_a_connection_kept_for_its_nonces_negotiates_again() -> None:
+    """A connection that goes away while a modern nonce it owns is parked is kept for the nonce
+    only: it forgets the version it negotiated, so its next modern request is served
+    statelessly again (R-MRTR-9), not as the 2025 request of a connection that initialized."""
+    h = harness()
+    state = ask(h, "c", 1)["requestState"]
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}
+    send(h, "c", initialize)
+    assert h.state.conns["c"].version
+    h.feed(SubscriberDetached("c", h.now))
+    assert h.state.conns["c"].version == ""
+    assert run_ref(call(h, "c", 2, state=state, responses=APPROVE))  # the retry is modern again
