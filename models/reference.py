@@ -1086,6 +1086,7 @@ class ReferenceModel:
         outcome: str = "",
         detail: str | None = None,
         decision: str | None = None,
+        evicted_by: Hashable | None = None,
     ) -> None:
         """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call; a
         ``tools/call`` is recorded (R-LOG-1)."""
@@ -1096,7 +1097,10 @@ class ReferenceModel:
             out.append(Reply(call.conn, call.request_id, message))
         self.calls.remove(call)
         if call.is_tool:
-            out.append(call_ended(call, self.now, outcome, detail, decision=decision))
+            record = call_ended(
+                call, self.now, outcome, detail, decision=decision, evicted_by=evicted_by
+            )
+            out.append(record)
 
     def _deny(
         self,
@@ -1111,17 +1115,8 @@ class ReferenceModel:
     ) -> None:
         """R-DLV-4; recorded as denied (R-LOG-2)."""
         message = deny_message(call.request_id, call.name, decision, detail, why)
-        message = self._rendered(call, message) or message
-        if call.replied:
-            out.append(Push(call.conn, message, call.request_id))
-        else:
-            out.append(Reply(call.conn, call.request_id, message))
-        self.calls.remove(call)
         shown = detail if recorded is None else recorded
-        record = call_ended(
-            call, self.now, "denied", shown, decision=decision, evicted_by=evicted_by
-        )
-        out.append(record)
+        self._close(call, message, out, "denied", shown, decision, evicted_by)
 
     def _read_deny(self, call: ModelCall, detail: str, out: list[Effect]) -> None:
         """R-READ-2, recorded (R-LOG-4)."""
