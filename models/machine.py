@@ -359,6 +359,7 @@ class ReducerMachine(RuleBasedStateMachine):
         {"elicitation": {"form": {}}, "sampling": {"tools": {}}},
         {"elicitation": {}, "sampling": True},
     )
+    MODERN_META_VALUES: ClassVar[tuple[object, ...]] = MODERN_METAS
     AUTHORIZE_VALUES: ClassVar[tuple[object, ...]] = (
         Ask("May I?"),
         Ask("May I?"),
@@ -667,7 +668,7 @@ class ReducerMachine(RuleBasedStateMachine):
             tool = data.draw(st.sampled_from((PLAIN, PLAIN, SENSITIVE, UNKNOWN)), label="tool")
             caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
             arguments = data.draw(st.sampled_from((ARGUMENTS, {})), label="arguments")
-            meta = data.draw(st.sampled_from(MODERN_METAS), label="_meta")
+            meta = data.draw(st.sampled_from(self.MODERN_META_VALUES), label="_meta")
             call = ToolCallReceived(
                 conn,
                 request_id,
@@ -1112,13 +1113,15 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, TimerFired) and ev.key[1] in (before.workers | before.elicitations):
             seen[f"{ev.key[0]} timed out"] += 1
         self._tally_context(ev, effects, before, after)
-        self._tally_modern(ev, effects, before)
+        self._tally_modern(ev, effects, before, after)
         if isinstance(ev, WorkerFinished | WorkerFailed | TimerFired) and not effects:
             seen["stale event ignored"] += 1
         if before.known - after.known:
             seen["connection forgotten"] += 1
 
-    def _tally_modern(self, ev: Event, effects: list[Effect], before: Observation) -> None:
+    def _tally_modern(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
         """What a step did with modern approvals (R-MRTR-12 .. R-MRTR-16)."""
         seen = type(self).seen
         for e in effects:
@@ -1136,6 +1139,11 @@ class ReducerMachine(RuleBasedStateMachine):
             key = before.elicitations.get(str(ev.key[1]))
             if key is not None and key[1] == ev.key[1]:
                 seen["modern nonce timed out"] += 1
+        if isinstance(ev, WorkerFinished) and isinstance(ev.value, Ask):
+            # an ASK (of either era) made room by evicting a nonce (R-MRTR-15)
+            for nonce, key in before.elicitations.items():
+                if key[1] == nonce and nonce not in after.elicitations:
+                    seen["modern nonce evicted"] += 1
 
     def _tally_context(
         self, ev: Event, effects: list[Effect], before: Observation, after: Observation
