@@ -421,11 +421,15 @@ async def test_R_HTTP_29_a_modern_approval_belongs_to_the_principal_of_each_post
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("streaming", [False, True], ids=["json-pending", "sse-open"])
 async def test_R_HTTP_30_closing_the_response_stream_cancels_the_request(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, streaming: bool
 ) -> None:
+    """The client leaves while the answer is still pending (no byte of the response yet), or
+    once the SSE response is open (it read the call's progress)."""
     caplog.set_level(logging.INFO, logger="askgate.calls")
     started = anyio.Event()
+    seen = anyio.Event()
     cancelled = anyio.Event()
     server = Server(
         "waiting",
@@ -435,7 +439,9 @@ async def test_R_HTTP_30_closing_the_response_stream_cancels_the_request(
     )
 
     @server.tool()
-    async def wait() -> str:
+    async def wait(ctx: Context) -> str:
+        if streaming:
+            await ctx.report_progress(1, 2)
         started.set()
         try:
             await anyio.Event().wait()
@@ -445,14 +451,25 @@ async def test_R_HTTP_30_closing_the_response_stream_cancels_the_request(
 
     async with serving(server) as (app, url, http):
         message = call(4, "wait", {})
+        message["params"]["_meta"]["progressToken"] = "p"
         async with anyio.create_task_group() as tg:
 
             async def hold() -> None:
-                async with http.stream("POST", url, json=message, headers=routing(message)):
+                async with http.stream(
+                    "POST", url, json=message, headers=routing(message)
+                ) as response:
+                    if streaming:
+                        async for line in response.aiter_lines():
+                            if line.startswith("data: "):
+                                assert json.loads(line[6:])["method"] == "notifications/progress"
+                                seen.set()
+                                break
                     await anyio.Event().wait()  # until the test closes it
 
             tg.start_soon(hold)
             await started.wait()
+            if streaming:
+                await seen.wait()
             assert len(app.runtime.state.calls) == 1
             tg.cancel_scope.cancel()  # closes the response: the client leaves
         await cancelled.wait()  # the worker was killed
