@@ -152,6 +152,8 @@ _NOT_DRAWN = (
     "logging/setLevel) the model does not keep: ToolProgressed and ToolLogged are not drawn"
 )
 
+_LISTEN = "subscriptions/listen (R-MRTR-19) is not modelled: the machines send no listen"
+
 _SEALING_PRIMITIVE = (
     "the reference model seals and opens approval states with core/sealing.py itself, as a "
     "trusted primitive (tests/test_sealing.py checks it alone), so a mutant of it changes the "
@@ -1305,6 +1307,42 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-MRTR-4",),
         "the MAC is compared with ==, in time that depends on the first differing byte",
         outside_model=_SEALING_PRIMITIVE,
+    ),
+    # --- a modern request's tool context and listens (spec/modern.md, R-MRTR-17 ..) -----------
+    Mutant(
+        "mrtr-tool-asks-in-a-stateless-call",
+        REDUCER,
+        "    if _stateless_call(d, call) is not None:  # R-MRTR-17\n",
+        "    if False:  # R-MRTR-17\n",
+        ("R-MRTR-17",),
+        "a tool serving a modern call asks its client as a 2025 tool would",
+    ),
+    Mutant(
+        "mrtr-log-by-connection-level",
+        REDUCER,
+        "    wanted = d.log_levels.get(call.conn) if st is None else st.log_level  # R-MRTR-18\n",
+        "    wanted = d.log_levels.get(call.conn)  # R-MRTR-18\n",
+        ("R-MRTR-18",),
+        "a modern call's logs follow the connection's logging/setLevel, not its request's level",
+        outside_model=_NOT_DRAWN,
+    ),
+    Mutant(
+        "listen-honours-every-kind",
+        REDUCER,
+        "        if kind in kinds:  # R-MRTR-19\n",
+        "        if True:  # R-MRTR-19\n",
+        ("R-MRTR-19",),
+        "every listen gets every list change, asked for or not",
+        outside_model=_LISTEN,
+    ),
+    Mutant(
+        "listen-untagged",
+        REDUCER,
+        "            out.append(Push(conn, tagged(message, rid), rid))\n",
+        "            out.append(Push(conn, message, rid))\n",
+        ("R-MRTR-19",),
+        "a list change sent on a listen does not name its subscription",
+        outside_model=_LISTEN,
     ),
 )
 

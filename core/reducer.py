@@ -78,14 +78,19 @@ from .revisions import (
     CACHEABLE,
     INPUT_KEY,
     LEGACY_ONLY,
+    LISTEN,
     Refusal,
     Revision,
     Stateless,
+    acknowledged,
     complete,
     discover_result,
     input_required,
+    listen_ended,
+    listen_kinds,
     request_era,
     revision_for,
+    tagged,
 )
 from .state import (
     EMPTY_CONN,
@@ -275,7 +280,10 @@ def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None
 
 
 def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
-    """The connection went away: drop every call it owns and forget it (R-DROP-3, R-CAP-2)."""
+    """The connection went away: drop every call it owns and forget it (R-DROP-3, R-CAP-2);
+    its listens end with nothing sent (R-MRTR-19)."""
+    for key in [key for key in d.listens if key[0] == conn]:
+        d.listens = d.listens.delete(key)
     c = d.conns.get(conn)
     if c is None:
         return
@@ -325,6 +333,9 @@ def _announce(d: _Draft, kind: str, out: Out) -> None:
     for conn, c in d.conns.items():
         if c.subscribed and c.version:
             out.append(Push(conn, message))
+    for (conn, rid), kinds in d.listens.items():
+        if kind in kinds:  # R-MRTR-19
+            out.append(Push(conn, tagged(message, rid), rid))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,7 +347,9 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     if not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
-    if request_id in _get_conn(d, conn).requests:
+    if request_id in _get_conn(d, conn).requests or (
+        d.listens and (conn, request_id) in d.listens  # R-MRTR-19
+    ):
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
         return False
     return True
@@ -647,7 +660,8 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     else:  # R-MRTR-9: served statelessly
         owner: ConnId = conn if ev.principal is None else (PRINCIPAL_OWNER, ev.principal)
         principal = "" if ev.principal is None else ev.principal
-        st = StatelessCall(era.revision, can_elicit(era.capabilities), principal, owner)
+        caps = era.capabilities
+        st = StatelessCall(era.revision, can_elicit(caps), principal, owner, False, era.log_level)
         sub: Out = []
         if ev.request_state is not None:  # R-MRTR-13
             _retry(d, conn, rid, ev, st, sub)
@@ -731,6 +745,9 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
     if method == DISCOVER:  # R-MRTR-11
         found = m.result(rid, discover_result(d.options.instructions))
         out.append(Reply(conn, rid, complete(found, _server_info(d), True)))
+        return
+    if method == LISTEN:  # R-MRTR-19
+        _listen(d, conn, rid, params, out)
         return
     sub: Out = []
     if method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
@@ -1205,6 +1222,23 @@ def _served_statelessly(
             out.append(effect)
 
 
+def _listen(d: _Draft, conn: ConnId, rid: Any, params: JsonObject | None, out: Out) -> None:
+    """R-MRTR-19: a modern ``subscriptions/listen`` opens a listen of ``conn``, acknowledged
+    at once with the list changes it honours; or it is refused."""
+    notifications = None if params is None else params.get("notifications")
+    if not isinstance(notifications, dict):
+        problem = "subscriptions/listen requires an object of notifications"
+        out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
+        return
+    held = sum(1 for key in d.listens if key[0] == conn)
+    if held >= d.options.in_flight_share:  # R-ADM-5's failure, no listen opened
+        out.append(Reply(conn, rid, _busy(rid, False, LISTEN, "")))
+        return
+    kinds = listen_kinds(notifications)
+    d.listens = d.listens.set((conn, rid), kinds)
+    out.append(Push(conn, acknowledged(rid, kinds), rid))
+
+
 def nonce_id(nonce: bytes) -> str:
     """The parking id of a modern approval's nonce (R-MRTR-12)."""
     return NONCE_ID_PREFIX + base64.urlsafe_b64encode(nonce).rstrip(b"=").decode()
@@ -1346,6 +1380,9 @@ def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
 def _cancel(d: _Draft, conn: ConnId, request_id: object, now: int, out: Out) -> None:
     if not is_request_id(request_id):
         return
+    if d.listens and (conn, request_id) in d.listens:
+        d.listens = d.listens.delete((conn, request_id))  # R-MRTR-19: ended, answered nothing
+        return
     call = d.calls.get((conn, request_id))
     if call is not None:
         _drop(d, call, now, out, notify=True, why=CANCELLED_BY_CLIENT)  # R-DROP-1
@@ -1367,6 +1404,9 @@ def _on_server_stopping(d: _Draft, ev: ServerStopping, out: Out) -> None:
     """R-STOP-1: every open call ends, in admission order, its owner told."""
     for key in _in_admission_order(d, list(d.calls.keys())):
         _stop(d, d.calls[key], ev.now, out)
+    for conn, rid in d.listens:  # R-MRTR-19: each listen ends with its answer
+        out.append(Reply(conn, rid, listen_ended(rid, _server_info(d))))
+    d.listens = Map()
 
 
 def _stop(d: _Draft, call: Call, now: int, out: Out) -> None:
@@ -1433,15 +1473,21 @@ def _on_tool_progressed(d: _Draft, ev: ToolProgressed, out: Out) -> None:
     out.append(Push(call.conn, message, call.request_id))
 
 
+def _stateless_call(d: _Draft, call: Call) -> StatelessCall | None:
+    """How ``call`` is served, if it is a modern request (R-MRTR-9)."""
+    return d.stateless.get((call.conn, call.request_id)) if d.stateless else None
+
+
 def _on_tool_logged(d: _Draft, ev: ToolLogged, out: Out) -> None:
     call = _running_tool(d, ev.ref)
     if call is None or not isinstance(ev.level, str):
         return  # R-CTX-1
     rank = protocol.LOG_RANK.get(ev.level)
-    wanted = d.log_levels.get(call.conn)
+    st = _stateless_call(d, call)
+    wanted = d.log_levels.get(call.conn) if st is None else st.log_level  # R-MRTR-18
     if rank is None or wanted is None or protocol.LOG_RANK[wanted] > rank:
         return  # R-CTX-3
-    if not _get_conn(d, call.conn).subscribed:
+    if st is None and not _get_conn(d, call.conn).subscribed:
         return
     logger = ev.logger if isinstance(ev.logger, str) else None
     out.append(Push(call.conn, protocol.log_message(ev.level, ev.data, logger), call.request_id))
@@ -1456,6 +1502,13 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
     call = _running_tool(d, ref)
     if call is None:  # R-CTX-1
         failure = _ctx_failure("not_running", "only a running tool can send requests")
+        out.append(Resolve(ref, token, failure))
+        return
+    if _stateless_call(d, call) is not None:  # R-MRTR-17
+        failure = _ctx_failure(
+            "stateless_request",
+            "a tool serving a 2026-07-28 request cannot send requests to its client",
+        )
         out.append(Resolve(ref, token, failure))
         return
     c = _get_conn(d, call.conn)

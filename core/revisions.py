@@ -16,6 +16,7 @@ from typing import Any, Final
 import attrs
 
 from . import messages as m
+from .protocol import LOG_LEVELS, LOG_RANK
 
 JsonObject = dict[str, Any]
 
@@ -97,6 +98,7 @@ def revision_for(version: str) -> Revision:
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 
 UNSUPPORTED_VERSION: Final = -32022
 """The modern error for a per-request protocol version the server does not serve."""
@@ -123,11 +125,13 @@ LEGACY_ONLY: Final = frozenset({"logging/setLevel", "resources/subscribe", "reso
 
 @attrs.frozen(slots=True)
 class Stateless:
-    """What a modern request says about itself in its ``_meta`` (R-MRTR-9): its revision and
-    the client capabilities it declares for this request alone."""
+    """What a modern request says about itself in its ``_meta`` (R-MRTR-9): its revision, the
+    client capabilities it declares for this request alone, and the least level of the logs it
+    wants (``None``: none, R-MRTR-18)."""
 
     revision: Revision
     capabilities: JsonObject
+    log_level: str | None = None
 
 
 @attrs.frozen(slots=True)
@@ -170,7 +174,10 @@ def request_era(meta: object) -> Stateless | Refusal | None:
     capabilities = meta.get(META_CAPABILITIES)
     if not isinstance(capabilities, dict):
         return Refusal(-32602, f"_meta {META_CAPABILITIES} is required and must be an object")
-    return Stateless(revision, capabilities)
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and not (isinstance(level, str) and level in LOG_RANK):  # R-MRTR-18
+        return Refusal(-32602, f"_meta {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}")
+    return Stateless(revision, capabilities, level)
 
 
 def complete(message: JsonObject, server_info: JsonObject, cacheable: bool) -> JsonObject:
@@ -210,13 +217,15 @@ def input_required(
 
 
 MODERN_CAPABILITIES: Final[JsonObject] = {
-    "tools": {},
-    "resources": {},
-    "prompts": {},
+    "tools": {"listChanged": True},
+    "resources": {"listChanged": True},
+    "prompts": {"listChanged": True},
     "completions": {},
+    "logging": {},
 }
-"""What ``server/discover`` offers: no ``listChanged`` or ``subscribe`` (there is no
-``subscriptions/listen`` yet) and no ``logging`` (no per-request ``logLevel`` yet)."""
+"""What ``server/discover`` offers: list changes through ``subscriptions/listen`` (R-MRTR-19),
+no ``subscribe`` (a listen honours no resource subscription), ``logging`` by each request's own
+``logLevel`` (R-MRTR-18)."""
 
 
 def discover_result(instructions: object) -> JsonObject:
@@ -228,3 +237,55 @@ def discover_result(instructions: object) -> JsonObject:
     if isinstance(instructions, str):
         result["instructions"] = instructions
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# subscriptions/listen (R-MRTR-19)
+
+LISTEN: Final = "subscriptions/listen"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+
+LISTEN_FLAGS: Final[dict[str, str]] = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
+"""The filter flags a listen honours, each with the kind of list change it asks for."""
+
+
+def listen_kinds(notifications: JsonObject) -> tuple[str, ...]:
+    """The list changes a listen's filter asks for with ``true`` and askgate honours, in
+    :data:`LISTEN_FLAGS`' order; nothing else of the filter is honoured (R-MRTR-19)."""
+    return tuple(kind for flag, kind in LISTEN_FLAGS.items() if notifications.get(flag) is True)
+
+
+def acknowledged(subscription_id: object, kinds: tuple[str, ...]) -> JsonObject:
+    """``notifications/subscriptions/acknowledged`` for a listen honouring ``kinds``."""
+    honoured = {flag: True for flag, kind in LISTEN_FLAGS.items() if kind in kinds}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {
+            "notifications": honoured,
+            "_meta": {META_SUBSCRIPTION_ID: subscription_id},
+        },
+    }
+
+
+def tagged(message: JsonObject, subscription_id: object) -> JsonObject:
+    """``message`` (a notification) as sent on the listen ``subscription_id``: its
+    ``params._meta`` names the subscription."""
+    params = message.get("params")
+    shown: JsonObject = dict(params) if isinstance(params, dict) else {}
+    meta = shown.get("_meta")
+    shown["_meta"] = {
+        **(meta if isinstance(meta, dict) else {}),
+        META_SUBSCRIPTION_ID: subscription_id,
+    }
+    return {**message, "params": shown}
+
+
+def listen_ended(subscription_id: object, server_info: JsonObject) -> JsonObject:
+    """The answer that ends a listen gracefully (the server stops)."""
+    result = {"_meta": {META_SUBSCRIPTION_ID: subscription_id}}
+    return complete(m.result(subscription_id, result), server_info, False)  # type: ignore[arg-type]

@@ -178,13 +178,15 @@ class Parked:
 class StatelessCall:
     """How an open modern call is served (R-MRTR-9, R-MRTR-12): its revision, whether its own
     capabilities allow a form elicitation, the principal its approval state binds, the owner
-    its parking place counts against, and whether its answer is cacheable (R-MRTR-11)."""
+    its parking place counts against, whether its answer is cacheable (R-MRTR-11), and the
+    least level of the logs its request asked for (``None``: none, R-MRTR-18)."""
 
     revision: Revision
     can_elicit: bool
     principal: str
     owner: Hashable
     cacheable: bool = False
+    log_level: str | None = None
 
 
 CapGroup = Literal["", "unsubscribed", "live"]
@@ -306,6 +308,8 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     closed_nonces: Map[str, tuple[str, int, int]] = attrs.field(factory=Map)
     closed_order: Fifo[str] = attrs.field(factory=Fifo)
+    # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
+    listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)

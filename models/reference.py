@@ -15,19 +15,21 @@ tool definitions are not modelled); the rest of the protocol layer of spec/proto
 (``MessageReceived``, ``ResourceUpdated``, ``LogEmitted``, ``CatalogChanged``, the other
 built-in list methods, cursors) is not modelled.
 
-Of the 2026-07-28 revision (spec/modern.md) it models the stateless ``tools/call``: R-MRTR-9
-(a request with modern ``_meta`` on a connection that has not initialized is served
-statelessly, its answers rendered as R-MRTR-11 says), R-MRTR-10 (refused ``_meta``), R-MRTR-12
-(an ASK answered at once with the input-required result; its nonce holds a parking place of its
-owner, the principal or else the connection, under the same caps, eviction and timer as a parked
-call), R-MRTR-13 (the retry), R-MRTR-14 (the record of closed nonces), R-MRTR-15 (silent timeouts
-and evictions) and R-MRTR-16. It seals and opens states with :mod:`askgate.core.sealing` under a
-keyring of its own (the key id the reducer's derived key has, another secret), as a trusted
-primitive tested apart (R-MRTR-1 .. 8); the nonces, owners, caps, single use and the record are
-its own. Its nonces are ``model-mrtr-N``, from the counter of its elicitation ids. The record of
-closed nonces is read as forgetting from its oldest end: the oldest is forgotten while more than
-``max_parked_elicitations_total`` are kept or while it has expired. Other modern methods
-(``server/discover``, modern reads) are not modelled.
+Of the 2026-07-28 revision (spec/modern.md) it models the stateless ``tools/call``: R-MRTR-9 (a
+request with modern ``_meta`` on a connection that has not initialized is served statelessly,
+its answers rendered as R-MRTR-11 says), R-MRTR-10 (refused ``_meta``), R-MRTR-12 (an ASK
+answered at once with the input-required result; its nonce holds a parking place of its owner,
+the principal or else the connection, under the same caps, eviction and timer as a parked call),
+R-MRTR-13 (the retry), R-MRTR-14 (the record of closed nonces), R-MRTR-15 (silent timeouts and
+evictions), R-MRTR-16, R-MRTR-17 (a running tool of a stateless call cannot ask its client) and
+R-MRTR-18's refusal of a ``logLevel`` that is not a level name. It seals and opens states with
+:mod:`askgate.core.sealing` under a keyring of its own (the key id the reducer's derived key
+has, another secret), as a trusted primitive tested apart (R-MRTR-1 .. 8); the nonces, owners,
+caps, single use and the record are its own. Its nonces are ``model-mrtr-N``, from the counter
+of its elicitation ids. The record of closed nonces is read as forgetting from its oldest end:
+the oldest is forgotten while more than ``max_parked_elicitations_total`` are kept or while it
+has expired. Other modern methods (``server/discover``, modern reads, ``subscriptions/listen``)
+and a modern request's logs are not modelled.
 
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
@@ -224,6 +226,8 @@ MODEL_NONCE_PREFIX = "model-mrtr-"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+LOG_LEVEL_NAMES = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MODERN_VERSION = "2026-07-28"
 APPROVAL_KEY = "approval"
 ALREADY_USED = "request state already used"
@@ -237,6 +241,7 @@ ELICIT = "elicitation/create"
 SAMPLE = "sampling/createMessage"
 CLIENT_REQUEST_TIMER = "client_request"
 NOT_RUNNING = "not_running"
+STATELESS_REQUEST = "stateless_request"
 INVALID_REQUEST = "invalid_request"
 CLIENT_CANNOT_ELICIT = "client_cannot_elicit"
 CLIENT_CANNOT_SAMPLE = "client_cannot_sample"
@@ -249,6 +254,7 @@ WITHDRAWN_CANCELLED = "request cancelled"
 # Not normative (see the module docstring): the message of each failure handed to a tool.
 FAILURE_MESSAGES = {
     NOT_RUNNING: "only a running tool can send requests",
+    STATELESS_REQUEST: "a tool serving a 2026-07-28 request cannot send requests to its client",
     INVALID_REQUEST: (
         "elicitation/create needs a string message and an object requestedSchema; "
         "sampling/createMessage needs an array of messages and an integer maxTokens"
@@ -528,6 +534,10 @@ def modern_era(meta: object) -> tuple[int, str, object] | JsonObject | None:
     capabilities = meta.get(META_CAPABILITIES)
     if not isinstance(capabilities, dict):
         return (-32602, f"_meta {META_CAPABILITIES} is required and must be an object", None)
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVEL_NAMES:  # R-MRTR-18
+        names = ", ".join(LOG_LEVEL_NAMES)
+        return (-32602, f"_meta {META_LOG_LEVEL} must be one of {names}", None)
     return capabilities
 
 
@@ -1536,6 +1546,9 @@ class ReferenceModel:
         call = self._running_tool(ref)
         if call is None:
             out.append(Resolve(ref, token, context_failure(NOT_RUNNING)))  # R-CTX-1
+            return
+        if call.modern is not None:  # R-MRTR-17: no request of the server's own in 2026-07-28
+            out.append(Resolve(ref, token, context_failure(STATELESS_REQUEST)))
             return
         params = request_params(ev.method, ev.params, self._with_mode(call.conn))
         if params is None:

@@ -22,7 +22,7 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import rule, run_state_machine_as_test
 
 from askgate import core
 from askgate.core import (
@@ -41,9 +41,14 @@ from askgate.core import (
     StartTimer,
     StartWorker,
     TimerFired,
+    ToolCallReceived,
     WorkerFinished,
 )
+from askgate.core.jobs import RunTool
 from askgate.models.machine import (
+    ARGUMENTS,
+    PLAIN,
+    REQUEST_IDS,
     ContextMachine,
     ReducerMachine,
     machine_for,
@@ -161,6 +166,32 @@ class ModernFull(Modern):
         )
 
 
+class ModernAsking(ReducerMachine):
+    """Modern calls whose tool runs and asks its client at once (R-MRTR-17), beside 2025 calls
+    whose tools do (R-CTX-4)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options(authorizer=st.just(True), max_parked=2, max_total=3)
+
+    @rule(data=st.data())
+    def modern_tool_asks_its_client(self, data: st.DataObject) -> None:
+        """A modern call, allowed, whose tool asks its client at once."""
+        conn = self._modern_conn(data)
+        request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+        meta = modern_meta({"elicitation": {}, "sampling": {}})
+        effects = self.apply(
+            ToolCallReceived(conn, request_id, PLAIN, ARGUMENTS, self.now, "reply", None, meta)
+        )
+        authorizers = [e.ref for e in effects if isinstance(e, StartWorker)]
+        if authorizers:
+            effects = self.apply(WorkerFinished(authorizers[0], Allow(), self.now))
+        for e in effects:
+            if isinstance(e, StartWorker) and isinstance(e.job, RunTool):
+                self._ask(e.ref, data)
+
+
 @functools.cache
 def context_run() -> Counter[str]:
     return run(Context, 600)
@@ -212,6 +243,14 @@ def test_R_MRTR_13_model_machine_modern_approvals() -> None:
     assert seen["modern nonce timed out"], seen
     full = run(ModernFull, 300)
     assert full["modern nonce evicted"], full
+
+
+def test_R_MRTR_17_model_machine_a_modern_tool_cannot_ask_its_client() -> None:
+    """A tool serving a modern call that asks its client is refused at once, as the model says
+    (beside 2025 calls whose tools ask as R-CTX-4 says; ContextMachine counts those). Four runs
+    of 60 histories here each reached the refusal 45 to 66 times."""
+    seen = run(ModernAsking, 60)
+    assert seen["client request refused: stateless_request"], seen
 
 
 def test_R_INV_3_model_machine_busy_workers() -> None:

@@ -6,29 +6,40 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import mcp_types as types
+import mcp_types._v2026_07_28 as wire_2026
 import pytest
 
 from askgate.core import (
     Allow,
     Ask,
+    CatalogChanged,
     Effect,
     Emit,
+    Failure,
     MessageReceived,
     Options,
     Push,
     Reply,
+    Resolve,
+    ResourceUpdated,
+    ServerStopping,
     StartTimer,
+    SubscriberAttached,
     SubscriberDetached,
     TimerFired,
     ToolCallReceived,
     ToolInfo,
+    ToolLogged,
+    ToolRequested,
+    ToolUnregistered,
     initial_state,
     sealing,
 )
 from askgate.core import messages as m
 from askgate.core.reducer import nonce_id
 from askgate.core.revisions import META_SERVER_INFO, supported_versions
-from tests.harness import Harness, deny_payload, only_reply, records, replies
+from tests.harness import Harness, deny_payload, only_reply, pushes, records, replies
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -387,6 +398,206 @@ def test_R_MRTR_16_a_client_without_elicitation_gets_the_deny_on_ask() -> None:
         assert deny_payload(message)["detail"] == "Allow rm?"
         assert message["result"]["resultType"] == "complete"
         assert len(h.state.parked) == 0
+
+
+# --- R-MRTR-17: a tool's own questions in a stateless call ------------------------------------
+
+FORM: dict[str, Any] = {
+    "message": "Who are you?",
+    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+}
+SAMPLE: dict[str, Any] = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+    "maxTokens": 100,
+}
+ASKING_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
+
+
+def running_tool(h: Harness, conn: object, rid: object, **kw: Any) -> int:
+    """A modern ``echo`` call allowed by the authorizer: the ref of its running tool."""
+    call(h, conn, rid, "echo", {}, **kw)
+    return h.worker(h.finish(h.worker(), Allow()))
+
+
+def test_R_MRTR_17_a_tool_serving_a_modern_call_cannot_ask_its_client() -> None:
+    h = harness()
+    ref = running_tool(h, "c", 1, meta_=meta(ASKING_CAPS))
+    for token, method, params in (
+        ("e", "elicitation/create", FORM),
+        ("s", "sampling/createMessage", SAMPLE),
+        ("x", "elicitation/create", {"message": 7}),  # refused before its params are looked at
+    ):
+        effects = h.feed(ToolRequested(ref, token, method, params, h.now))
+        (resolve,) = effects  # nothing sent, nothing armed
+        assert isinstance(resolve, Resolve)
+        assert resolve.token == token
+        assert isinstance(resolve.outcome, Failure)
+        assert (resolve.outcome.code, resolve.outcome.data) == (
+            -32603,
+            {"error": "stateless_request"},
+        )
+    assert len(h.state.client_requests) == 0
+    # The tool carries on; its answer is the modern one.
+    result = only_reply(h.finish(ref, {"content": []}))["result"]
+    assert result["resultType"] == "complete"
+    # The same tool serving a 2025 request asks its client as R-CTX-4 says.
+    h.connect("old", ASKING_CAPS)
+    h.call("old", 1, "echo", {})
+    ref = h.worker(h.finish(h.worker(), Allow()))
+    (push,) = pushes(h.feed(ToolRequested(ref, "e", "elicitation/create", FORM, h.now)))
+    assert push.message["method"] == "elicitation/create"
+
+
+def test_R_MRTR_17_an_approved_retry_s_tool_cannot_ask_either() -> None:
+    h = harness()
+    state = ask(h, "c", 1, meta_=meta(ASKING_CAPS))["requestState"]
+    ref = h.worker(call(h, "c", 2, meta_=meta(ASKING_CAPS), state=state, responses=APPROVE))
+    effects = h.feed(ToolRequested(ref, "e", "elicitation/create", FORM, h.now))
+    assert [type(e) for e in effects] == [Resolve]
+    assert effects[0].outcome.data == {"error": "stateless_request"}  # type: ignore[union-attr]
+
+
+# --- R-MRTR-18: a modern request's logs follow its own logLevel -------------------------------
+
+LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+
+
+def test_R_MRTR_18_logs_follow_the_request_s_log_level_only() -> None:
+    h = harness()
+    h.feed(SubscriberAttached("c"))
+    # A connection-wide level set without modern _meta is not consulted by modern requests.
+    set_level = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "logging/setLevel",
+        "params": {"level": "debug"},
+    }
+    assert "result" in only_reply(send(h, "c", set_level))
+    assert h.state.log_levels.get("c") == "debug"
+    silent = running_tool(h, "c", 1)  # no logLevel in its _meta
+    assert h.feed(ToolLogged(silent, "emergency", "x", None, h.now)) == []
+    warned = running_tool(h, "c", 2, meta_={**meta(), LEVEL_KEY: "warning"})
+    assert h.feed(ToolLogged(warned, "info", "too low", None, h.now)) == []
+    (push,) = pushes(h.feed(ToolLogged(warned, "error", {"step": 1}, "tool", h.now)))
+    assert push.conn == "c"
+    assert push.related == 2
+    assert push.message == {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "error", "logger": "tool", "data": {"step": 1}},
+    }
+    # Its level is its own: the first request still gets nothing.
+    assert h.feed(ToolLogged(silent, "emergency", "x", None, h.now)) == []
+
+
+def test_R_MRTR_18_a_bad_log_level_is_refused_and_discover_offers_logging() -> None:
+    h = harness()
+    for rid, level in enumerate(("loud", 3, {"level": "info"}), 1):
+        reply = only_reply(call(h, "c", rid, "echo", {}, meta_={**meta(), LEVEL_KEY: level}))
+        assert reply["error"]["code"] == -32602
+    assert len(h.state.calls) == 0
+    message = {"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": meta()}}
+    assert only_reply(send(h, "c", message))["result"]["capabilities"]["logging"] == {}
+
+
+# --- R-MRTR-19: subscriptions/listen ----------------------------------------------------------
+
+SUB_KEY = "io.modelcontextprotocol/subscriptionId"
+
+
+def listen(h: Harness, conn: object, rid: object, notifications: object) -> list[Effect]:
+    params = {"notifications": notifications, "_meta": meta()}
+    return send(
+        h, conn, {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": params}
+    )
+
+
+def test_R_MRTR_19_a_listen_is_acknowledged_with_what_it_honours_then_tagged() -> None:
+    h = harness()
+    h.feed(SubscriberAttached("c"))
+    asked = {
+        "toolsListChanged": True,
+        "promptsListChanged": False,
+        "resourcesListChanged": "yes",
+        "resourceSubscriptions": ["test://watched-resource"],
+    }
+    (ack,) = listen(h, "c", "L1", asked)  # no answer yet: only the acknowledgement
+    assert isinstance(ack, Push)
+    assert ack.related == "L1"
+    assert ack.message == {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {"toolsListChanged": True}, "_meta": {SUB_KEY: "L1"}},
+    }
+    types.SubscriptionsAcknowledgedNotification.model_validate(ack.message)  # the SDK's schema
+    (ack2,) = pushes(listen(h, "c", 7, {"promptsListChanged": True, "resourcesListChanged": True}))
+    assert ack2.message["params"]["notifications"] == {
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+    }
+    # A tool list change reaches only the listen that asked for it, tagged with its id.
+    (change,) = pushes(h.feed(ToolUnregistered("echo")))
+    assert change.related == "L1"
+    assert change.message == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": {SUB_KEY: "L1"}},
+    }
+    types.ToolListChangedNotification.model_validate(change.message)
+    (change,) = pushes(h.feed(CatalogChanged("prompt", "p", {"name": "p"})))
+    assert change.related == 7
+    assert change.message["params"] == {"_meta": {SUB_KEY: 7}}
+    # Nothing else reaches a listen: no resource update, no server log.
+    assert pushes(h.feed(ResourceUpdated("test://watched-resource"))) == []
+    # The listen's id is open: reusing it is a duplicate.
+    assert only_reply(call(h, "c", "L1", "echo", {}))["error"]["code"] == m.INVALID_REQUEST
+
+
+def test_R_MRTR_19_a_listen_ends_by_cancel_drop_or_stop() -> None:
+    h = harness()
+    h.feed(SubscriberAttached("c"))
+    h.feed(SubscriberAttached("d"))
+    listen(h, "c", 1, {"toolsListChanged": True})
+    listen(h, "c", 2, {"toolsListChanged": True})
+    listen(h, "d", 1, {"toolsListChanged": True})
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    assert send(h, "c", cancel) == []  # ended, answered nothing
+    told = pushes(h.feed(ToolUnregistered("echo")))
+    assert sorted((str(p.conn), str(p.related)) for p in told) == [("c", "2"), ("d", "1")]
+    assert h.feed(SubscriberDetached("d")) == []
+    assert [(p.conn, p.related) for p in pushes(h.feed(ToolUnregistered("rm")))] == [("c", 2)]
+    (end,) = replies(h.feed(ServerStopping(h.now)))
+    assert end.message == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {"_meta": {SUB_KEY: 2, META_SERVER_INFO: INFO}, "resultType": "complete"},
+    }
+    assert len(h.state.listens) == 0
+    # The 2026-07-28 wire schema requires the subscription id on the answer that ends a listen.
+    ended = wire_2026.SubscriptionsListenResult.model_validate(end.message["result"])
+    assert ended.meta.io_modelcontextprotocol_subscription_id == 2
+
+
+def test_R_MRTR_19_a_bad_filter_or_too_many_listens_are_refused() -> None:
+    h = harness(max_in_flight=4, max_in_flight_per_connection=2)
+    assert only_reply(listen(h, "c", 1, ["tools"]))["error"]["code"] == m.INVALID_PARAMS
+    listen(h, "c", 2, {})
+    listen(h, "c", 3, {})
+    busy = only_reply(listen(h, "c", 4, {"toolsListChanged": True}))
+    assert busy["error"]["data"] == {"error": "server_busy", "method": "subscriptions/listen"}
+    assert sorted(str(key[1]) for key in h.state.listens) == ["2", "3"]
+    # Without modern _meta (or on a 2025 connection) the method does not exist.
+    bare = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {}},
+    }
+    assert only_reply(send(h, "c", bare))["error"]["code"] == m.METHOD_NOT_FOUND
+    message = {"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": meta()}}
+    caps = only_reply(send(h, "c", message))["result"]["capabilities"]
+    assert caps["tools"] == {"listChanged": True}
+    assert "subscribe" not in caps["resources"]
 
 
 def test_keyring_ttl_must_be_the_elicitation_timeout() -> None:

@@ -342,3 +342,71 @@ async def test_R_MRTR_16_the_sdk_in_default_mode_without_a_callback_gets_the_den
             assert client.protocol_version == "2026-07-28"
             result = await client.call_tool("guarded_echo", {"text": "x"})
             assert structured(result)["message"].endswith(CANNOT_ASK)
+
+
+def modern_server(backend: str) -> StdioServerParameters:
+    args = ["-m", "tests.modern_server", "--backend", backend]
+    return StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_R_MRTR_17_a_tool_s_own_question_is_refused_in_default_mode_asked_in_legacy(
+    anyio_backend: str,
+) -> None:
+    """The official client's default mode: the tool's ``ctx.elicit`` fails with
+    ``stateless_request`` and its callback is never called; in legacy mode it is asked."""
+    asked: list[str] = []
+
+    async def answer(
+        context: ClientRequestContext,  # noqa: ARG001 (the callback's signature)
+        params: types.ElicitRequestParams,
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return Answer(action="decline")
+
+    with anyio.fail_after(DEADLINE):
+        server = modern_server(anyio_backend)
+        async with Client(server, elicitation_callback=answer) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert text(await client.call_tool("asks", {})) == "refused: stateless_request"
+            assert asked == []
+        async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+            assert text(await client.call_tool("asks", {})) == "answered: decline"
+            assert asked == ["Your name?"]
+
+
+async def test_R_MRTR_18_logs_reach_the_sdk_only_at_the_level_its_requests_carry(
+    anyio_backend: str,
+) -> None:
+    received: list[tuple[str, object]] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        received.append((params.level, params.data))
+
+    with anyio.fail_after(DEADLINE):
+        server = modern_server(anyio_backend)
+        async with Client(server, logging_callback=log) as client:  # no log_level: no opt-in
+            assert client.protocol_version == "2026-07-28"
+            assert text(await client.call_tool("logs", {})) == "logged"
+        assert received == []
+        async with Client(server, logging_callback=log, log_level="info") as client:
+            assert text(await client.call_tool("logs", {})) == "logged"
+        assert received == [("info", "at info"), ("error", "at error")]
+
+
+async def test_R_MRTR_19_the_sdk_listens_for_tool_list_changes(anyio_backend: str) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with Client(modern_server(anyio_backend)) as client:
+            assert client.protocol_version == "2026-07-28"
+            async with client.listen(
+                tools_list_changed=True, resource_subscriptions=["x://y"]
+            ) as sub:
+                assert sub.honored.tools_list_changed is True
+                assert not sub.honored.resource_subscriptions
+                assert text(await client.call_tool("grows", {})) == "grew"
+                event = await sub.__anext__()
+                assert type(event).__name__ == "ToolsListChanged"
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert "grown" in tools
