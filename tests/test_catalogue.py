@@ -1,0 +1,526 @@
+"""The bad-input and fault catalogue (../shared/reference/security.md section 3, A1-H63) against
+a live server, over stdio and over Streamable HTTP where a case applies.
+
+Cases already checked in full elsewhere are listed in the README's table with the test that
+covers them; this file holds the rest. Every case ends with the same three checks
+(:meth:`Wire.settled`): the server still answers ``ping``; no call is open, parked or in flight,
+no worker or client request is left, and (HTTP) the sessions are the ones the case started
+with; and the guarded tool ran only for calls the case approved, once each.
+
+The servers run in this process: stdio over memory streams, HTTP under uvicorn on 127.0.0.1.
+Every wait is on a message, under a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx2
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from askgate import Allow, Ask
+from askgate.core import http as rules
+from askgate.server import Server
+from askgate.transports.http import HttpApp
+from askgate.transports.runtime import Runtime
+from askgate.transports.stdio import serve_stdio
+
+from .listener import uvicorn_serving
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 20.0
+PROMPT = "Run guarded?"
+APPROVE: dict[str, Any] = {"action": "accept", "content": {"approve": True}}
+ELICIT: dict[str, Any] = {"elicitation": {}}
+VERSION = "2025-11-25"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+class Runs:
+    """What the guarded tool ran with, and which calls the test approved."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.approved: list[str] = []
+
+    def check(self) -> None:
+        """No tool ran without a matching approval, and none ran twice."""
+        assert len(self.ran) == len(set(self.ran)), self.ran
+        assert set(self.ran) <= set(self.approved), (self.ran, self.approved)
+
+
+Authorizer = Callable[[str, Any, Any], Awaitable[Any]]
+
+
+def catalogue_server(runs: Runs, authorizer: Authorizer | None = None, **options: Any) -> Server:
+    """``echo`` is allowed, ``guarded`` asks (and records each run of its ``tag``)."""
+
+    async def decide(tool: str, _arguments: Any, _context: Any) -> Any:
+        return Ask(PROMPT) if tool == "guarded" else Allow()
+
+    async def reads(_method: str, _params: Any, _context: Any) -> Any:
+        return Allow()
+
+    server = Server(
+        "catalogue",
+        authorizer=authorizer or decide,
+        authorizer_source="configured",
+        read_authorizer=reads,
+        **options,
+    )
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    @server.tool()
+    async def guarded(tag: str) -> str:
+        runs.ran.append(tag)
+        return tag
+
+    return server
+
+
+def request(request_id: object, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def call(request_id: object, tool: str = "guarded", **arguments: Any) -> dict[str, Any]:
+    args = arguments or {"tag": f"t{request_id}"}
+    return request(request_id, "tools/call", {"name": tool, "arguments": args})
+
+
+def initialize(request_id: object = 0, capabilities: Any = None) -> dict[str, Any]:
+    params = {
+        "protocolVersion": VERSION,
+        "capabilities": ELICIT if capabilities is None else capabilities,
+        "clientInfo": {"name": "catalogue", "version": "0"},
+    }
+    return request(request_id, "initialize", params)
+
+
+def answer(eid: object, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": eid, "result": result}
+
+
+def encode(message: object) -> bytes:
+    return json.dumps(message).encode()
+
+
+# -- the wires --------------------------------------------------------------------------------
+
+
+class Wire:
+    """One client connection to a live server. ``send`` writes one message (or raw bytes); what
+    the server sends back is read with ``recv``."""
+
+    kind = ""
+    runs: Runs
+    server: Server
+    _pings = 0
+
+    async def send(self, data: bytes | dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def recv(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def sessions(self) -> int:
+        return 0
+
+    def runtime(self) -> Runtime:
+        raise NotImplementedError
+
+    async def until(self, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """Messages up to and including the first ``accept`` takes."""
+        seen: list[dict[str, Any]] = []
+        while True:
+            message = await self.recv()
+            seen.append(message)
+            if accept(message):
+                return seen
+
+    async def reply_to(self, request_id: object) -> dict[str, Any]:
+        seen = await self.until(lambda m: m.get("id") == request_id and "method" not in m)
+        return seen[-1]
+
+    async def elicitation(self) -> dict[str, Any]:
+        seen = await self.until(lambda m: m.get("method") == "elicitation/create")
+        return seen[-1]
+
+    async def ping(self) -> list[dict[str, Any]]:
+        """Sends a ping, waits for its answer; returns what came before it."""
+        Wire._pings += 1
+        pid = f"ping-{Wire._pings}"
+        await self.send(request(pid, "ping"))
+        seen = await self.until(lambda m: m.get("id") == pid and "method" not in m)
+        assert seen[-1]["result"] == {}, seen[-1]
+        return seen[:-1]
+
+    async def approve(self, elicitation: dict[str, Any], tag: str) -> None:
+        self.runs.approved.append(tag)
+        await self.send(answer(elicitation["id"], APPROVE))
+
+    async def settled(self, sessions: int | None = None) -> list[dict[str, Any]]:
+        """The three checks every case ends with; returns what arrived before the ping's answer."""
+        before = await self.ping()
+        state = self.runtime().state
+        assert not state.calls, dict(state.calls)
+        assert not state.parked
+        assert state.parked_total == 0
+        assert state.in_flight_total == 0
+        assert not state.workers
+        assert not state.client_requests
+        assert not state.stateless
+        if sessions is not None:
+            assert self.sessions() == sessions
+        self.runs.check()
+        return before
+
+
+class StdioWire(Wire):
+    kind = "stdio"
+
+    def __init__(
+        self,
+        server: Server,
+        runs: Runs,
+        runtime: Runtime,
+        out: MemoryObjectSendStream[bytes],
+        inp: MemoryObjectReceiveStream[bytes],
+    ) -> None:
+        self.server = server
+        self.runs = runs
+        self._out = out
+        self._in = inp
+        self._buffer = b""
+        self._runtime = runtime
+
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    async def send(self, data: bytes | dict[str, Any]) -> None:
+        raw = data if isinstance(data, bytes) else encode(data)
+        await self._out.send(raw if raw.endswith(b"\n") else raw + b"\n")
+
+    async def recv(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            self._buffer += await self._in.receive()
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message = json.loads(line)
+        assert isinstance(message, dict), line
+        return message
+
+
+class _ByteIn(anyio.abc.ByteReceiveStream):
+    def __init__(self, inner: MemoryObjectReceiveStream[bytes]) -> None:
+        self.inner = inner
+        self.rest = b""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self.rest:
+            self.rest = await self.inner.receive()
+        chunk, self.rest = self.rest[:max_bytes], self.rest[max_bytes:]
+        return chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _ByteOut(anyio.abc.ByteSendStream):
+    def __init__(self, inner: MemoryObjectSendStream[bytes]) -> None:
+        self.inner = inner
+
+    async def send(self, item: bytes) -> None:
+        await self.inner.send(item)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def stdio_wire(
+    authorizer: Authorizer | None = None, *, init: Any = ELICIT, **options: Any
+) -> AsyncIterator[StdioWire]:
+    """A stdio connection to a fresh catalogue server, initialized with ``init`` as its
+    capabilities (``None``: not initialized)."""
+    runs = Runs()
+    server = catalogue_server(runs, authorizer, **options)
+    to_server, server_in = anyio.create_memory_object_stream[bytes](1000)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](1000)
+    with anyio.fail_after(DEADLINE):
+        async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
+            tg.start_soon(serve_stdio, runtime, _ByteIn(server_in), _ByteOut(server_out))
+            wire = StdioWire(server, runs, runtime, to_server, from_server)
+            if init is not None:
+                await wire.send(initialize(0, init))
+                await wire.reply_to(0)
+                await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            yield wire
+            await to_server.aclose()
+
+
+HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-protocol-version": VERSION,
+}
+
+
+class HttpWire(Wire):
+    """One session. Each message is one POST; what its response carries (a JSON body or an SSE
+    stream, read to its end in the background) joins one queue that ``recv`` reads."""
+
+    kind = "http"
+
+    def __init__(
+        self, server: Server, runs: Runs, app: HttpApp, http: httpx2.AsyncClient, url: str
+    ) -> None:
+        self.server = server
+        self.runs = runs
+        self.app = app
+        self.http = http
+        self.url = url
+        self.sid = ""
+        self.statuses: list[int] = []
+        self._send, self._recv = anyio.create_memory_object_stream[dict[str, Any]](1000)
+        self.tg: anyio.abc.TaskGroup | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {**HEADERS, "mcp-session-id": self.sid} if self.sid else dict(HEADERS)
+
+    def sessions(self) -> int:
+        return len(self.app.sessions.by_id)
+
+    def runtime(self) -> Runtime:
+        return self.app.runtime
+
+    async def post(self, data: bytes | dict[str, Any]) -> httpx2.Response:
+        """One POST, read whole (for messages whose response is not a stream)."""
+        body = data if isinstance(data, bytes) else encode(data)
+        return await self.http.post(self.url, content=body, headers=self.headers())
+
+    async def send(self, data: bytes | dict[str, Any]) -> None:
+        assert self.tg is not None
+        started = anyio.Event()
+        self.tg.start_soon(self._stream, data, started)
+        await started.wait()
+
+    async def _stream(self, data: bytes | dict[str, Any], started: anyio.Event) -> None:
+        body = data if isinstance(data, bytes) else encode(data)
+        try:
+            async with self.http.stream(
+                "POST", self.url, content=body, headers=self.headers()
+            ) as response:
+                self.statuses.append(response.status_code)
+                started.set()
+                kind = response.headers.get("content-type", "")
+                if kind.startswith("application/json"):
+                    raw = await response.aread()
+                    if raw:
+                        await self._send.send(json.loads(raw))
+                    return
+                async for line in response.aiter_lines():
+                    if line.startswith("data: ") and line[6:]:
+                        await self._send.send(json.loads(line[6:]))
+        finally:
+            started.set()
+
+    async def recv(self) -> dict[str, Any]:
+        return await self._recv.receive()
+
+
+@asynccontextmanager
+async def http_server(
+    authorizer: Authorizer | None = None, **options: Any
+) -> AsyncIterator[tuple[Server, Runs, HttpApp, str, httpx2.AsyncClient]]:
+    runs = Runs()
+    server = catalogue_server(runs, authorizer, **options)
+
+    def make(port: int) -> HttpApp:
+        return HttpApp(server, options=rules.HttpOptions(port=port))
+
+    with anyio.fail_after(DEADLINE):
+        async with (
+            uvicorn_serving(make) as (app, port),
+            app.running(),
+            httpx2.AsyncClient(timeout=DEADLINE) as http,
+        ):
+            yield server, runs, app, f"http://127.0.0.1:{port}/mcp", http
+
+
+async def open_session(
+    server: Server, runs: Runs, app: HttpApp, url: str, http: httpx2.AsyncClient, init: Any
+) -> HttpWire:
+    wire = HttpWire(server, runs, app, http, url)
+    if init is not None:
+        response = await wire.post(initialize(0, init))
+        assert response.status_code == 200, response.text
+        wire.sid = response.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await wire.post(note)).status_code == 202
+    return wire
+
+
+@asynccontextmanager
+async def http_wire(
+    authorizer: Authorizer | None = None, *, init: Any = ELICIT, **options: Any
+) -> AsyncIterator[HttpWire]:
+    """A session on a fresh catalogue server over HTTP."""
+    async with http_server(authorizer, **options) as (server, runs, app, url, http):
+        wire = await open_session(server, runs, app, url, http, init)
+        async with anyio.create_task_group() as tg:
+            wire.tg = tg
+            yield wire
+            tg.cancel_scope.cancel()
+
+
+WIRES = {"stdio": stdio_wire, "http": http_wire}
+
+
+@pytest.fixture(params=sorted(WIRES))
+def wire_of(request: pytest.FixtureRequest) -> Any:
+    return WIRES[request.param]
+
+
+# -- A, B: framing, bytes, JSON and JSON-RPC shape ---------------------------------------------
+
+PARSE, INVALID, PARAMS, METHOD = -32700, -32600, -32602, -32601
+CALL_ECHO = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":'
+NEST = b"[" * 100_000 + b"]" * 100_000
+
+# case -> (the bytes, the error code and id of the answer (None: no answer), the HTTP status)
+BAD_INPUT: dict[str, tuple[bytes, tuple[int, object] | None, int]] = {
+    "A4_invalid_utf8_in_a_string": (CALL_ECHO + b'{"text":"\xff"}}}', (PARSE, None), 400),
+    "A5_a_byte_order_mark": (
+        b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        (PARSE, None),
+        400,
+    ),
+    "A7_a_raw_control_character": (CALL_ECHO + b'{"text":"a\x01b"}}}', (PARSE, None), 400),
+    "A8_two_objects_on_one_line": (encode(call(1)) + encode(call(2)), (PARSE, None), 400),
+    "A9_noise": (b"hello", (PARSE, None), 400),
+    "B13_nesting_100000_deep": (NEST, (PARSE, None), 400),
+    "B13_nesting_inside_params": (
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + NEST + b"}}",
+        (PARSE, None),
+        400,
+    ),
+    "B14_a_5000_digit_id": (
+        b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}',
+        (PARSE, None),
+        400,
+    ),
+    "B14_a_5000_digit_argument": (
+        CALL_ECHO + b'{"text":' + b"9" * 5000 + b"}}}",
+        (PARSE, None),
+        400,
+    ),
+    "B15_nan": (CALL_ECHO + b'{"text":NaN}}}', (PARSE, None), 400),
+    "B15_infinity": (CALL_ECHO + b'{"text":-Infinity}}}', (PARSE, None), 400),
+    "B15_overflow": (CALL_ECHO + b'{"text":1e999999}}}', (PARSE, None), 400),
+    "B16_duplicate_id": (b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', (PARSE, None), 400),
+    "B16_duplicate_method": (
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}',
+        (PARSE, None),
+        400,
+    ),
+    "B17_id_true": (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', (INVALID, None), 400),
+    "B18_id_1_0": (b'{"jsonrpc":"2.0","id":1.0,"method":"ping"}', (INVALID, None), 400),
+    "B18_id_1_5": (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', (INVALID, None), 400),
+    "B19_id_null": (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', (INVALID, None), 400),
+    "B21_a_batch": (
+        b"[" + encode(call(1, "echo", text="x")) + b"," + encode(call(2)) + b"]",
+        (INVALID, None),
+        400,
+    ),
+    "B22_jsonrpc_1_0": (b'{"jsonrpc":"1.0","id":99,"method":"ping"}', (INVALID, 99), 400),
+    "B22_no_jsonrpc": (b'{"id":99,"method":"ping"}', (INVALID, 99), 400),
+    "B23_method_and_result": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","result":{}}',
+        (INVALID, 1),
+        400,
+    ),
+    "B23_result_and_error": (
+        b'{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}',
+        (INVALID, None),
+        400,
+    ),
+    "B24_params_an_array": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["guarded"]}',
+        (PARAMS, 1),
+        400,
+    ),
+    "B24_no_name": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}',
+        (PARAMS, 1),
+        200,
+    ),
+    "B25_unknown_method": (b'{"jsonrpc":"2.0","id":1,"method":"no/such"}', (METHOD, 1), 200),
+    "B25_unknown_notification": (b'{"jsonrpc":"2.0","method":"notifications/no_such"}', None, 202),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+async def test_A_B_bad_input_is_answered_R_WIRE_and_changes_nothing(
+    wire_of: Any, case: str
+) -> None:
+    """A4-A9, B13-B25: each answered as spec/codec.md says (R-WIRE-2 .. R-WIRE-11, R-PROTO-5,
+    R-PROTO-6), over stdio and HTTP alike; nothing parks or runs, and serving goes on."""
+    data, expected, status = BAD_INPUT[case]
+    async with wire_of() as wire:
+        if isinstance(wire, HttpWire):
+            response = await wire.post(data)
+            assert response.status_code == status, response.text
+            answers = [response.json()] if response.content else []
+            before = await wire.settled(sessions=1)
+        else:
+            await wire.send(data)
+            answers = before = await wire.settled()
+        if expected is None:
+            assert answers == []
+        else:
+            code, rid = expected
+            assert len(answers) == 1, answers
+            assert answers[0]["id"] == rid
+            assert answers[0]["error"]["code"] == code
+        if isinstance(wire, HttpWire):
+            assert before == []
+
+
+async def test_A6_crlf_is_tolerated_and_empty_lines_answer_nothing_R_WIRE_1() -> None:
+    async with stdio_wire() as wire:
+        await wire.send(encode(request(1, "ping")) + b"\r\n\r\n\n\r\n" + encode(request(2, "ping")))
+        assert [(m["id"], m["result"]) for m in await wire.settled()] == [(1, {}), (2, {})]
+
+
+async def test_B20_id_zero_and_empty_are_valid_and_a_cancel_of_0_cancels_R_WIRE_8(
+    wire_of: Any,
+) -> None:
+    async with wire_of() as wire:
+        await wire.send(request("", "ping"))
+        assert (await wire.reply_to(""))["result"] == {}
+        await wire.send(call(0))
+        ask = await wire.elicitation()
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        await wire.send({**cancel, "params": {"requestId": 0}})
+        before = await wire.settled()
+        await wire.approve(ask, "too late")  # the prompt is withdrawn: an answer changes nothing
+        await wire.settled()
+        assert wire.runs.ran == []
+        if isinstance(wire, StdioWire):  # stdio: the call is dropped with no reply (R-CLOSE-4)
+            assert [m.get("method") for m in before] == ["notifications/cancelled"]
