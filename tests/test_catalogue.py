@@ -524,3 +524,265 @@ async def test_B20_id_zero_and_empty_are_valid_and_a_cancel_of_0_cancels_R_WIRE_
         assert wire.runs.ran == []
         if isinstance(wire, StdioWire):  # stdio: the call is dropped with no reply (R-CLOSE-4)
             assert [m.get("method") for m in before] == ["notifications/cancelled"]
+
+
+# -- C, D, E: ids, consent answers, cancellation ------------------------------------------------
+
+CANCELLED = "notifications/cancelled"
+
+
+def denied(reply: dict[str, Any]) -> str:
+    """The detail of a deny (R-DLV-4); fails when ``reply`` is not one."""
+    result = reply["result"]
+    assert result["isError"] is True, reply
+    payload = result["structuredContent"]
+    assert payload["error"] == "authorization_required", payload
+    detail = payload["detail"]
+    assert isinstance(detail, str)
+    return detail
+
+
+def text_of(reply: dict[str, Any]) -> str:
+    text = reply["result"]["content"][0]["text"]
+    assert isinstance(text, str)
+    return text
+
+
+async def test_C26_a_reused_id_while_parked_is_refused_and_the_first_keeps_its_outcome_R_ADM_1(
+    wire_of: Any,
+) -> None:
+    async with wire_of() as wire:
+        await wire.send(call(7))
+        ask = await wire.elicitation()
+        await wire.send(call(7, tag="second"))
+        refused = await wire.reply_to(7)
+        assert refused["error"]["code"] == INVALID
+        await wire.approve(ask, "t7")
+        assert text_of(await wire.reply_to(7)) == "t7"
+        await wire.settled(sessions=1 if isinstance(wire, HttpWire) else None)
+        assert wire.runs.ran == ["t7"]
+
+
+async def test_C27_two_sessions_park_the_same_id_and_nothing_crosses_R_ADM_1() -> None:
+    async with http_server() as (server, runs, app, url, http):
+        one = await open_session(server, runs, app, url, http, ELICIT)
+        two = await open_session(server, runs, app, url, http, ELICIT)
+        async with anyio.create_task_group() as tg:
+            one.tg = two.tg = tg
+            await one.send(call(0, tag="one"))
+            await two.send(call(0, tag="two"))
+            ask_one, ask_two = await one.elicitation(), await two.elicitation()
+            assert ask_one["id"] != ask_two["id"]
+            await two.send(answer(ask_two["id"], {"action": "decline"}))
+            assert denied(await two.reply_to(0)) == "declined"
+            await one.approve(ask_one, "one")
+            assert text_of(await one.reply_to(0)) == "one"
+            await one.settled(sessions=2)
+            await two.settled(sessions=2)
+            tg.cancel_scope.cancel()
+        assert runs.ran == ["one"]
+
+
+async def test_C28_C29_D41_answers_to_ids_never_issued_are_ignored_and_silence_times_out_R_CLOSE(
+    wire_of: Any,
+) -> None:
+    """An answer to an id askgate never sent (an integer, the right id as another type, another
+    string) changes nothing; the unanswered prompt ends in the deny at its deadline and is
+    withdrawn with notifications/cancelled (R-PARK-5)."""
+    async with wire_of(elicitation_timeout_ms=300) as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        eid = ask["id"]
+        assert isinstance(eid, str)
+        for wrong in (5, "5", eid + "x", [eid], {"id": eid}):
+            await wire.send(answer(wrong, APPROVE))
+        await wire.ping()
+        assert wire.runtime().state.parked_total == 1
+        seen = await wire.until(lambda m: m.get("id") == 1)
+        assert denied(seen[-1]) == "elicitation timed out"
+        withdrawn = [m for m in seen if m.get("method") == CANCELLED]
+        assert [m["params"]["requestId"] for m in withdrawn] == [eid]
+        await wire.settled()
+        assert wire.runs.ran == []
+
+
+async def test_D35_the_first_answer_wins_R_CLOSE_2(wire_of: Any) -> None:
+    async with wire_of() as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        await wire.send(answer(ask["id"], {"action": "decline"}))
+        await wire.approve(ask, "t1")  # after the decline: ignored
+        assert denied(await wire.reply_to(1)) == "declined"
+        await wire.send(call(2))
+        ask = await wire.elicitation()
+        await wire.approve(ask, "t2")
+        await wire.approve(ask, "t2")  # twice: the tool runs once
+        assert text_of(await wire.reply_to(2)) == "t2"
+        await wire.settled()
+        assert wire.runs.ran == ["t2"]
+
+
+NOT_APPROVALS: dict[str, dict[str, Any]] = {
+    "D36_approve_false": {"result": {"action": "accept", "content": {"approve": False}}},
+    "D36_no_content": {"result": {"action": "accept"}},
+    "D36_content_null": {"result": {"action": "accept", "content": None}},
+    "D36_approve_a_string": {"result": {"action": "accept", "content": {"approve": "true"}}},
+    "D36_approve_missing": {"result": {"action": "accept", "content": {}}},
+    "D37_ACCEPT": {"result": {"action": "ACCEPT", "content": {"approve": True}}},
+    "D37_accepted": {"result": {"action": "accepted", "content": {"approve": True}}},
+    "D37_no_action": {"result": {"content": {"approve": True}}},
+    "D37_action_1": {"result": {"action": 1, "content": {"approve": True}}},
+    "D37_action_null": {"result": {"action": None, "content": {"approve": True}}},
+    "D38_an_error_response": {"error": {"code": -32602, "message": "no"}},
+    "D38_error_minus_1": {"error": {"code": -1, "message": "no"}},
+    "D39_a_megabyte_beside_approve": {
+        "result": {"action": "accept", "content": {"approve": True, "pad": "x" * 1_000_000}}
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_APPROVALS))
+async def test_D36_D39_an_answer_that_is_not_exactly_an_approval_denies_R_CLOSE_1(
+    wire_of: Any, case: str
+) -> None:
+    async with wire_of() as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        await wire.send({"jsonrpc": "2.0", "id": ask["id"], **NOT_APPROVALS[case]})
+        detail = denied(await wire.reply_to(1))
+        expected = "elicitation failed" if case.startswith("D38") else "not approved"
+        assert detail == expected
+        await wire.settled()
+        assert wire.runs.ran == []
+
+
+@pytest.mark.parametrize("capabilities", [{}, {"elicitation": {"url": {}}}, {"elicitation": 1}])
+async def test_D40_a_client_that_cannot_be_asked_is_denied_without_a_prompt_R_AUTH_3(
+    wire_of: Any, capabilities: dict[str, Any]
+) -> None:
+    async with wire_of(init=capabilities) as wire:
+        await wire.send(call(1))
+        seen = await wire.until(lambda m: m.get("id") == 1)
+        assert denied(seen[-1]) == PROMPT  # the deny-on-ASK: the prompt is its detail
+        assert all(m.get("method") != "elicitation/create" for m in seen)
+        await wire.settled()
+
+
+async def test_R_AUTH_5_D43_an_authorizer_that_changes_the_arguments_changes_nothing_that_runs(
+    wire_of: Any,
+) -> None:
+    """The tool runs with the arguments the call carried (and the prompt showed), whatever the
+    authorizer did to the dict it was given."""
+
+    async def meddling(tool: str, arguments: Any, _context: Any) -> Any:
+        if tool != "guarded":
+            return Allow()
+        tag = arguments["tag"]
+        arguments["tag"] = "changed"
+        return Ask(f"Run guarded with {tag}?")
+
+    async with wire_of(meddling) as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        assert ask["params"]["message"] == "Run guarded with t1?"
+        await wire.approve(ask, "t1")
+        assert text_of(await wire.reply_to(1)) == "t1"
+        await wire.settled()
+        assert wire.runs.ran == ["t1"]
+
+
+@pytest.mark.parametrize("first", ["cancel", "accept"])
+async def test_E45_a_cancel_and_an_accept_in_one_turn_give_one_outcome_R_CLOSE_4(
+    first: str,
+) -> None:
+    """Both lines arrive in one chunk, so they are stepped in the same event-loop turn."""
+    async with stdio_wire() as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        cancel = encode({"jsonrpc": "2.0", "method": CANCELLED, "params": {"requestId": 1}})
+        accept = encode(answer(ask["id"], APPROVE))
+        wire.runs.approved.append("t1")
+        both = [cancel, accept] if first == "cancel" else [accept, cancel]
+        await wire.send(b"\n".join(both))
+        before = await wire.settled()
+        replies = [m for m in before if m.get("id") == 1]
+        assert len(replies) <= 1
+        assert len(wire.runs.ran) <= 1
+        if first == "cancel":
+            assert replies == []
+            assert wire.runs.ran == []
+
+
+async def test_E46_cancels_of_unknown_ids_initialize_or_our_own_request_are_ignored_R_PROTO_13(
+    wire_of: Any,
+) -> None:
+    async with wire_of() as wire:
+        await wire.send(call(1))
+        ask = await wire.elicitation()
+        for rid in (12345, "nope", 0, ask["id"]):
+            await wire.send({"jsonrpc": "2.0", "method": CANCELLED, "params": {"requestId": rid}})
+        await wire.ping()
+        assert wire.runtime().state.parked_total == 1
+        await wire.approve(ask, "t1")
+        assert text_of(await wire.reply_to(1)) == "t1"
+        await wire.settled()
+
+
+SECRET = "secret-text-of-the-exception"
+
+
+async def raising(_tool: str, _arguments: Any, _context: Any) -> Any:
+    raise RuntimeError(SECRET)
+
+
+async def junk(_tool: str, _arguments: Any, _context: Any) -> Any:
+    return SECRET
+
+
+async def hanging(_tool: str, _arguments: Any, _context: Any) -> Any:
+    await anyio.sleep_forever()
+
+
+@pytest.mark.parametrize("authorizer", [raising, junk, hanging], ids=["raises", "junk", "hangs"])
+async def test_E47_an_authorizer_that_fails_denies_without_saying_why_R_WORK_3(
+    wire_of: Any, authorizer: Authorizer
+) -> None:
+    async with wire_of(authorizer, callback_timeout_ms=200) as wire:
+        await wire.send(call(1))
+        reply = await wire.reply_to(1)
+        assert denied(reply) == "authorizer failed"
+        assert SECRET not in json.dumps(reply)
+        await wire.settled()
+        assert wire.runs.ran == []
+
+
+# -- H: faults and lifecycle ----------------------------------------------------------------
+
+
+async def test_H59_a_client_gone_while_its_approved_tool_runs_leaves_the_server_serving() -> None:
+    """HTTP: the POST stream of a running call is closed; the tool finishes, its result has
+    nowhere to go, nothing raises, and the session is served."""
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async with http_server() as (server, runs, app, url, http):
+
+        @server.tool()
+        async def slow() -> str:
+            started.set()
+            await release.wait()
+            return "done"
+
+        wire = await open_session(server, runs, app, url, http, ELICIT)
+        async with anyio.create_task_group() as tg:
+            wire.tg = tg
+            async with anyio.create_task_group() as caller:
+                slow_call = request(1, "tools/call", {"name": "slow", "arguments": {}})
+                caller.start_soon(wire._stream, slow_call, anyio.Event())
+                await started.wait()
+                caller.cancel_scope.cancel()  # the client goes away
+            release.set()
+            await wire.send(call(2, "echo", text="still here"))
+            assert text_of(await wire.reply_to(2)) == "still here"
+            await wire.settled(sessions=1)
+            tg.cancel_scope.cancel()
