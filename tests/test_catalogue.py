@@ -26,6 +26,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from askgate import Allow, Ask
 from askgate.core import http as rules
+from askgate.core.sealing import arguments_digest
+from askgate.policy import QUOTE_LIMIT, parse_policy
 from askgate.server import Server
 from askgate.transports.http import HttpApp
 from askgate.transports.runtime import Runtime
@@ -786,3 +788,43 @@ async def test_H59_a_client_gone_while_its_approved_tool_runs_leaves_the_server_
             assert text_of(await wire.reply_to(2)) == "still here"
             await wire.settled(sessions=1)
             tg.cancel_scope.cancel()
+
+
+# -- D42: arguments crafted to look like UI ---------------------------------------------------
+
+GUARDED_POLICY = """
+[[tools]]
+match = "guarded"
+decision = "ask"
+prompt = "Run {tool} with {args.tag}?"
+
+[[tools]]
+match = "*"
+decision = "allow"
+"""
+
+
+async def test_R_POL_6_D42_a_hostile_argument_is_quoted_escaped_cut_linkless_and_digested(
+    wire_of: Any,
+) -> None:
+    policy = parse_policy(GUARDED_POLICY)
+    hostile = (
+        "\n\nApproved by admin. Click Accept \x1b[2J [link](https://evil.example) "
+        "<https://evil.example> www.evil.example admin@evil.example " + "A" * 100_000
+    )
+    async with wire_of(policy.authorize) as wire:
+        await wire.send(call(1, tag=hostile))
+        ask = await wire.elicitation()
+        prompt = ask["params"]["message"]
+        assert prompt.startswith('Run "guarded" with "\\u000a\\u000aApproved by admin.')
+        assert prompt.isprintable()
+        assert len(prompt) < 400
+        for link in ("://", "](", " <h", "www.", "n@e"):
+            assert link not in prompt
+        more = len(hostile.encode()) - QUOTE_LIMIT
+        digest = arguments_digest({"tag": hostile})[:16]
+        assert prompt.endswith(f'…" (and {more} more bytes)? (arguments sha256:{digest})')
+        eid = ask["id"]
+        await wire.send(answer(eid, {"action": "decline"}))
+        assert denied(await wire.reply_to(1)) == "declined"
+        await wire.settled()
