@@ -25,7 +25,16 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from askgate import Allow, Ask
+from askgate.core import (
+    ClientInitialized,
+    Reply,
+    StartWorker,
+    SubscriberAttached,
+    ToolCallReceived,
+    ToolInfo,
+)
 from askgate.core import http as rules
+from askgate.core import messages as m
 from askgate.core.sealing import arguments_digest
 from askgate.policy import QUOTE_LIMIT, parse_policy
 from askgate.server import Server
@@ -33,6 +42,7 @@ from askgate.transports.http import HttpApp
 from askgate.transports.runtime import Runtime
 from askgate.transports.stdio import serve_stdio
 
+from .harness import Harness
 from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.anyio
@@ -828,3 +838,85 @@ async def test_R_POL_6_D42_a_hostile_argument_is_quoted_escaped_cut_linkless_and
         await wire.send(answer(eid, {"action": "decline"}))
         assert denied(await wire.reply_to(1)) == "declined"
         await wire.settled()
+
+
+# -- C30, C31: the lifecycle ------------------------------------------------------------------
+
+
+async def test_R_PROTO_3_C30_a_second_initialize_is_answered_and_changes_nothing(
+    wire_of: Any,
+) -> None:
+    async with wire_of() as wire:
+        again = initialize(1, {})  # drops elicitation
+        again["params"]["protocolVersion"] = "2025-03-26"
+        if isinstance(wire, HttpWire):
+            response = await wire.post(again)
+            assert response.status_code == 200
+            reply = response.json()
+        else:
+            await wire.send(again)
+            reply = await wire.reply_to(1)
+        assert reply["result"]["protocolVersion"] == VERSION  # the first one's
+        await wire.send(call(2))
+        ask = await wire.elicitation()  # still askable: the first capabilities hold
+        await wire.approve(ask, "t2")
+        assert text_of(await wire.reply_to(2)) == "t2"
+        await wire.settled()
+
+
+async def test_R_PROTO_3_C30_a_second_initialize_cannot_add_elicitation() -> None:
+    async with stdio_wire(init={}) as wire:
+        await wire.send(initialize(1, ELICIT))
+        await wire.reply_to(1)
+        await wire.send(call(2))
+        assert denied(await wire.reply_to(2)) == PROMPT  # still not askable
+        await wire.settled()
+
+
+async def test_R_PROTO_22_C31_over_stdio_a_call_or_read_before_initialize_is_refused() -> None:
+    async with stdio_wire(init=None) as wire:
+        await wire.send(call(1, "echo", text="x"))
+        await wire.send(call(2))
+        await wire.send(request(3, "tools/list"))
+        await wire.send(request(4, "server/discover"))  # unknown here: the SDK falls back
+        for rid in (1, 2, 3):
+            reply = await wire.reply_to(rid)
+            assert reply["error"] == {
+                "code": INVALID,
+                "message": "Invalid Request: initialize first",
+            }
+        assert (await wire.reply_to(4))["error"]["code"] == METHOD
+        before = await wire.settled()  # ping is answered before initialize
+        assert all(m.get("method") != "elicitation/create" for m in before)
+        await wire.send(initialize(0, ELICIT))
+        await wire.reply_to(0)
+        await wire.send(call(5, "echo", text="now"))
+        assert text_of(await wire.reply_to(5)) == "now"
+        await wire.settled()
+        assert wire.runs.ran == []
+
+
+async def test_R_PROTO_22_C31_an_ask_before_notifications_initialized_is_asked() -> None:
+    async with stdio_wire(init=None) as wire:
+        await wire.send(initialize(0, ELICIT))
+        await wire.reply_to(0)
+        await wire.send(call(1))  # no notifications/initialized yet
+        ask = await wire.elicitation()
+        await wire.approve(ask, "t1")
+        assert text_of(await wire.reply_to(1)) == "t1"
+        await wire.settled()
+
+
+def test_R_PROTO_22_the_typed_event_is_refused_the_same_and_only_on_stdio() -> None:
+    for transport, refused in (("stdio", True), ("unknown", False), ("http", False)):
+        h = Harness(tools=(ToolInfo("echo", sensitive=False, derived=False),), transport=transport)
+        h.feed(SubscriberAttached("c"))
+        effects = h.feed(ToolCallReceived("c", 1, "echo", {}, 0))
+        started = [e for e in effects if isinstance(e, StartWorker)]
+        if refused:
+            assert effects == [Reply("c", 1, m.error(1, m.INVALID_REQUEST, m.INITIALIZE_FIRST))]
+        else:
+            assert len(started) == 1
+        h.feed(ClientInitialized("c", {}, 0, 2, VERSION))
+        effects = h.feed(ToolCallReceived("c", 3, "echo", {}, 0))
+        assert len([e for e in effects if isinstance(e, StartWorker)]) == 1
