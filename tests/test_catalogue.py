@@ -920,3 +920,64 @@ def test_R_PROTO_22_the_typed_event_is_refused_the_same_and_only_on_stdio() -> N
         h.feed(ClientInitialized("c", {}, 0, 2, VERSION))
         effects = h.feed(ToolCallReceived("c", 3, "echo", {}, 0))
         assert len([e for e in effects if isinstance(e, StartWorker)]) == 1
+
+
+# -- H60: a parked call whose POST stream lost its connection ----------------------------------
+
+
+async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
+    """``(id, data)`` of each SSE event of ``response``."""
+    eid, data = "", ""
+    async for line in response.aiter_lines():
+        if line.startswith("id: "):
+            eid = line[4:]
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif line == "" and eid:
+            yield eid, data
+            eid, data = "", ""
+
+
+async def test_R_HTTP_26_H60_an_orphaned_parked_call_waits_for_a_resume_until_its_deadline() -> (
+    None
+):
+    async with http_wire(elicitation_timeout_ms=1_000) as wire:
+        # The call parks; its client reads the priming event and the prompt, then goes away.
+        async with wire.http.stream(
+            "POST", wire.url, content=encode(call(1)), headers=wire.headers()
+        ) as response:
+            events = sse_events(response)
+            priming, _ = await events.__anext__()
+            _, data = await events.__anext__()
+            ask = json.loads(data)
+            assert ask["method"] == "elicitation/create"
+        await wire.ping()
+        assert wire.runtime().state.parked_total == 1  # not a cancel: still parked
+        # It comes back with Last-Event-ID, is shown the prompt again, approves, gets the result.
+        resume = {**wire.headers(), "accept": "text/event-stream", "last-event-id": priming}
+        async with wire.http.stream("GET", wire.url, headers=resume) as response:
+            assert response.status_code == 200
+            events = sse_events(response)
+            _, data = await events.__anext__()
+            assert json.loads(data) == ask
+            await wire.approve(ask, "t1")
+            _, data = await events.__anext__()
+            assert text_of(json.loads(data)) == "t1"
+        await wire.settled(sessions=1)
+        # A second call is left: it ends at its elicitation deadline, like any parked call; a
+        # client resuming afterwards finds the withdrawal and the deny in the stream's buffer.
+        async with wire.http.stream(
+            "POST", wire.url, content=encode(call(2)), headers=wire.headers()
+        ) as response:
+            events = sse_events(response)
+            priming, _ = await events.__anext__()
+            await events.__anext__()
+        (parked,) = wire.runtime().state.parked.values()
+        resume = {**resume, "last-event-id": priming}
+        async with wire.http.stream("GET", wire.url, headers=resume) as response:
+            replayed = [json.loads(data) async for _, data in sse_events(response)]
+        assert wire.runtime().now() >= parked.deadline
+        assert [m.get("method") for m in replayed] == ["elicitation/create", CANCELLED, None]
+        assert denied(replayed[-1]) == "elicitation timed out"
+        await wire.settled(sessions=1)
+        assert wire.runs.ran == ["t1"]
