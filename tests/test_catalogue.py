@@ -14,6 +14,8 @@ Every wait is on a message, under a deadline; nothing sleeps to synchronise.
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,6 +37,7 @@ from askgate.core import (
 )
 from askgate.core import http as rules
 from askgate.core import messages as m
+from askgate.core.codec import MAX_BYTES
 from askgate.core.sealing import arguments_digest
 from askgate.policy import QUOTE_LIMIT, parse_policy
 from askgate.server import Server
@@ -595,7 +598,7 @@ async def test_C27_two_sessions_park_the_same_id_and_nothing_crosses_R_ADM_1() -
         assert runs.ran == ["one"]
 
 
-async def test_C28_C29_D41_answers_to_ids_never_issued_are_ignored_and_silence_times_out_R_CLOSE(
+async def test_C28_C29_D34_D41_unknown_and_late_answers_are_ignored_and_silence_times_out_R_CLOSE(
     wire_of: Any,
 ) -> None:
     """An answer to an id askgate never sent (an integer, the right id as another type, another
@@ -614,7 +617,8 @@ async def test_C28_C29_D41_answers_to_ids_never_issued_are_ignored_and_silence_t
         assert denied(seen[-1]) == "elicitation timed out"
         withdrawn = [m for m in seen if m.get("method") == CANCELLED]
         assert [m["params"]["requestId"] for m in withdrawn] == [eid]
-        await wire.settled()
+        await wire.approve(ask, "t1")  # D34: an answer after the deadline is ignored
+        assert await wire.settled() == []
         assert wire.runs.ran == []
 
 
@@ -981,3 +985,97 @@ async def test_R_HTTP_26_H60_an_orphaned_parked_call_waits_for_a_resume_until_it
         assert denied(replayed[-1]) == "elicitation timed out"
         await wire.settled(sessions=1)
         assert wire.runs.ran == ["t1"]
+
+
+# -- A1, A2: lines past the cap -----------------------------------------------------------------
+
+
+async def test_A1_a_10_MB_line_is_answered_at_the_cap_and_the_next_line_served_R_WIRE_2() -> None:
+    async with stdio_wire() as wire:
+        head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"pad":"'
+        await wire.send(head + b"a" * 10_000_000 + b'"}}')
+        error = await wire.recv()
+        assert error["id"] is None
+        assert error["error"]["code"] == PARSE
+        await wire.send(call(2, "echo", text="next"))
+        assert text_of(await wire.reply_to(2)) == "next"
+        assert await wire.settled() == []
+
+
+async def test_A2_64_MiB_without_a_newline_then_end_of_input_stays_bounded() -> None:
+    """The splitter answers once the line passes the cap and keeps nothing past it: what this
+    process allocates while 64 MiB go through stays within twice the cap (the buffer, and the
+    head of the line handed to the codec) plus 1 MiB, whatever the input's length."""
+    runs = Runs()
+    server = catalogue_server(runs)
+    to_server, server_in = anyio.create_memory_object_stream[bytes](4)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](1000)
+    chunk = b"a" * 65536
+    tracemalloc.start()
+    try:
+        with anyio.fail_after(DEADLINE):
+            async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
+
+                async def feed() -> None:
+                    await to_server.send(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":"')
+                    for _ in range(64 * 16):
+                        await to_server.send(chunk)
+                    await to_server.aclose()
+
+                tg.start_soon(feed)
+                await serve_stdio(runtime, _ByteIn(server_in), _ByteOut(server_out))
+                _, peak = tracemalloc.get_traced_memory()
+                assert not runtime.state.calls
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MAX_BYTES + 1024 * 1024, peak  # the line's head and the buffer
+    written = from_server.receive_nowait()
+    assert json.loads(written)["error"]["code"] == PARSE
+    assert runs.ran == []
+
+
+# -- F48: the per-connection cap ----------------------------------------------------------------
+
+
+async def test_F48_past_the_per_connection_cap_an_ask_is_denied_and_the_parked_stay_R_PARK_1(
+    wire_of: Any,
+) -> None:
+    async with wire_of(max_parked_elicitations=2) as wire:
+        await wire.send(call(1))
+        first = await wire.elicitation()
+        await wire.send(call(2))
+        second = await wire.elicitation()
+        await wire.send(call(3))
+        assert denied(await wire.reply_to(3)) == "too many elicitations pending"
+        assert wire.runtime().state.parked_total == 2
+        await wire.approve(first, "t1")
+        assert text_of(await wire.reply_to(1)) == "t1"
+        await wire.send(answer(second["id"], {"action": "decline"}))
+        assert denied(await wire.reply_to(2)) == "declined"
+        await wire.settled()
+        assert wire.runs.ran == ["t1"]
+
+
+# -- H63: the wall clock ------------------------------------------------------------------------
+
+
+async def test_H63_a_wall_clock_jump_moves_no_deadline(
+    wire_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deadlines are on the event loop's monotonic clock: the wall clock jumping a day forward
+    expires nothing, and jumping back delays nothing."""
+    real = time.time
+    async with wire_of(elicitation_timeout_ms=500) as wire:
+        await wire.send(call(1))
+        await wire.elicitation()
+        (parked,) = wire.runtime().state.parked.values()
+        monkeypatch.setattr(time, "time", lambda: real() + 86_400)
+        monkeypatch.setattr(time, "time_ns", lambda: int((real() + 86_400) * 1e9))
+        await wire.ping()
+        assert wire.runtime().state.parked_total == 1
+        monkeypatch.setattr(time, "time", lambda: real() - 86_400)
+        monkeypatch.setattr(time, "time_ns", lambda: int((real() - 86_400) * 1e9))
+        assert denied(await wire.reply_to(1)) == "elicitation timed out"
+        assert parked.deadline <= wire.runtime().now() < parked.deadline + 5_000
+        monkeypatch.undo()
+        await wire.settled()
