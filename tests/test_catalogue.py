@@ -91,7 +91,7 @@ def catalogue_server(runs: Runs, authorizer: Authorizer | None = None, **options
         "catalogue",
         authorizer=authorizer or decide,
         authorizer_source="configured",
-        read_authorizer=reads,
+        read_authorizer=options.pop("read_authorizer", reads),
         **options,
     )
 
@@ -604,16 +604,16 @@ async def test_C28_C29_D34_D41_unknown_and_late_answers_are_ignored_and_silence_
     """An answer to an id askgate never sent (an integer, the right id as another type, another
     string) changes nothing; the unanswered prompt ends in the deny at its deadline and is
     withdrawn with notifications/cancelled (R-PARK-5)."""
-    async with wire_of(elicitation_timeout_ms=300) as wire:
+    async with wire_of(elicitation_timeout_ms=1_000) as wire:
         await wire.send(call(1))
         ask = await wire.elicitation()
         eid = ask["id"]
         assert isinstance(eid, str)
+        (parked,) = wire.runtime().state.parked.values()
         for wrong in (5, "5", eid + "x", [eid], {"id": eid}):
             await wire.send(answer(wrong, APPROVE))
-        await wire.ping()
-        assert wire.runtime().state.parked_total == 1
         seen = await wire.until(lambda m: m.get("id") == 1)
+        assert wire.runtime().now() >= parked.deadline  # no wrong answer ended it
         assert denied(seen[-1]) == "elicitation timed out"
         withdrawn = [m for m in seen if m.get("method") == CANCELLED]
         assert [m["params"]["requestId"] for m in withdrawn] == [eid]
@@ -945,7 +945,7 @@ async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]
 async def test_R_HTTP_26_H60_an_orphaned_parked_call_waits_for_a_resume_until_its_deadline() -> (
     None
 ):
-    async with http_wire(elicitation_timeout_ms=1_000) as wire:
+    async with http_wire(elicitation_timeout_ms=3_000) as wire:
         # The call parks; its client reads the priming event and the prompt, then goes away.
         async with wire.http.stream(
             "POST", wire.url, content=encode(call(1)), headers=wire.headers()
@@ -957,6 +957,7 @@ async def test_R_HTTP_26_H60_an_orphaned_parked_call_waits_for_a_resume_until_it
             assert ask["method"] == "elicitation/create"
         await wire.ping()
         assert wire.runtime().state.parked_total == 1  # not a cancel: still parked
+        # (and the approval below runs it, which only a call still parked can be)
         # It comes back with Last-Event-ID, is shown the prompt again, approves, gets the result.
         resume = {**wire.headers(), "accept": "text/event-stream", "last-event-id": priming}
         async with wire.http.stream("GET", wire.url, headers=resume) as response:
@@ -1065,17 +1066,31 @@ async def test_H63_a_wall_clock_jump_moves_no_deadline(
     """Deadlines are on the event loop's monotonic clock: the wall clock jumping a day forward
     expires nothing, and jumping back delays nothing."""
     real = time.time
-    async with wire_of(elicitation_timeout_ms=500) as wire:
+    async with wire_of(elicitation_timeout_ms=1_000) as wire:
         await wire.send(call(1))
         await wire.elicitation()
         (parked,) = wire.runtime().state.parked.values()
         monkeypatch.setattr(time, "time", lambda: real() + 86_400)
         monkeypatch.setattr(time, "time_ns", lambda: int((real() + 86_400) * 1e9))
         await wire.ping()
-        assert wire.runtime().state.parked_total == 1
         monkeypatch.setattr(time, "time", lambda: real() - 86_400)
         monkeypatch.setattr(time, "time_ns", lambda: int((real() - 86_400) * 1e9))
+        # Not early (the jump forward), and not never (the jump back: the test's deadline).
         assert denied(await wire.reply_to(1)) == "elicitation timed out"
-        assert parked.deadline <= wire.runtime().now() < parked.deadline + 5_000
+        assert wire.runtime().now() >= parked.deadline
         monkeypatch.undo()
+        await wire.settled()
+
+
+async def test_R_AUTH_5_a_read_authorizer_that_changes_the_params_changes_nothing_read() -> None:
+    async def meddling(_method: str, params: Any, _context: Any) -> Any:
+        params["uri"] = "demo://b"
+        return Allow()
+
+    async with stdio_wire(read_authorizer=meddling) as wire:
+        for uri in ("demo://a", "demo://b"):
+            wire.server.resource(uri)(lambda uri=uri: f"contents of {uri}")
+        await wire.send(request(1, "resources/read", {"uri": "demo://a"}))
+        reply = await wire.reply_to(1)
+        assert reply["result"]["contents"][0]["text"] == "contents of demo://a"
         await wire.settled()
