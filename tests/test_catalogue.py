@@ -146,6 +146,7 @@ class Wire:
     kind = ""
     runs: Runs
     server: Server
+    baseline_sessions = 0  # what the case starts with: one session per HTTP wire
     _pings = 0
 
     async def send(self, data: bytes | dict[str, Any]) -> None:
@@ -201,8 +202,9 @@ class Wire:
         assert not state.workers
         assert not state.client_requests
         assert not state.stateless
-        if sessions is not None:
-            assert self.sessions() == sessions
+        if sessions is None:
+            sessions = self.baseline_sessions
+        assert self.sessions() == sessions
         self.runs.check()
         return before
 
@@ -301,6 +303,7 @@ class HttpWire(Wire):
     stream, read to its end in the background) joins one queue that ``recv`` reads."""
 
     kind = "http"
+    baseline_sessions = 1
 
     def __init__(
         self, server: Server, runs: Runs, app: HttpApp, http: httpx2.AsyncClient, url: str
@@ -574,7 +577,7 @@ async def test_C26_a_reused_id_while_parked_is_refused_and_the_first_keeps_its_o
         assert refused["error"]["code"] == INVALID
         await wire.approve(ask, "t7")
         assert text_of(await wire.reply_to(7)) == "t7"
-        await wire.settled(sessions=1 if isinstance(wire, HttpWire) else None)
+        await wire.settled()
         assert wire.runs.ran == ["t7"]
 
 
