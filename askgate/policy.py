@@ -54,6 +54,7 @@ import attrs
 from askgate.core import Allow, Ask, Decision, Deny
 from askgate.core.callbacks import completes_without_suspending
 from askgate.core.messages import READ_ASK
+from askgate.core.sealing import arguments_digest
 
 __all__ = [
     "LIST_METHODS",
@@ -110,9 +111,11 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     """``value`` as a safe, bounded, double-quoted string for a prompt.
 
     Text is taken as is, anything else as compact JSON. At most ``limit`` characters of it are
-    kept (``…`` marks a cut), then quotes and backslashes are escaped and every control, format
-    (bidi overrides, zero-width) or line/paragraph separator character becomes ``\\uXXXX``: the
-    result is one line that shows exactly what the argument holds.
+    kept (``…`` marks a cut, followed by how many bytes were left out), then quotes and
+    backslashes are escaped and every control, format (bidi overrides, zero-width) or
+    line/paragraph separator character becomes ``\\uXXXX``, and what Markdown could make a link
+    of is backslash-escaped (R-POL-6): the result is one line that shows exactly what the
+    argument holds, and no link.
     """
     if isinstance(value, str):
         text = value
@@ -121,13 +124,32 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
         except (TypeError, ValueError, RecursionError):
             text = f"<{type(value).__name__}>"
-    cut = len(text) > limit
+    rest = text[limit:]
     text = text[:limit]
     if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         escaped = text  # nothing to escape: printable ASCII has no control or format characters
     else:
         escaped = "".join(_escape_char(ch) for ch in text)
-    return f'"{escaped}{"…" if cut else ""}"'
+    escaped = _LINKISH.sub(_defang, escaped)  # R-POL-6
+    if not rest:
+        return f'"{escaped}"'
+    more = len(rest.encode("utf-8", "surrogatepass"))
+    return f'"{escaped}…" (and {more} more bytes)'
+
+
+_LINKISH = re.compile(r"\]\(|[<>@]|://|(?i:www)\.")
+"""What could make a quoted value a link, an image, a tag or an autolink (R-POL-6)."""
+
+
+def _defang(found: re.Match[str]) -> str:
+    markup = found.group()
+    if markup == "://":
+        return ":\\/\\/"
+    if markup == "](":
+        return "]\\("
+    if markup.endswith("."):
+        return markup[:-1] + "\\."
+    return "\\" + markup
 
 
 def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
@@ -148,16 +170,30 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
 
 def render_prompt(template: str, tool: str, arguments: Mapping[str, Any]) -> str:
     """The prompt for a call: ``{tool}`` replaced by the quoted name, ``{args.NAME}`` by the
-    argument as :func:`shown` writes it, or ``(none)`` when the call has no such argument."""
+    argument as :func:`shown` writes it, or ``(none)`` when the call has no such argument; when
+    a value was cut, the prompt ends with the digest of the whole arguments (R-POL-6)."""
+
+    cut = False
 
     def substitute(found: re.Match[str]) -> str:
+        nonlocal cut
         field = found.group(1)
         if field == "tool":
-            return quote(tool)
-        name = field[len("args.") :]
-        return shown(arguments[name]) if name in arguments else "(none)"
+            text = quote(tool)
+        else:
+            name = field[len("args.") :]
+            text = shown(arguments[name]) if name in arguments else "(none)"
+        cut = cut or text.endswith(" more bytes)")
+        return text
 
-    return _PLACEHOLDER.sub(substitute, template)
+    prompt = _PLACEHOLDER.sub(substitute, template)
+    if not cut:
+        return prompt
+    try:
+        digest = arguments_digest(dict(arguments))[:16]
+    except ValueError:
+        digest = "unavailable"
+    return f"{prompt} (arguments sha256:{digest})"  # R-POL-6
 
 
 LIST_METHODS: Final = ("tools/list", "resources/list", "resources/templates/list", "prompts/list")

@@ -26,6 +26,7 @@ caps, timeouts, what a read may name, what a result looks like) stays in
 
 from __future__ import annotations
 
+import copy
 import enum
 import inspect
 import json
@@ -878,11 +879,13 @@ class Server:
         """
         if isinstance(job, Authorize):
             assert self._authorizer is not None
-            return await self._call(self._authorizer, job.tool, job.arguments, self._context(conn))
+            arguments = copy.deepcopy(job.arguments)  # R-AUTH-5: it cannot change what runs
+            return await self._call(self._authorizer, job.tool, arguments, self._context(conn))
         if isinstance(job, AuthorizeRead):
             assert self._read_authorizer is not None
             context = self._context(conn)
-            return await self._call(self._read_authorizer, job.method, job.params, context)
+            params = copy.deepcopy(job.params)  # R-AUTH-5
+            return await self._call(self._read_authorizer, job.method, params, context)
         if isinstance(job, RunTool):
             return await self._run_tool(conn, job.tool, job.arguments)
         if isinstance(job, RunRead):

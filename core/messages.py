@@ -15,6 +15,8 @@ RequestId = str | int
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
+INITIALIZE_FIRST: Final = "Invalid Request: initialize first"
+"""The message of a call or read before ``initialize`` over stdio (R-PROTO-22)."""
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603

@@ -652,6 +652,9 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if isinstance(era, Refusal):  # R-MRTR-10
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
+    if era is None and _uninitialized(d, conn):  # R-PROTO-22
+        out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))
+        return
     if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
         out.append(Reply(conn, rid, _bad_tools_call(rid)))
         return
@@ -738,6 +741,10 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
     if era is None:
+        read = isinstance(method, str) and method in protocol.READ_METHODS
+        if read and _uninitialized(d, conn):  # R-PROTO-22
+            out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))
+            return
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
@@ -1186,6 +1193,11 @@ def _era(d: _Draft, conn: ConnId, meta: object) -> Stateless | Refusal | None:
     if _get_conn(d, conn).version:
         return None
     return request_era(meta)
+
+
+def _uninitialized(d: _Draft, conn: ConnId) -> bool:
+    """R-PROTO-22: a stdio connection that negotiated no version."""
+    return d.options.transport == "stdio" and not _get_conn(d, conn).version
 
 
 def _server_info(d: _Draft) -> JsonObject:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +16,19 @@ from hypothesis import strategies as st
 from askgate import Allow, Ask, Deny, Server
 from askgate.core.callbacks import runs_eagerly as core_runs_eagerly
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunTool
+from askgate.core.sealing import arguments_digest
 from askgate.demo import demo_policy
 from askgate.policy import (
+    _LINKISH,
     NO_READS_REASON,
     QUOTE_LIMIT,
     PolicyError,
+    _defang,
     _escape_char,
     load_policy,
     parse_policy,
     quote,
+    render_prompt,
     shown,
 )
 from askgate.transports.runtime import runs_eagerly
@@ -161,9 +166,54 @@ async def test_R_POL_3_placeholders_look_up_arguments_never_attributes() -> None
     assert await policy.authorize("t", {"__class__": "x"}, None) == Ask('"x"')
 
 
-def test_R_POL_3_quoted_arguments_are_truncated() -> None:
+def test_R_POL_3_quoted_arguments_are_truncated_and_say_how_much_was_cut() -> None:
     quoted = quote("x" * 100_000)
-    assert quoted == '"' + "x" * QUOTE_LIMIT + '…"'
+    assert quoted == '"' + "x" * QUOTE_LIMIT + f'…" (and {100_000 - QUOTE_LIMIT} more bytes)'
+    assert quote("é" * (QUOTE_LIMIT + 3)).endswith('…" (and 6 more bytes)')  # bytes, in UTF-8
+    assert quote("x" * QUOTE_LIMIT) == '"' + "x" * QUOTE_LIMIT + '"'
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("[link](https://evil.example)", '"[link]\\(https:\\/\\/evil.example)"'),
+        ("![img](x)", '"![img]\\(x)"'),
+        ("[a](b) and [c] (d)", '"[a]\\(b) and [c] (d)"'),
+        ("<a href=x>", '"\\<a href=x\\>"'),
+        ("<https://evil.example>", '"\\<https:\\/\\/evil.example\\>"'),
+        ("see https://evil.example/x", '"see https:\\/\\/evil.example/x"'),
+        ("go to WWW.evil.example", '"go to WWW\\.evil.example"'),
+        ("mail admin@evil.example", '"mail admin\\@evil.example"'),
+        ("back\\<", '"back\\\\\\<"'),  # the value's backslash escaped, then R-POL-6's
+        ({"u": "http://x", "v": [1]}, '"{\\"u\\":\\"http:\\/\\/x\\",\\"v\\":[1]}"'),
+    ],
+)
+def test_R_POL_6_quoted_values_cannot_render_as_links(value: object, shown: str) -> None:
+    quoted = quote(value)
+    assert quoted == shown
+    assert "://" not in quoted
+    assert "](" not in quoted
+    assert "www." not in quoted.lower()
+    for markup in "<>@":
+        assert markup not in quoted.replace("\\" + markup, "")
+
+
+async def test_R_POL_6_a_cut_prompt_says_how_much_and_names_the_whole_call() -> None:
+    policy = parse_policy(POLICY)
+    path = "/tmp/" + "a" * 10_000
+    decision = await policy.authorize("fs.delete", {"path": path}, None)
+    assert isinstance(decision, Ask)
+    digest = arguments_digest({"path": path})[:16]
+    more = len(path) - QUOTE_LIMIT
+    assert decision.prompt.endswith(f'…" (and {more} more bytes)? (arguments sha256:{digest})')
+    other = await policy.authorize("fs.delete", {"path": path + "b"}, None)
+    assert isinstance(other, Ask)
+    assert other.prompt != decision.prompt  # same first 200 characters, told apart
+    short = await policy.authorize("fs.delete", {"path": "/tmp/a"}, None)
+    assert short == Ask('Let "fs.delete" touch "/tmp/a"?')  # nothing cut: no digest
+    assert render_prompt("{args.x}", "t", {"x": "y" * 300, "z": math.nan}).endswith(
+        "(arguments sha256:unavailable)"
+    )
 
 
 async def test_R_POL_3_a_hostile_argument_cannot_forge_the_prompt() -> None:
@@ -283,9 +333,10 @@ def test_R_POL_4_serve_refuses_a_malformed_policy_file_with_exit_2(tmp_path: Pat
 def test_quoting_takes_a_shortcut_only_where_nothing_needs_escaping(text: str) -> None:
     """quote() skips the per-character escape for printable ASCII without quotes or
     backslashes; the result is what escaping every character gives."""
-    slow = "".join(_escape_char(ch) for ch in text[:QUOTE_LIMIT])
-    cut = "…" if len(text) > QUOTE_LIMIT else ""
-    assert quote(text) == f'"{slow}{cut}"'
+    slow = _LINKISH.sub(_defang, "".join(_escape_char(ch) for ch in text[:QUOTE_LIMIT]))
+    rest = text[QUOTE_LIMIT:].encode("utf-8", "surrogatepass")
+    cut = f'…" (and {len(rest)} more bytes)' if rest else '"'
+    assert quote(text) == f'"{slow}{cut}'
 
 
 def test_the_policy_module_imports_only_from_the_core() -> None:
@@ -349,14 +400,22 @@ async def test_R_POL_2_a_file_without_reads_allows_listing_and_denies_every_othe
         ({"n": 1}, '"{\\"n\\":1}"'),
         ([1, "a"], '"[1,\\"a\\"]"'),
         (float("nan"), '"NaN"'),
-        (10**250, '"' + "1" + "0" * (QUOTE_LIMIT - 1) + '…"'),  # too long for a literal
+        # too long for a literal: quoted, cut, and the prompt ends with the digest (R-POL-6)
+        (10**250, '"' + "1" + "0" * (QUOTE_LIMIT - 1) + '…" (and 51 more bytes)'),
     ],
 )
 async def test_R_POL_3_numbers_booleans_and_null_are_shown_as_json_literals(
     value: object, shown_as: str
 ) -> None:
     policy = parse_policy('[[tools]]\nmatch = "*"\ndecision = "ask"\nprompt = "n={args.n}"\n')
-    assert await policy.authorize("t", {"n": value}, None) == Ask(f"n={shown_as}")
+    decision = await policy.authorize("t", {"n": value}, None)
+    assert isinstance(decision, Ask)
+    assert decision.prompt.startswith(f"n={shown_as}")
+    rest = decision.prompt[len(f"n={shown_as}") :]
+    if value == 10**250:
+        assert rest == f" (arguments sha256:{arguments_digest({'n': value})[:16]})"
+    else:
+        assert rest == ""
     assert shown(value) == shown_as
 
 

@@ -124,7 +124,8 @@ class LineSplitter:
         if self._skipping:
             buf.clear()
         elif len(buf) > self._max + 1:  # over the cap even if a \r ends it
-            lines.append(bytes(buf[: self._max + 1]))
+            with memoryview(buf) as view:  # one copy of the head, not two
+                lines.append(bytes(view[: self._max + 1]))
             buf.clear()
             self._skipping = True
         self._scanned = len(buf)
