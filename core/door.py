@@ -41,6 +41,7 @@ from .events import (
     ReadRequested,
     ToolCallReceived,
 )
+from .revisions import META_VERSION
 
 JsonObject = dict[str, Any]
 
@@ -189,9 +190,16 @@ def _request(
         p = request.params or {}
         capabilities = p.get("capabilities")
         return ClientInitialized(conn, capabilities, now, rid, p.get("protocolVersion"))
-    if method == "ping":  # R-PROTO-4
+    if method == "ping" and not _names_a_version(request.params):  # R-PROTO-4
         return PingReceived(conn, rid, now)
     return ReadRequested(conn, rid, method, request.params, now, caller)  # R-PROTO-5, 7
+
+
+def _names_a_version(params: object) -> bool:
+    """``params._meta`` names a protocol version: the reducer picks the request's era (R-MRTR-9;
+    a modern ``ping`` is a method that revision lacks)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
 
 
 def wire_form(event: Event) -> JsonObject | None:

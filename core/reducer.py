@@ -741,6 +741,9 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
     if era is None:
+        if method == "ping" and meta is not None:  # R-MRTR-9: a 2025 ping naming a version
+            out.append(Reply(conn, rid, m.result(rid, {})))
+            return
         read = isinstance(method, str) and method in protocol.READ_METHODS
         if read and _uninitialized(d, conn):  # R-PROTO-22
             out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))

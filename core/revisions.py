@@ -118,7 +118,9 @@ CACHEABLE: Final = frozenset(
 )
 """Methods whose modern results carry ``ttlMs`` and ``cacheScope`` (R-MRTR-11)."""
 
-LEGACY_ONLY: Final = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+LEGACY_ONLY: Final = frozenset(
+    {"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
 """Methods the stateless revision does not have: a modern request for one is an unknown method
 (R-MRTR-9)."""
 

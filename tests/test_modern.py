@@ -137,12 +137,22 @@ def test_R_MRTR_9_a_request_without_modern_meta_is_unchanged() -> None:
 
 def test_R_MRTR_9_methods_the_modern_revision_lacks_are_unknown() -> None:
     h = harness()
-    for rid, method in enumerate(("logging/setLevel", "resources/subscribe"), 1):
+    for rid, method in enumerate(("logging/setLevel", "resources/subscribe", "ping"), 1):
         params = {"level": "info", "uri": "u", "_meta": meta()}
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         assert only_reply(send(h, "c", message))["error"]["code"] == m.METHOD_NOT_FOUND
     assert len(h.state.log_levels) == 0
     assert "c" not in h.state.conns
+
+
+def test_R_MRTR_9_a_ping_naming_a_version_on_an_initialized_connection_is_a_2025_ping() -> None:
+    h = harness()
+    send(h, "c", {"jsonrpc": "2.0", "id": 0, "method": "ping"})
+    assert "c" not in h.state.conns  # a ping does not initialize
+    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": INFO}
+    send(h, "c", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"_meta": meta()}}
+    assert only_reply(send(h, "c", ping)) == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
 # --- R-MRTR-10: the request's _meta is checked ------------------------------------------------
