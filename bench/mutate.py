@@ -645,7 +645,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-check-removed",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests:\n"
+        "    if request_id in _get_conn(d, conn).requests or (\n"
+        "        d.listens and (conn, request_id) in d.listens  # R-MRTR-19\n"
+        "    ):\n"
         "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
         "  # type: ignore[arg-type]\n"
         "        return False\n",
@@ -656,8 +658,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-across-connections",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests:\n",
-        "    if any(request_id in c.requests for c in d.conns.values()):\n",
+        "    if request_id in _get_conn(d, conn).requests or (\n",
+        "    if any(request_id in c.requests for c in d.conns.values()) or (\n",
         ("R-ADM-1",),
         "ids of different connections collide",
     ),
@@ -1028,8 +1030,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "door-ping-is-unknown",
         DOOR,
-        '    if method == "ping":  # R-PROTO-4\n',
-        '    if method == "pong":  # R-PROTO-4\n',
+        '    if method == "ping" and not _names_a_version(request.params):  # R-PROTO-4\n',
+        '    if method == "pong" and not _names_a_version(request.params):  # R-PROTO-4\n',
         ("R-PROTO-4", "R-PROTO-15"),
         "ping is answered -32601 as an unknown method",
     ),
