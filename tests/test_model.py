@@ -225,7 +225,9 @@ class Stopping(Modern):
 def test_R_STOP_1_model_machine_server_stopping() -> None:
     """The stop (drawn rarely: it ends the server's life) meets the model at every step, and
     only late events follow it: workers' reports, timers, answers, detaches."""
-    seen = run(Stopping, 300)
+    # Random runs of 300 histories missed a stop of a parked call about once in five here:
+    # the histories are fixed (and reach every counter below).
+    seen = run(Stopping, 300, derandomize=True)
     assert seen["server stopping"], seen
     for stage in ("parked", "authorizing"):
         assert seen[f"stop ended a call: {stage}"], (stage, seen)
