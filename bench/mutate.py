@@ -1237,6 +1237,29 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-MRTR-13", "R-CLOSE-3"),
         "an approved retry leaves its nonce parked: the same state runs the tool again",
     ),
+    # --- stopping (R-STOP-1) --------------------------------------------------------------------
+    Mutant(
+        "stop-without-withdrawal",
+        REDUCER,
+        "        out.append(Push(call.conn, withdrawn, rid))\n"
+        '        _deny(d, call, "ask", m.STOPPING, now, out)\n',
+        '        _deny(d, call, "ask", m.STOPPING, now, out)\n',
+        ("R-STOP-1", "R-CLOSE-4"),
+        "a parked call is denied at the stop but its prompt is not withdrawn",
+    ),
+    Mutant(
+        "stop-leaves-workers-running",
+        REDUCER,
+        "    out.append(KillWorker(call.worker))\n"
+        "    out.append(CancelTimer((WORKER_TIMER, call.worker)))\n"
+        "    _release_worker(d, call)\n"
+        "    if call.worker in d.worker_requests:\n",
+        "    out.append(CancelTimer((WORKER_TIMER, call.worker)))\n"
+        "    _release_worker(d, call)\n"
+        "    if call.worker in d.worker_requests:\n",
+        ("R-STOP-1",),
+        "a call whose worker runs is answered at the stop but its worker is not killed",
+    ),
     # --- the sealed approval state (spec/modern.md) -------------------------------------------
     Mutant(
         "sealing-expiry-plus-one",

@@ -9,10 +9,12 @@ outcome, that a reused id is refused without touching its call, that outcomes, p
 withdrawals go only to their owners (R-INV-8, R-INV-9), that no unregistered tool is started,
 and that the shell's timers and workers stay equal to the state's.
 
-Four configurations: ``tight`` and ``shared`` fill the parking caps; ``edges`` adds reads
+Five configurations: ``tight`` and ``shared`` fill the parking caps; ``edges`` adds reads
 through a read authorizer, capability eviction, tools unregistered and registered again,
 malformed and reused ids, stale worker events and every refusing answer; ``open`` runs with no
-authorizer and a sensitive tool registered late.
+authorizer and a sensitive tool registered late; ``modern`` adds the 2026-07-28 flow and the
+stop (:func:`modern_alphabet`, checked by :func:`check_modern`), with 2025 calls from one
+connection only so that its depth goes to modern calls and retries.
 
     python -m askgate.models.explore [--depth N] [--max-states N]
 
@@ -27,6 +29,7 @@ request is either sent or refused.
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 import time
 from collections import deque
@@ -56,6 +59,7 @@ from askgate.core import (
     Reply,
     Resolve,
     RunTool,
+    ServerStopping,
     Stage,
     StartTimer,
     StartWorker,
@@ -74,9 +78,13 @@ from askgate.core import (
     door,
     initial_state,
     live_timers,
+    sealing,
     step,
 )
-from askgate.core.decide import is_request_id
+from askgate.core.decide import is_approval, is_request_id, refusal_detail
+from askgate.core.messages import ALREADY_USED
+from askgate.core.reducer import PRINCIPAL_OWNER, nonce_id
+from askgate.core.revisions import INPUT_KEY, META_CAPABILITIES, META_VERSION
 from askgate.core.state import Call
 from askgate.models import figures
 
@@ -163,17 +171,87 @@ again (R-TOOL-2), malformed and reused request ids (R-ADM-0, R-ADM-1), stale wor
 OPEN = Options(max_in_flight=2, max_in_flight_per_connection=1, max_client_requests_per_call=1)
 """No authorizer: tools run at once, and a sensitive tool registered late is denied (R-ADM-3)."""
 
-CONFIGS = {"tight": TIGHT, "shared": SHARED, "edges": EDGES, "open": OPEN}
+MODERN = Options(
+    has_authorizer=True,
+    max_parked_elicitations=2,
+    max_parked_elicitations_total=3,
+    max_in_flight=2,
+    max_in_flight_per_connection=1,
+    max_client_capabilities=3,
+    max_client_requests_per_call=1,
+)
+"""The 2026-07-28 flow (spec/modern.md) beside the 2025 one: two parked entries per owner,
+three in all, shared by 2025 parked calls and modern nonces, so that either era evicts the
+other's oldest entry (R-MRTR-12, R-PARK-3); ``ServerStopping`` in every state (R-STOP-1)."""
+
+CONFIGS = {"tight": TIGHT, "shared": SHARED, "edges": EDGES, "open": OPEN, "modern": MODERN}
+MODERN_CONFIGS = frozenset({"modern"})
+"""The configurations whose alphabet adds the modern flow and ``ServerStopping``
+(:func:`modern_alphabet`)."""
+
+# The modern flow (spec/modern.md). Modern requests come from connections that never
+# initialize (R-MRTR-9): "m" authenticates no one (its approvals park under the connection),
+# "n" authenticates "alice" (hers park under the principal); "bob" is a foreign principal.
+MODERN_VERSION = "2026-07-28"
+MODERN_META = {META_VERSION: MODERN_VERSION, META_CAPABILITIES: {"elicitation": {}}}
+MODERN_CALLERS: tuple[tuple[str, str | None], ...] = (("m", None), ("n", "alice"))
+MODERN_CONNS = tuple(conn for conn, _ in MODERN_CALLERS)
+MODERN_ID = 7  # the request id of a modern call that asks
+RETRY_ID = 8  # the request id of every retry (a retry carries a new id)
+ARGS = {"x": 1}
+APPROVED = {INPUT_KEY: {"action": "accept", "content": {"approve": True}}}
+DECLINED = {INPUT_KEY: {"action": "decline"}}
+RETRY_KINDS: tuple[str, ...] = (
+    "as asked",
+    "declined",
+    "foreign principal",
+    "other connection",
+    "changed arguments",
+    "tampered",
+    "expired",
+)
+"""How a retry differs from the call that was asked (R-MRTR-13): a retry of a state whose nonce
+was closed already is a replay, of one evicted an evicted state."""
+
+
+@attrs.frozen
+class Issued:
+    """A ``requestState`` the reducer answered a modern ASK with, as its client keeps it: the
+    token, who asked (connection and principal), the parked nonce's id and the token's expiry."""
+
+    token: str
+    conn: str
+    principal: str | None
+    nid: str
+    expiry: int
+
+
+def owner_of(conn: Hashable, principal: str | None) -> Hashable:
+    """Whose parking place a modern request's approval takes (R-MRTR-12)."""
+    return conn if principal is None else (PRINCIPAL_OWNER, principal)
 
 
 class ExplorationError(AssertionError):
     """A property failed; the message holds the event path that leads there."""
 
 
-def alphabet(state: State) -> Iterator[Event]:
+@attrs.frozen
+class Asked:
+    """A modern ``tools/call`` whose authorizer answers ``Ask`` at once: two events (the call,
+    then its authorizer's ``WorkerFinished``) taken as one step of the exploration, each
+    checked, so that parking places fill within a few steps."""
+
+    call: ToolCallReceived
+
+
+Step = Event | Asked
+
+
+def alphabet(state: State, issued: tuple[Issued, ...] = (), modern: bool = False) -> Iterator[Step]:
     """Every event tried from ``state``: connection events, new calls, and each open call's
-    possible next events (worker outcomes, answers from owner and stranger, timers, cancels)."""
-    for conn in CONNS:
+    possible next events (worker outcomes, answers from owner and stranger, timers, cancels);
+    with ``modern``, also :func:`modern_alphabet`'s, and 2025 calls from "a" only."""
+    for conn in CONNS[:1] if modern else CONNS:
         yield SubscriberAttached(conn)
         yield SubscriberDetached(conn)
         yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}, 0, INIT_ID)
@@ -183,7 +261,8 @@ def alphabet(state: State) -> Iterator[Event]:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, mode="push", caller=conn)
                 else:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
-    yield ToolCallReceived("a", 3, "nope", {}, 0)
+    if not modern:
+        yield ToolCallReceived("a", 3, "nope", {}, 0)
     for (owner, request_id), call in state.calls.items():
         if call.stage is Stage.PARKED:
             eid = call.elicitation_id
@@ -215,6 +294,68 @@ def alphabet(state: State) -> Iterator[Event]:
     opts = state.options
     if opts.has_read_authorizer or not opts.has_authorizer:
         yield from _edges(state)
+    if modern:
+        yield from modern_alphabet(state, issued)
+
+
+def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
+    """The modern flow (spec/modern.md) and the stop: a modern call from each of
+    :data:`MODERN_CALLERS` (its authorizer's outcomes are the 2025 ones above) and the same call
+    asked at once (:class:`Asked`); every retry of every state the client keeps
+    (:data:`RETRY_KINDS`); ``ServerStopping`` (R-STOP-1); and the late reports of a worker the
+    stop killed (R-WORK-4)."""
+    for conn, principal in MODERN_CALLERS:
+        if (conn, MODERN_ID) not in state.calls:
+            call = ToolCallReceived(
+                conn, MODERN_ID, "echo", ARGS, 0, meta=MODERN_META, principal=principal
+            )
+            yield call
+            yield Asked(call)
+    for asked in issued:
+        for kind in RETRY_KINDS:
+            retry = retry_of(asked, kind)
+            if (retry.conn, retry.request_id) not in state.calls:
+                yield retry
+    for nid, parked in state.parked.items():  # R-MRTR-15: a nonce times out, silently
+        if parked.stateless:
+            yield TimerFired(("elicitation", nid), parked.deadline)
+    yield ServerStopping(0)
+    stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
+    if stale >= 0 and stale not in state.workers:
+        yield WorkerFinished(stale, {"content": []}, 0)
+        yield TimerFired(("worker", stale), 0)
+
+
+def retry_of(asked: Issued, kind: str) -> ToolCallReceived:
+    """The retry of the approval ``asked`` of kind ``kind`` (:data:`RETRY_KINDS`)."""
+    conn, principal, arguments = asked.conn, asked.principal, dict(ARGS)
+    token, now = asked.token, 0
+    responses: object = APPROVED
+    if kind == "declined":
+        responses = DECLINED
+    elif kind == "foreign principal":
+        principal = "bob" if principal == "alice" else "alice"
+    elif kind == "other connection":
+        conn = next(c for c in MODERN_CONNS if c != conn)
+    elif kind == "changed arguments":
+        arguments = {}
+    elif kind == "tampered":  # one byte of the MAC flipped
+        raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        raw[-1] ^= 1
+        token = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    elif kind == "expired":
+        now = asked.expiry
+    return ToolCallReceived(
+        conn,
+        RETRY_ID,
+        "echo",
+        arguments,
+        now,
+        meta=MODERN_META,
+        request_state=token,
+        input_responses=responses,
+        principal=principal,
+    )
 
 
 def _edges(state: State) -> Iterator[Event]:
@@ -255,8 +396,11 @@ def _edges(state: State) -> Iterator[Event]:
         yield TimerFired(("worker", stale), 0)
 
 
-def canonical(state: State) -> Hashable:
-    """``state`` up to renaming of worker refs, elicitation ids and counters."""
+def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
+    """``state`` up to renaming of worker refs, elicitation ids and counters; a modern nonce is
+    named by its place in ``issued`` (the states its clients keep), which is part of the key."""
+    names = {asked.nid: ("nonce", n) for n, asked in enumerate(issued)}
+    parked = state.parked
     calls = sorted(state.calls.values(), key=lambda call: call.seq)
     call_part = tuple(
         (
@@ -278,14 +422,21 @@ def canonical(state: State) -> Hashable:
                 c.subscribed,
                 c.can_elicit,
                 c.cap_group,
-                tuple(state.parked[eid].key for eid in c.parked),
+                tuple(names.get(eid) or parked[eid].key for eid in c.parked),
             )
             for conn, c in state.conns.items()
         )
     )
     buckets = tuple(sorted((n, tuple(map(str, fifo))) for n, fifo in state.buckets.items()))
     caps = (tuple(map(str, state.cap_unsubscribed)), tuple(map(str, state.cap_live)))
-    return (call_part, conns, buckets, caps, tuple(sorted(state.tools)))
+    modern: Hashable = ()
+    if issued or state.stateless:
+        modern = (
+            tuple((asked.conn, asked.principal) for asked in issued),
+            tuple((names[nid], state.closed_nonces[nid][0]) for nid in state.closed_order),
+            tuple(sorted((str(key), str(st)) for key, st in state.stateless.items())),
+        )
+    return (call_part, conns, buckets, caps, tuple(sorted(state.tools)), modern)
 
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
@@ -413,6 +564,12 @@ def _check_records(before: State, event: Event, after: State, effects: list[Effe
         if call.stage is Stage.PARKED
         and (before.calls.get(key) is None or before.calls[key].stage is not Stage.PARKED)
     }
+    for effect in effects:  # a modern ASK parks a nonce and closes its call (R-MRTR-12)
+        if isinstance(effect, Emit) and effect.name == "call_parked":
+            nid = effect.fields["elicitation_id"]
+            entry = after.parked.get(nid)
+            if entry is not None and entry.stateless and nid not in before.parked:
+                now_parked.add((effect.fields["conn"], effect.fields["request_id"]))
     if set(parked) != now_parked or any(n != 1 for n in parked.values()):
         raise AssertionError(f"R-LOG-3: records {parked}, parked {now_parked}")
 
@@ -497,6 +654,220 @@ def _check_resolves(before: State, event: Event, after: State, effects: list[Eff
             raise AssertionError(f"request {rid} not pushed once to its owner: {pushed}")
 
 
+def _deny_detail(effects: list[Effect], key: tuple[Hashable, Hashable]) -> object:
+    """The detail of the ``authorization_required`` deny replied to ``key`` in ``effects``, or
+    ``None`` when none was."""
+    for effect in effects:
+        if isinstance(effect, Reply) and (effect.conn, effect.request_id) == key:
+            result = (effect.message or {}).get("result")
+            payload = result.get("structuredContent") if isinstance(result, dict) else None
+            if isinstance(payload, dict) and payload.get("error") == "authorization_required":
+                return payload.get("detail")
+    return None
+
+
+def _runs(after: State, effects: list[Effect], key: tuple[Hashable, Hashable]) -> bool:
+    """Whether a tool was started for ``key`` in ``effects``."""
+    return any(
+        isinstance(e, StartWorker)
+        and isinstance(e.job, RunTool)
+        and after.workers.get(e.ref) == key
+        for e in effects
+    )
+
+
+def check_modern(
+    before: State, event: Event, after: State, effects: list[Effect], issued: tuple[Issued, ...]
+) -> tuple[Issued, ...]:
+    """The modern flow's properties (spec/modern.md) and the stop's (R-STOP-1); returns the
+    states the clients keep after the step: ``issued`` with each state just answered, less
+    those whose nonce is neither parked nor remembered.
+
+    * A modern ASK (R-MRTR-12): its ``requestState`` opens, with the trusted primitive
+      ``core.sealing``, as valid for the asker's principal, the tool and the arguments, on the
+      nonce it parked under its owner; it expires exactly at the nonce's timer (R-MRTR-5).
+    * A retry (R-MRTR-13, R-MRTR-14), judged independently of the reducer from the state before
+      it and the primitive's verdict: a verdict but ``valid`` is denied with its detail; a valid
+      state whose nonce is not parked is denied as remembered (else ``request state already
+      used``), one parked under another owner ``request state of another principal``, and
+      neither closes anything; one parked for this owner closes its nonce exactly once and runs
+      the tool (or is answered ``server_busy``) only with an approval, else is denied with the
+      refusal's detail. A state the client was never given never opens.
+    * Eviction (R-PARK-3, R-PARK-4): an entry that leaves the parking places on an ASK is the
+      oldest of a top holder's, 2025 call or modern nonce alike.
+    * ``ServerStopping`` (R-STOP-1): no call, worker or tool request stays open; each parked
+      call's prompt is withdrawn from its owner, once; the modern nonces, the record of closed
+      ones, tools, subscribers and capabilities stay; nothing starts; with nothing open it does
+      nothing.
+    """
+    if isinstance(event, ServerStopping):
+        if after.calls or after.workers or after.client_requests:
+            raise AssertionError("R-STOP-1: a call, worker or tool request outlived the stop")
+        if any(isinstance(e, StartWorker | StartTimer) for e in effects):
+            raise AssertionError(f"R-STOP-1: the stop started something: {effects!r}")
+        kept = {eid: p for eid, p in before.parked.items() if p.stateless}
+        if dict(after.parked.items()) != kept or after.closed_nonces != before.closed_nonces:
+            raise AssertionError("R-STOP-1: the stop touched a modern nonce")
+        if (after.tools, after.cap_live, after.cap_unsubscribed) != (
+            before.tools,
+            before.cap_live,
+            before.cap_unsubscribed,
+        ) or {c for c, v in after.conns.items() if v.subscribed} != {
+            c for c, v in before.conns.items() if v.subscribed
+        }:
+            raise AssertionError("R-STOP-1: the stop changed tools, subscribers or capabilities")
+        if not before.calls and (effects or after != before):
+            raise AssertionError(f"R-STOP-1: a stop with nothing open did {effects!r}")
+        withdrawn = [
+            (e.conn, e.message.get("params", {}).get("requestId"))
+            for e in effects
+            if isinstance(e, Push) and e.message.get("method") == "notifications/cancelled"
+        ]
+        for call in before.calls.values():  # R-STOP-1, R-CLOSE-4: each prompt withdrawn, once
+            is_parked = call.stage is Stage.PARKED
+            if is_parked and withdrawn.count((call.conn, call.elicitation_id)) != 1:
+                raise AssertionError(f"R-STOP-1: {call.elicitation_id} not withdrawn once")
+    if isinstance(event, WorkerFinished) and isinstance(event.value, Ask):  # R-PARK-3, R-PARK-4
+        for eid in set(before.parked) - set(after.parked):
+            owner = before.parked[eid].key[0]
+            held = before.conns[owner].parked
+            if held.first() != eid or len(held) != before.top:
+                raise AssertionError(f"evicted {eid} of {owner!r}, not a top holder's oldest")
+    if isinstance(event, ToolCallReceived) and event.request_state is not None:
+        _check_retry(before, event, after, effects, issued)
+    if not before.stateless and not issued:
+        return issued  # no modern call was open, no state is kept: nothing more to check
+    kept_states = list(issued)
+    for effect in effects:  # R-MRTR-12: each modern ASK's state
+        result = (effect.message or {}).get("result") if isinstance(effect, Reply) else None
+        if not isinstance(result, dict) or result.get("resultType") != "input_required":
+            continue
+        assert isinstance(effect, Reply)
+        key = (effect.conn, effect.request_id)
+        call, how = before.calls[key], before.stateless[key]
+        token = result["requestState"]
+        nids = [
+            e.fields["elicitation_id"]
+            for e in effects
+            if isinstance(e, Emit)
+            and e.name == "call_parked"
+            and (e.fields["conn"], e.fields["request_id"]) == key
+        ]
+        if len(nids) != 1 or nids[0] not in after.parked:
+            raise AssertionError(f"R-MRTR-12: {key} asked, parked {nids}")
+        nid, parked = nids[0], after.parked[nids[0]]
+        if not parked.stateless or parked.key[0] != how.owner:
+            raise AssertionError(f"R-MRTR-12: {nid} parked as {parked!r}, not under {how.owner}")
+        digest = sealing.arguments_digest(call.arguments)
+        assert after.keyring is not None
+        for now, verdict in (
+            (0, "valid"),
+            (parked.deadline - 1, "valid"),
+            (parked.deadline, "expired"),
+        ):
+            opened = sealing.open_sealed(
+                after.keyring, token, how.principal, call.name, digest, now
+            )
+            if opened.verdict != verdict or (verdict == "valid" and nonce_id(opened.nonce) != nid):
+                raise AssertionError(
+                    f"R-MRTR-12, R-MRTR-5: {key}'s state at {now} is {opened.verdict}, "
+                    f"not {verdict} for {nid} (its timer: {parked.deadline})"
+                )
+        principal = None if how.principal == "" else how.principal
+        kept_states.append(Issued(token, str(effect.conn), principal, nid, parked.deadline))
+    return tuple(
+        asked
+        for asked in kept_states
+        if asked.nid in after.parked or asked.nid in after.closed_nonces
+    )
+
+
+def modern_outcomes(before: State, event: Event, after: State, effects: list[Effect]) -> set[str]:
+    """What befell modern nonces in a step, which the wire does not say (R-MRTR-15): evicted,
+    timed out, closed by a retry, kept at the stop; and how each retry ended (``retry: `` and
+    its deny detail, or ``ran``)."""
+    names: set[str] = set()
+    if isinstance(event, ToolCallReceived) and event.request_state is not None:
+        key = (event.conn, event.request_id)
+        detail = _deny_detail(effects, key)
+        if _runs(after, effects, key):
+            detail = "ran"
+        elif detail is None and "server_busy" in outcome_names(effects):
+            detail = "busy"
+        names.add(f"retry: {detail}")
+    for eid in set(before.parked) - set(after.parked):
+        if not before.parked[eid].stateless:
+            continue
+        if isinstance(event, WorkerFinished):
+            names.add("nonce evicted")
+        elif isinstance(event, TimerFired):
+            names.add("nonce timed out")
+        elif isinstance(event, ToolCallReceived):
+            names.add("nonce closed by a retry")
+    if isinstance(event, ServerStopping) and any(p.stateless for p in after.parked.values()):
+        names.add("nonce kept at the stop")
+    return names
+
+
+def _check_retry(
+    before: State,
+    event: ToolCallReceived,
+    after: State,
+    effects: list[Effect],
+    issued: tuple[Issued, ...],
+) -> None:
+    """A retry judged as :func:`check_modern` says (R-MRTR-13, R-MRTR-14)."""
+    key = (event.conn, event.request_id)
+    if key in before.calls:
+        return  # a reused id: refused (R-ADM-1), checked with every request
+    principal = "" if event.principal is None else event.principal
+    owner = owner_of(event.conn, event.principal)
+    assert before.keyring is not None
+    digest = sealing.arguments_digest(event.arguments)
+    opened = sealing.open_sealed(
+        before.keyring, event.request_state, principal, event.tool, digest, event.now
+    )
+    given = any(asked.token == event.request_state for asked in issued)
+    if opened.verdict == "valid" and not given:
+        raise AssertionError(f"a state never given opened: {event!r}")
+    closes = runs = False
+    if opened.verdict != "valid":
+        expected: object = sealing.DENY_DETAIL[opened.verdict]
+    else:
+        nid = nonce_id(opened.nonce)
+        parked = before.parked.get(nid)
+        if parked is None or not parked.stateless:
+            found = before.closed_nonces.get(nid)
+            expected = ALREADY_USED if found is None else found[0]
+        elif parked.key[0] != owner:
+            expected = sealing.FOREIGN_PRINCIPAL
+        else:
+            closes = True
+            responses = event.input_responses
+            answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
+            runs = is_approval(answer)
+            expected = None if runs else refusal_detail(answer)
+        if closes and nid in after.parked:
+            raise AssertionError(f"R-MRTR-13: {nid} not closed by {event!r}")
+    started = _runs(after, effects, key)
+    if runs:
+        busy = "server_busy" in outcome_names(effects)
+        if started == busy:
+            raise AssertionError(
+                f"R-MRTR-13: an approved retry neither ran nor was busy: {effects!r}"
+            )
+        return
+    detail = _deny_detail(effects, key)
+    if started or detail != expected:
+        raise AssertionError(
+            f"R-MRTR-13: {event!r} got {detail!r} (ran: {started}), not {expected!r}"
+        )
+    if not closes and (
+        after.parked != before.parked or after.closed_nonces != before.closed_nonces
+    ):
+        raise AssertionError(f"R-MRTR-13: a refused retry changed the parking places: {event!r}")
+
+
 @attrs.frozen
 class Report:
     depth: int
@@ -543,15 +914,22 @@ def outcome_names(effects: list[Effect]) -> set[str]:
 StepFn = Callable[[State, Event], tuple[State, list[Effect]]]
 
 
+Node = tuple[State, tuple[Event, ...], tuple[Issued, ...]]
+
+
 def explore(
     options: Options = TIGHT,
     depth: int = 5,
     max_states: int | None = None,
     step_fn: StepFn = step,
+    *,
+    modern: bool = False,
 ) -> Report:
-    """Breadth-first to ``depth`` events; raises :class:`ExplorationError` with the path.
+    """Breadth-first to ``depth`` steps; raises :class:`ExplorationError` with the path.
 
-    ``step_fn`` is the reducer under test (the real one by default).
+    ``step_fn`` is the reducer under test (the real one by default); ``modern`` adds the modern
+    flow and the stop (:func:`modern_alphabet`). A step is one event, or the two of an
+    :class:`Asked` call (each checked); a transition is one event.
     """
     began = time.perf_counter()
     start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
@@ -559,31 +937,48 @@ def explore(
         start, _ = step_fn(start, event)
     check_invariants(start)
     seen = {canonical(start)}
-    frontier: deque[tuple[State, tuple[Event, ...]]] = deque([(start, ())])
+    frontier: deque[Node] = deque([(start, (), ())])
     transitions = 0
     complete = True
     outcomes: set[str] = set()
     for _ in range(depth):
-        next_frontier: deque[tuple[State, tuple[Event, ...]]] = deque()
-        for state, path in frontier:
-            for event in alphabet(state):
-                try:
-                    after, effects = step_fn(state, event)
-                    check_wire(state, event, after, effects, step_fn)
-                    check_transition(state, event, after, effects)
-                    outcomes |= outcome_names(effects)
-                except Exception as failure:  # any failure is reported with its path
-                    steps = "\n  ".join(repr(e) for e in (*path, event))
-                    raise ExplorationError(f"{failure!r}\nafter:\n  {steps}") from failure
-                transitions += 1
-                key = canonical(after)
+        next_frontier: deque[Node] = deque()
+        for state, path, issued in frontier:
+            for move in alphabet(state, issued, modern):
+                after, done = state, path
+                events: list[Event] = [move.call] if isinstance(move, Asked) else [move]
+                kept = issued
+                while events:
+                    event = events.pop(0)
+                    done = (*done, event)
+                    try:
+                        before = after
+                        after, effects = step_fn(before, event)
+                        check_wire(before, event, after, effects, step_fn)
+                        check_transition(before, event, after, effects)
+                        kept = check_modern(before, event, after, effects, kept)
+                        outcomes |= outcome_names(effects)
+                        if issued or kept or before.stateless:
+                            outcomes |= modern_outcomes(before, event, after, effects)
+                    except Exception as failure:  # any failure is reported with its path
+                        steps = "\n  ".join(repr(e) for e in done)
+                        raise ExplorationError(f"{failure!r}\nafter:\n  {steps}") from failure
+                    transitions += 1
+                    if isinstance(move, Asked) and len(done) == len(path) + 1:
+                        events += [  # its authorizer answers Ask at once
+                            WorkerFinished(e.ref, Ask("ok?"), 0)
+                            for e in effects
+                            if isinstance(e, StartWorker)
+                            and after.workers.get(e.ref) == (move.call.conn, move.call.request_id)
+                        ]
+                key = canonical(after, kept)
                 if key in seen:
                     continue
                 if max_states is not None and len(seen) >= max_states:
                     complete = False
                     continue
                 seen.add(key)
-                next_frontier.append((after, (*path, event)))
+                next_frontier.append((after, done, kept))
         frontier = next_frontier
     seconds = time.perf_counter() - began
     return Report(depth, len(seen), transitions, seconds, complete, frozenset(outcomes))
@@ -610,12 +1005,16 @@ def main(argv: list[str] | None = None) -> int:
         "read authorizer, 2 capability entries for 3 connections, the tool unregistered and "
         "registered again, malformed and reused ids, pings, stale worker events, cancel and "
         "unapproved answers, and malformed or hostile messages; open has no authorizer and a "
-        "sensitive tool registered late. Every client event also goes through the wire "
-        "(MessageReceived) and must do the same"
+        "sensitive tool registered late; modern keeps 2025 calls on one connection and adds "
+        "modern calls (from a connection, from a principal; each also asked at once), every "
+        "retry of every kept state (as asked or replayed, declined, another principal, another "
+        "connection, changed arguments, tampered, expired), nonce timeouts, ServerStopping and "
+        "the late reports of the workers it killed. Every client event also goes through the "
+        "wire (MessageReceived) and must do the same"
     )
     for name in args.config or sorted(CONFIGS):
         options = CONFIGS[name]
-        report = explore(options, args.depth, args.max_states)
+        report = explore(options, args.depth, args.max_states, modern=name in MODERN_CONFIGS)
         print(
             f"{name} (parked {options.max_parked_elicitations} per connection, "
             f"{options.max_parked_elicitations_total} in total): {report.states} distinct states, "

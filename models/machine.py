@@ -49,6 +49,10 @@ from running tools, sometimes from authorizers, read callbacks or stale refs, wi
 or malformed params and other methods; answers to them come from the owner or another
 connection (result objects, garbage, JSON-RPC errors), and the timer rule fires their timers.
 Progress and logs (R-CTX-2, R-CTX-3) are not drawn: the reference model leaves them out.
+``ServerStopping`` (R-STOP-1) is drawn rarely (a rule of three arguments that stops one time in
+``STOP_ODDS``), since it ends the server's life: after it, the rules that connect, register
+tools or send requests are off, and only late events come (workers' reports, timers, answers,
+detaches, caller exits, the stale noise).
 
 Modern ``tools/call`` requests (spec/modern.md) come in bursts from connections that mostly did
 not initialize, with or without a principal, with ``_meta`` that allows a form elicitation, does
@@ -136,6 +140,7 @@ from askgate.core.events import (
     Event,
     PingReceived,
     ReadRequested,
+    ServerStopping,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
@@ -451,6 +456,7 @@ class ReducerMachine(RuleBasedStateMachine):
     PRECONNECT: ClassVar[bool | None] = None  # None: drawn per run
     PRECONNECT_CAPABILITIES: ClassVar[object] = {"elicitation": {}}
     THROUGH_THE_WIRE: ClassVar[bool] = True  # also feed each client event as its message
+    STOP_ODDS: ClassVar[int] = 4  # a drawn stop rule stops one time in 4 (1: every time)
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -531,6 +537,7 @@ class ReducerMachine(RuleBasedStateMachine):
         self.awaiting_reply: set[CallKey] = set()
         self.awaiting_push: set[CallKey] = set()
         self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
+        self.stopped = False  # ServerStopping was fed: only late events come (R-STOP-1)
 
     @initialize(data=st.data())
     def start(self, data: st.DataObject) -> None:
@@ -575,6 +582,7 @@ class ReducerMachine(RuleBasedStateMachine):
         assert self.obs is not None
         return [c for c in CONNS if c in self.obs.subscribed]
 
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data())
     def client_initialized(self, data: st.DataObject, conn: str | None = None) -> None:
         if conn is None:
@@ -586,13 +594,13 @@ class ReducerMachine(RuleBasedStateMachine):
         version = data.draw(st.sampled_from(VERSIONS), label="version")
         self.apply(ClientInitialized(conn, capabilities, self.now, request_id, version))
 
-    @precondition(lambda self: bool(self._unsubscribed()))
+    @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
     def subscriber_attached(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
         self.apply(SubscriberAttached(conn, self.now))
 
-    @precondition(lambda self: bool(self._unsubscribed()))
+    @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
     def connected(self, data: st.DataObject) -> None:
         """A client's usual start: a push channel, then ``initialize``."""
@@ -600,7 +608,7 @@ class ReducerMachine(RuleBasedStateMachine):
         self.apply(SubscriberAttached(conn, self.now))
         self.client_initialized(data, conn)
 
-    @precondition(lambda self: bool(self._subscribed()))
+    @precondition(lambda self: not self.stopped and bool(self._subscribed()))
     @rule(data=st.data(), after_ms=AFTER_MS)
     def subscriber_rebound(self, data: st.DataObject, after_ms: int) -> None:
         """R-SUB-2: another subscriber takes over a live connection."""
@@ -613,6 +621,7 @@ class ReducerMachine(RuleBasedStateMachine):
         self.now += after_ms
         self.apply(SubscriberDetached(conn, self.now))
 
+    @precondition(lambda self: not self.stopped)
     @rule(name=st.sampled_from((PLAIN, SENSITIVE)), register=st.booleans(), derived=st.booleans())
     def tool_registry_changes(self, name: str, register: bool, derived: bool) -> None:
         if register:
@@ -624,6 +633,7 @@ class ReducerMachine(RuleBasedStateMachine):
     # Requests draw their fields inside the rule: Hypothesis orders rules by their number of
     # arguments, and prefers the first ones.
 
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data())
     def tool_call_received(self, data: st.DataObject) -> None:
         conn = self._caller_conn(data)
@@ -637,6 +647,7 @@ class ReducerMachine(RuleBasedStateMachine):
             ToolCallReceived(conn, request_id, tool, arguments, self.now, mode, caller, meta)
         )
 
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data())
     def tool_calls_asked(self, data: st.DataObject) -> None:
         """A burst of calls whose authorizer asks at once: the way to parks (R-PARK-*)."""
@@ -657,6 +668,7 @@ class ReducerMachine(RuleBasedStateMachine):
 
     # The modern rules take one argument more than the 2025 ones they sit beside, so that they
     # do not crowd them out (see "the rules" above).
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
     def modern_tool_calls(self, data: st.DataObject, principal: str | None) -> None:
         """A burst of modern ``tools/call`` requests (R-MRTR-9), each from a connection that
@@ -701,7 +713,7 @@ class ReducerMachine(RuleBasedStateMachine):
                 entry = (result["requestState"], str(call.conn), call.principal, call.tool)
                 self.states.append((*entry, call.arguments, call.meta))
 
-    @precondition(lambda self: bool(self.states))
+    @precondition(lambda self: not self.stopped and bool(self.states))
     @rule(data=st.data(), after_ms=AFTER_MS)
     def modern_retry(self, data: st.DataObject, after_ms: int) -> None:
         """A retry of a modern approval (R-MRTR-13): as asked, or replayed, from another
@@ -763,6 +775,7 @@ class ReducerMachine(RuleBasedStateMachine):
             other = data.draw(st.sampled_from(REQUEST_IDS), label="replayed id")
             self.apply(attrs.evolve(retry, request_id=other))
 
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data())
     def read_requested(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(CONNS), label="conn")
@@ -868,7 +881,7 @@ class ReducerMachine(RuleBasedStateMachine):
         if answer_now:
             self._answer_client_request(sent[0], data)
 
-    @precondition(lambda self: bool(self._running_tools()))
+    @precondition(lambda self: not self.stopped and bool(self._running_tools()))
     @rule(data=st.data())
     def tool_requested(self, data: st.DataObject) -> None:
         """Running tools ask their client (R-CTX-4), a few at once so that the per-call cap
@@ -882,6 +895,7 @@ class ReducerMachine(RuleBasedStateMachine):
             pool = others if others and data.draw(st.integers(0, 4), label="other") == 0 else tools
             self._ask(data.draw(st.sampled_from(pool), label="asking ref"), data)
 
+    @precondition(lambda self: not self.stopped)
     @rule(data=st.data())
     def tool_asks_its_client(self, data: st.DataObject) -> None:
         """A call whose tool runs (allowed, if there is an authorizer) and asks its client at
@@ -922,6 +936,7 @@ class ReducerMachine(RuleBasedStateMachine):
         result, error = data.draw(st.sampled_from(self.CLIENT_ANSWERS), label="client answer")
         self.apply(ElicitationAnswered(conn, rid, result, self.now, error))
 
+    @precondition(lambda self: not self.stopped)
     @rule(
         conn=st.sampled_from(CONNS),
         request_id=st.sampled_from((*REQUEST_IDS, True, 1.0, None)),
@@ -952,8 +967,11 @@ class ReducerMachine(RuleBasedStateMachine):
         data=st.data(),
     )
     def noise(self, kind: str, conn: str, data: st.DataObject) -> None:
-        """What a real shell and real peers also send: late, stray and malformed events."""
+        """What a real shell and real peers also send: late, stray and malformed events (after
+        the stop, only the late ones: a request becomes a stale worker's report)."""
         assert self.obs is not None
+        if self.stopped and kind in ("bad request id", "ping", "malformed tools/call"):
+            kind = "stale worker"
         if kind == "stale worker":  # a killed or finished worker reports anyway (R-WORK-4)
             stale = [r for r in self.started if r not in self.running]
             ref = data.draw(st.sampled_from([*stale, UNKNOWN_REF]), label="stale ref")
@@ -1005,6 +1023,22 @@ class ReducerMachine(RuleBasedStateMachine):
             others = [r for r in self.started if r in self.running and r not in tools]
             ref = data.draw(st.sampled_from([*stale, *others, UNKNOWN_REF]), label="no tool")
             self.apply(self._tool_request(ref, data))
+
+    @precondition(lambda self: not self.stopped)
+    @rule(after_ms=AFTER_MS, again=st.booleans(), odds=st.integers(0, 3))
+    def server_stopping(self, after_ms: int, again: bool, odds: int) -> None:
+        """The server is told to stop (R-STOP-1): every open call ends with an answer, the
+        modern nonces stay. Rare (three arguments, and then one draw in ``STOP_ODDS``), since it
+        ends the
+        server's life: afterwards only late events come (workers' reports, timers, answers,
+        detaches, caller exits, the stale noise); ``again``, a second stop finds nothing open."""
+        if odds % self.STOP_ODDS:
+            return
+        self.now += after_ms
+        self.stopped = True
+        self.apply(ServerStopping(self.now))
+        if again:
+            self.apply(ServerStopping(self.now))
 
     # -- one step on both sides ------------------------------------------------------------------
 
@@ -1114,10 +1148,28 @@ class ReducerMachine(RuleBasedStateMachine):
             seen[f"{ev.key[0]} timed out"] += 1
         self._tally_context(ev, effects, before, after)
         self._tally_modern(ev, effects, before, after)
+        self._tally_stop(ev, effects, before, after)
         if isinstance(ev, WorkerFinished | WorkerFailed | TimerFired) and not effects:
             seen["stale event ignored"] += 1
         if before.known - after.known:
             seen["connection forgotten"] += 1
+
+    def _tally_stop(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        """What a stop ended (R-STOP-1), and the late events after it."""
+        seen = type(self).seen
+        if not isinstance(ev, ServerStopping):
+            if self.stopped:
+                seen["late event after the stop"] += 1
+            return
+        seen["server stopping"] += 1
+        for stage, _ in before.open.values():
+            seen[f"stop ended a call: {stage}"] += 1
+        if not before.open and not effects:
+            seen["stop with nothing open did nothing"] += 1
+        if any(key[1] == nonce for nonce, key in after.elicitations.items()):
+            seen["stop kept a modern nonce"] += 1
 
     def _tally_modern(
         self, ev: Event, effects: list[Effect], before: Observation, after: Observation

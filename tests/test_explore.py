@@ -1,17 +1,24 @@
 """Exhaustive bounded exploration of the real reducer (``askgate.models.explore``).
 
 ``make test`` explores every event sequence of 6 events after the prelude under the tight caps
-(one parked call per connection, two in all) and 5 under the shared caps, the edge cases and
-with no authorizer; ``make verify`` goes deeper. Every state reached passes
-``check_invariants``; every transition is checked for closed-exactly-once, owner-only
-delivery, and timers and workers in step with the state, and a running tool's own requests:
-sent to the owner or refused, resolved once, only while the tool waits (R-CTX-4 .. R-CTX-6).
-Each test below also asserts the exploration really reached the situation its rule is about.
+(one parked call per connection, two in all) and 5 under the shared caps, the edge cases,
+with no authorizer, and the 2026-07-28 flow with the stop (``modern``: modern calls, every
+retry of every state a client keeps, ``ServerStopping``); ``make verify`` goes deeper.
+Every state reached passes ``check_invariants``; every transition is checked for
+closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and a
+running tool's own requests: sent to the owner or refused, resolved once, only while the tool
+waits (R-CTX-4 .. R-CTX-6).
+In ``modern``, each retry is also judged independently of the reducer (R-MRTR-13, R-MRTR-14),
+each input-required state must open for its asker and expire at its nonce's timer (R-MRTR-12),
+an eviction on an ASK must take a top holder's oldest entry, and a stop must end every open
+call and keep the nonces (R-STOP-1). Each test below also asserts the exploration really reached
+the situation its rule is about.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 
 import attrs
 import pytest
@@ -20,17 +27,22 @@ from askgate.core import (
     CancelTimer,
     Effect,
     Event,
+    MessageReceived,
     Options,
     Push,
     Reply,
     Resolve,
+    ServerStopping,
     State,
     TimerFired,
+    ToolCallReceived,
     WorkerFinished,
     step,
 )
 from askgate.models.explore import (
+    APPROVED,
     EDGES,
+    MODERN,
     OPEN,
     SHARED,
     TIGHT,
@@ -61,15 +73,22 @@ def open_() -> Report:
     return explore(OPEN, depth=5)
 
 
+@functools.cache
+def modern() -> Report:
+    return explore(MODERN, depth=5, modern=True)
+
+
 def test_exploration_is_complete_and_large() -> None:
     assert tight().complete
     assert shared().complete
     assert edges().complete
     assert open_().complete
+    assert modern().complete
     assert tight().states > 10_000
     assert shared().states > 5_000
     assert edges().states > 10_000
     assert open_().states > 5_000
+    assert modern().states > 3_000
 
 
 def test_R_INV_1_exhaustive_caps_hold_in_every_state() -> None:
@@ -144,6 +163,40 @@ def test_R_CLOSE_2_exhaustive_every_refusal_reached() -> None:
 
 def test_R_WORK_3_exhaustive_failing_callbacks_answer_callback_failed() -> None:
     assert {"callback_failed", "authorizer failed", "error -32603"} <= edges().outcomes
+
+
+def test_R_MRTR_12_exhaustive_a_modern_ask_parks_a_nonce_under_the_shared_caps() -> None:
+    outcomes = modern().outcomes
+    assert {"call_parked", "nonce evicted", "too many elicitations pending"} <= outcomes
+    assert "evicted to make room on this server" in outcomes  # a 2025 call, by either era
+
+
+def test_R_MRTR_13_exhaustive_a_retry_runs_the_tool_once_only_when_approved() -> None:
+    retries = {o for o in modern().outcomes if o.startswith("retry: ")}
+    assert {"retry: ran", "retry: busy", "retry: declined"} <= retries
+    assert {
+        "retry: arguments changed",
+        "retry: request state tampered",
+        "retry: request state expired",
+        "retry: request state of another principal",
+    } <= retries
+    assert "retry: None" not in retries
+
+
+def test_R_MRTR_14_exhaustive_replayed_and_evicted_states_denied() -> None:
+    outcomes = modern().outcomes
+    assert "nonce closed by a retry" in outcomes
+    assert "retry: request state already used" in outcomes
+    assert "retry: evicted to make room on this server" in outcomes
+
+
+def test_R_MRTR_15_exhaustive_nonces_time_out_and_are_evicted_silently() -> None:
+    assert {"nonce timed out", "nonce evicted"} <= modern().outcomes
+
+
+def test_R_STOP_1_exhaustive_every_open_call_ends_at_the_stop() -> None:
+    outcomes = modern().outcomes
+    assert {"server stopping", "server_stopping", "nonce kept at the stop"} <= outcomes
 
 
 def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
@@ -255,6 +308,39 @@ def test_R_INV_9_exploration_catches_an_outcome_or_prompt_sent_to_a_stranger(
 ) -> None:
     with pytest.raises(ExplorationError, match=complaint):
         explore(TIGHT, depth=4, step_fn=broken)
+
+
+def _ignores_the_stop(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: ``ServerStopping`` does nothing (R-STOP-1)."""
+    if isinstance(event, ServerStopping):
+        return state, []
+    return step(state, event)
+
+
+def _takes_any_answer_as_approval(state: State, event: Event) -> tuple[State, list[Effect]]:
+    """A wrong reducer: a modern retry runs with any ``inputResponses`` (R-MRTR-13)."""
+    if isinstance(event, ToolCallReceived) and event.request_state is not None:
+        event = attrs.evolve(event, input_responses=APPROVED)
+    if isinstance(event, MessageReceived) and isinstance(event.data, bytes):  # its wire form
+        message = json.loads(event.data)
+        if "requestState" in message.get("params", {}):
+            message["params"]["inputResponses"] = APPROVED
+            event = attrs.evolve(event, data=json.dumps(message).encode())
+    return step(state, event)
+
+
+@pytest.mark.parametrize(
+    ("broken", "complaint"),
+    [
+        (_ignores_the_stop, "R-STOP-1"),
+        (_takes_any_answer_as_approval, "R-MRTR-13"),
+    ],
+)
+def test_R_MRTR_13_exploration_catches_a_wrong_stop_or_retry(
+    broken: StepFn, complaint: str
+) -> None:
+    with pytest.raises(ExplorationError, match=complaint):
+        explore(MODERN, depth=3, step_fn=broken, modern=True)
 
 
 @pytest.mark.parametrize(
