@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -59,6 +59,15 @@ mutate: $(STAMP)
 # bench/results/mutation_model.json.
 mutate-model: $(STAMP)
 	$(BIN)/python bench/mutate.py --model-suite
+
+# A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
+# it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at
+# once, each server checking the reducer's invariants after every step
+# (ASKGATE_CHECK_INVARIANTS=1); prints the calls, denials by detail, the largest state, RSS and
+# descriptors per minute. DURATION is in seconds per transport (both run at the same time).
+DURATION ?= 60
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --duration $(DURATION) --transport both
 
 # The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
 # official SDK.
