@@ -60,6 +60,15 @@ mutate: $(STAMP)
 mutate-model: $(STAMP)
 	$(BIN)/python bench/mutate.py --model-suite
 
+# The long fuzz runs (bench/fuzz.py), not in make test or CI: the live fuzzer of make test
+# (tests/fuzz_live.py, Hypothesis inputs against servers over stdio and HTTP) for half of
+# DURATION seconds, then atheris (coverage-guided, libFuzzer) on the codec and the message layer
+# (tests/fuzz_codec.py) for the other half; its corpus is kept in .fuzz/, crashes go to
+# .fuzz/crashes/. Installs the fuzz extra (atheris) first.
+fuzz: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,fuzz]'
+	$(BIN)/python bench/fuzz.py --duration $(DURATION)
+
 # A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
 # it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at
 # once, each server checking the reducer's invariants after every step

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from .fuzz_codec import SEEDS, one_input, regressions
 from .fuzz_live import Live, Step, live_servers, programs
 
 # The short run of make test: an input takes about 10 ms over stdio and 0.3 s over HTTP here
@@ -36,3 +38,17 @@ def test_fuzz_stdio(live: Live, program: list[Step]) -> None:
 @given(program=programs())
 def test_fuzz_http(live: Live, program: list[Step]) -> None:
     live.run_http(program)
+
+
+@pytest.mark.parametrize("data", [pytest.param(data, id=name) for name, data in regressions()])
+def test_fuzz_codec_regressions(data: bytes) -> None:
+    """Every input saved from a coverage-guided run goes through the codec and the reducer
+    without an exception or a broken invariant."""
+    one_input(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
+@given(data=st.one_of(st.binary(max_size=300), st.sampled_from(SEEDS)))
+def test_fuzz_codec_short(data: bytes) -> None:
+    """A short run of the codec target (make fuzz runs it coverage-guided, under atheris)."""
+    one_input(data)
