@@ -69,6 +69,14 @@ fuzz: $(STAMP)
 	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,fuzz]'
 	$(BIN)/python bench/fuzz.py --duration $(DURATION)
 
+# The flood, measured (bench/flood.py): victims' sessions parking one call each, a crowd of
+# sessions asking past their caps, one session asking ten times the total cap, then one principal
+# spreading ten times the total cap over many sessions, three rounds on one server in debug mode;
+# RSS and descriptors before, at the peak and after each round (a minute or so).
+flood: $(STAMP)
+	$(BIN)/python bench/flood.py --out bench/results/flood.json
+	$(BIN)/python bench/flood.py --mallory --out bench/results/flood_mallory.json
+
 # A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
 # it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at
 # once, each server checking the reducer's invariants after every step
