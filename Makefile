@@ -84,7 +84,7 @@ flood: $(STAMP)
 # descriptors per minute. DURATION is in seconds per transport (both run at the same time).
 DURATION ?= 60
 soak: $(STAMP)
-	$(BIN)/python bench/soak.py --duration $(DURATION) --transport both
+	$(BIN)/python bench/soak.py --duration $(DURATION) --transport both --out bench/results/soak.json
 
 # The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
 # official SDK.

@@ -99,7 +99,7 @@ async def test_R_PARK_3_a_flood_over_many_sessions_crowds_out_only_the_flooders(
     "fix belongs in the reducer (share by principal).",
 )
 @pytest.mark.anyio
-async def test_R_PARK_3_one_principal_with_many_sessions_does_not_evict_the_others(
+async def test_flood_one_principal_with_many_sessions_does_not_evict_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(CHECK_ENV, "1")
