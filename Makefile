@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -61,6 +61,32 @@ mutate: $(STAMP)
 # bench/results/mutation_model.json.
 mutate-model: $(STAMP)
 	$(BIN)/python bench/mutate.py --model-suite
+
+# The long fuzz runs (bench/fuzz.py), not in make test or CI: the live fuzzer of make test
+# (tests/fuzz_live.py, Hypothesis inputs against servers over stdio and HTTP) for half of
+# DURATION seconds, then atheris (coverage-guided, libFuzzer) on the codec and the message layer
+# (tests/fuzz_codec.py) for the other half; its corpus is kept in .fuzz/, crashes go to
+# .fuzz/crashes/. Installs the fuzz extra (atheris) first.
+fuzz: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,fuzz]'
+	$(BIN)/python bench/fuzz.py --duration $(DURATION)
+
+# The flood, measured (bench/flood.py): victims' sessions parking one call each, a crowd of
+# sessions asking past their caps, one session asking ten times the total cap, then one principal
+# spreading ten times the total cap over many sessions, three rounds on one server in debug mode;
+# RSS and descriptors before, at the peak and after each round (a minute or so).
+flood: $(STAMP)
+	$(BIN)/python bench/flood.py --out bench/results/flood.json
+	$(BIN)/python bench/flood.py --mallory --out bench/results/flood_mallory.json
+
+# A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
+# it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at
+# once, each server checking the reducer's invariants after every step
+# (ASKGATE_CHECK_INVARIANTS=1); prints the calls, denials by detail, the largest state, RSS and
+# descriptors per minute. DURATION is in seconds per transport (both run at the same time).
+DURATION ?= 60
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --duration $(DURATION) --transport both --out bench/results/soak.json
 
 # The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
 # official SDK.

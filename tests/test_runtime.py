@@ -10,12 +10,14 @@ import os
 from collections.abc import Hashable
 
 import anyio
+import attrs
 import pytest
 
 from askgate.core import (
     Allow,
     Effect,
     Event,
+    InvariantError,
     Job,
     SubscriberAttached,
     TimerFired,
@@ -28,7 +30,7 @@ from askgate.core.jobs import Authorize, RunTool
 from askgate.demo import build_demo
 from askgate.transports.base import Transport
 from askgate.transports.http import HttpApp, HttpTransport
-from askgate.transports.runtime import Runtime, now_ms
+from askgate.transports.runtime import CHECK_ENV, Runtime, now_ms
 from askgate.transports.stdio import FdReceiveStream, FdSendStream, StdioTransport
 
 pytestmark = pytest.mark.anyio
@@ -291,3 +293,31 @@ async def test_every_transport_is_built_from_its_server_and_runs_it_under_its_na
         for fd in (read_in, read_out, write_out):
             os.close(fd)
     assert HttpApp is HttpTransport  # the name the ASGI app is mounted under
+
+
+async def _no_job(_conn: Hashable, _job: Job) -> object:
+    raise AssertionError("no job runs here")
+
+
+async def test_debug_mode_checks_invariants_after_every_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(CHECK_ENV, raising=False)
+    checked = Runtime(initial_state(id_key=os.urandom(32)), _no_job, check_invariants=True)
+    checked.feed(SubscriberAttached("a"))
+    checked.feed(SubscriberAttached("b"))
+    assert checked.steps_checked == 2
+    assert checked.largest["conns"] == 2
+    assert checked.largest["parked"] == 0
+
+    broken = attrs.evolve(initial_state(id_key=os.urandom(32)), parked_total=5)
+    with pytest.raises(InvariantError):
+        Runtime(broken, _no_job, check_invariants=True).feed(SubscriberAttached("a"))
+    # Normal serving does not check (nor pays for it).
+    unchecked = Runtime(broken, _no_job)
+    unchecked.feed(SubscriberAttached("a"))
+    assert (unchecked.steps_checked, unchecked.largest) == (0, {})
+    # The environment variable turns it on for a runtime built afterwards.
+    monkeypatch.setenv(CHECK_ENV, "1")
+    with pytest.raises(InvariantError):
+        Runtime(broken, _no_job).feed(SubscriberAttached("a"))

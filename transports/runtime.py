@@ -31,6 +31,13 @@ reducer decides what reaches the wire (spec/rules.md, R-CTX).
 Events fed while effects are being performed (a worker that completed at once, an observer
 that feeds) are stepped in order after the current step's effects, never in the middle of them.
 
+Debug mode (``check_invariants=True``, or the environment variable ``ASKGATE_CHECK_INVARIANTS=1``
+when the runtime is built): after every step the state is checked with
+:func:`askgate.core.check_invariants` (O(state) per step: for soaks and tests, never for normal
+serving); a failure raises out of ``feed`` and stops the server loudly. The runtime also keeps
+the largest size seen of each of the state's maps (:attr:`Runtime.largest`) and logs a line on
+``askgate.runtime.check`` each time one grows.
+
 Works on asyncio and trio. Time is ``int(anyio.current_time() * 1000)``: the clock of the
 running event loop, which is monotonic on both.
 """
@@ -46,6 +53,7 @@ import inspect
 import itertools
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
@@ -75,6 +83,7 @@ from askgate.core import (
     ToolRequested,
     WorkerFailed,
     WorkerFinished,
+    check_invariants,
     step,
 )
 from askgate.core.callbacks import completes_without_suspending, runs_eagerly
@@ -85,6 +94,7 @@ from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, Ru
 from .calllog import conn_text, log_record
 
 __all__ = [
+    "CHECK_ENV",
     "JobPerformer",
     "Runtime",
     "Writer",
@@ -97,6 +107,21 @@ __all__ = [
 ]
 
 logger = logging.getLogger("askgate.runtime")
+check_logger = logging.getLogger("askgate.runtime.check")
+
+CHECK_ENV = "ASKGATE_CHECK_INVARIANTS"
+"""Set to ``1``, a runtime built afterwards runs in debug mode (see the module's docstring)."""
+
+_SIZED = (
+    "conns",
+    "calls",
+    "parked",
+    "workers",
+    "client_requests",
+    "stateless",
+    "closed_nonces",
+    "callers",
+)
 
 Writer = Callable[[bytes], None]
 """Takes one encoded message (no newline) for a connection; must not block."""
@@ -264,8 +289,15 @@ class Runtime:
         *,
         observer: Observer | None = None,
         eager: EagerJobs | None = None,
+        check_invariants: bool | None = None,
     ) -> None:
         self._state = state
+        if check_invariants is None:
+            check_invariants = os.environ.get(CHECK_ENV) == "1"
+        self._checking = check_invariants
+        self.largest: dict[str, int] = {}
+        """The largest size seen of each map of the state, in debug mode (empty otherwise)."""
+        self.steps_checked = 0
         self._perform_job = perform_job
         self._observer = observer
         self._eager = eager
@@ -439,8 +471,25 @@ class Runtime:
 
     def _step(self, event: Event) -> None:
         self._state, effects = step(self._state, event)
+        if self._checking:
+            self._check()
         for effect in effects:
             self._perform(effect)
+
+    def _check(self) -> None:
+        """Debug mode: checks the state's invariants and records the largest sizes seen."""
+        state = self._state
+        check_invariants(state)
+        self.steps_checked += 1
+        grown = False
+        for name in _SIZED:
+            size = len(getattr(state, name))
+            if size > self.largest.get(name, -1):
+                self.largest[name] = size
+                grown = True
+        if grown:
+            sizes = " ".join(f"{name}={self.largest[name]}" for name in _SIZED)
+            check_logger.warning("largest state so far: %s", sizes)
 
     def _perform(self, effect: Effect) -> None:
         # Dispatched on the exact class, most frequent first (effect classes are final).

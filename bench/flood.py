@@ -1,0 +1,211 @@
+"""The flood, measured: `askgate serve --demo --http` on 127.0.0.1 in a subprocess, in debug mode
+(``ASKGATE_CHECK_INVARIANTS=1``: every step checked, caps included), under the clients of
+tests/flood_clients.py: sessions that park one call each (the victims), a crowd of sessions each
+asking three times its cap, one session asking ten times the total cap, and (``--mallory``) one
+principal spreading ten times the total cap over as many sessions as the total cap.
+
+    python bench/flood.py --per-conn 4 --total 32 --victims 8 --crowd 16 --mallory
+
+It prints the calls parked and denied by detail, the victims served after the flood, the largest
+state the server saw, and the server's RSS before (after a warm-up session), at its peak
+(sampled every 50 ms) and after (every session ended, then 2 s), and its open descriptors, for
+each of ``--rounds`` floods in a row on the same server (memory the allocator kept after the
+first is reused by the next, where a leak would grow round after round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.flood_clients import TOKENS, Session, flood  # noqa: E402
+
+LARGEST = re.compile(r"largest state so far: (.*)$")
+
+
+def proc_figures(pid: int) -> tuple[int, int]:
+    """RSS (KiB) and open descriptors of process ``pid``."""
+    rss = 0
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def warm_up(url: str) -> None:
+    """One session, one call asked and approved, the session ended."""
+    async with httpx2.AsyncClient(timeout=20) as http:
+        session = Session(http, url, "victim")
+        await session.open()
+        done = anyio.Event()
+
+        async def on_message(message: dict[str, Any]) -> None:
+            if message.get("method") == "elicitation/create":
+                answer = {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"action": "accept", "content": {"approve": True}},
+                }
+                await http.post(url, json=answer, headers=session.headers)
+            elif message.get("id") == "warm":
+                done.set()
+
+        await session.ask("warm", anyio.Event(), on_message)
+        await session.close()
+
+
+async def main(args: argparse.Namespace) -> int:
+    work = Path(tempfile.mkdtemp(prefix="askgate-flood-"))
+    tokens = work / "tokens"
+    tokens.write_text("".join(f"{name} {token}\n" for name, token in TOKENS.items()))
+    log = work / "server.log"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [
+        sys.executable,
+        "-m",
+        "askgate",
+        "serve",
+        "--demo",
+        "--http",
+        f"127.0.0.1:{port}",
+        "--auth",
+        "bearer",
+        "--tokens",
+        str(tokens),
+        "--max-parked",
+        str(args.per_conn),
+        "--max-parked-total",
+        str(args.total),
+        "--elicitation-timeout-ms",
+        "600000",
+    ]
+    env = {**os.environ, "ASKGATE_CHECK_INVARIANTS": "1"}
+    with open(log, "wb") as out:
+        process = await anyio.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env
+        )
+    samples: list[tuple[int, int]] = []
+    async with process:
+        try:
+            async with httpx2.AsyncClient(timeout=2) as probe:
+                for _ in range(100):
+                    try:
+                        await probe.get(url)
+                        break
+                    except httpx2.HTTPError:
+                        await anyio.sleep(0.1)
+            await warm_up(url)
+            before = proc_figures(process.pid)
+            phases: list[str] = []
+            sampling = True
+
+            async def sample() -> None:
+                for _ in range(100_000):
+                    if not sampling:
+                        return
+                    samples.append(proc_figures(process.pid))
+                    await anyio.sleep(0.05)
+
+            rounds: list[dict[str, Any]] = []
+            for _ in range(args.rounds):
+                samples.clear()
+                sampling = True
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(sample)
+                    started = time.monotonic()
+                    figures = await flood(
+                        url,
+                        victims=args.victims,
+                        crowd=args.crowd,
+                        per_conn=args.per_conn,
+                        total=args.total,
+                        mallory_sessions=args.total if args.mallory else 0,
+                        deadline=120,
+                        during=phases.append,
+                    )
+                    took = time.monotonic() - started
+                    sampling = False
+                await anyio.sleep(2)  # a measurement pause, not a synchronisation
+                after = proc_figures(process.pid)
+                rounds.append(
+                    {
+                        "seconds": round(took, 1),
+                        **figures.as_dict(),
+                        "rss_kib": {
+                            "peak": max(s[0] for s in samples),
+                            "after": after[0],
+                        },
+                        "fds": {"peak": max(s[1] for s in samples), "after": after[1]},
+                    }
+                )
+        finally:
+            process.terminate()
+            with anyio.move_on_after(20):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    text = log.read_text(errors="replace")
+    largest = ""
+    for line in text.splitlines():
+        if match := LARGEST.search(line):
+            largest = match.group(1)
+    result = {
+        "caps": {"per_session": args.per_conn, "total": args.total},
+        "victims": args.victims,
+        "crowd_sessions": args.crowd,
+        "mallory_sessions": args.total if args.mallory else 0,
+        "before": {"rss_kib": before[0], "fds": before[1]},
+        "rounds": rounds,
+        "largest_state": largest,
+        "invariant_failures": text.count("InvariantError"),
+        "server_exit": process.returncode,
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 1 if result["invariant_failures"] or result["server_exit"] not in (0, None) else 0
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-conn", type=int, default=4)
+    parser.add_argument("--total", type=int, default=32)
+    parser.add_argument("--victims", type=int, default=8)
+    parser.add_argument("--crowd", type=int, default=16)
+    parser.add_argument(
+        "--mallory", action="store_true", help="add one principal with as many sessions as --total"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="floods in a row on the same server (default 3)"
+    )
+    parser.add_argument("--out", help="write the figures as JSON here")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    raise SystemExit(anyio.run(main, parse()))

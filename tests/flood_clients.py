@@ -1,0 +1,255 @@
+"""The flood of issue #12 as clients over Streamable HTTP (bench/flood.py measures it against a
+server process, tests/test_flood.py runs a small one in process).
+
+Against a server whose tool ``guarded_echo`` asks, with per-session cap ``per_conn`` and total
+cap ``total``, in this order:
+
+1. victims: ``victims`` sessions of principal ``victim`` park one call each;
+2. a crowd: ``crowd`` sessions of principal ``crowd`` each ask three times their cap at once;
+3. one connection: one session of principal ``single`` asks ten times the total cap at once;
+4. one principal with many sessions: ``mallory`` spreads ten times the total cap over
+   ``mallory_sessions`` sessions (none: no such phase).
+
+Every ask of a phase is sent at once and the phase ends when each has its first answer (its
+elicitation, or its result). The parked calls of the flood are never answered. Then every victim
+approves: each must get its tool's result, not a deny. Then every session is deleted, which ends
+what is still parked. Every wait is bounded by ``deadline``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx2
+
+TOKENS = {
+    "victim": "victim-token-0123456789abcdef",
+    "crowd": "crowd-token-0123456789abcdef",
+    "single": "single-token-0123456789abcdef",
+    "mallory": "mallory-token-0123456789abcdef",
+}
+VERSION = "2025-11-25"
+
+
+class Figures:
+    """What the clients saw."""
+
+    def __init__(self) -> None:
+        self.parked: collections.Counter[str] = collections.Counter()  # elicitations, by phase
+        self.denied: collections.Counter[str] = collections.Counter()  # by detail
+        self.other: collections.Counter[str] = collections.Counter()
+        self.victims_served = 0
+        self.victims_denied: list[str] = []
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "parked_by_phase": dict(self.parked),
+            "denied_by_detail": dict(self.denied),
+            "other": dict(self.other),
+            "victims_served": self.victims_served,
+            "victims_denied": self.victims_denied,
+        }
+
+
+class Session:
+    """One session of one principal."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, principal: str) -> None:
+        self.http = http
+        self.url = url
+        self.headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "authorization": f"Bearer {TOKENS[principal]}",
+        }
+
+    async def open(self) -> None:
+        params = {
+            "protocolVersion": VERSION,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "flood", "version": "0"},
+        }
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        response = await self.http.post(self.url, json=init, headers=self.headers)
+        assert response.status_code == 200, response.text
+        self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        self.headers["mcp-protocol-version"] = VERSION
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        response = await self.http.post(self.url, json=note, headers=self.headers)
+        assert response.status_code == 202, response.text
+
+    async def close(self) -> None:
+        response = await self.http.delete(self.url, headers=self.headers)
+        assert response.status_code in (204, 404), response.status_code
+
+    async def ask(
+        self,
+        request_id: str,
+        first: anyio.Event,
+        on_message: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        """A ``guarded_echo`` call; each message about it goes to ``on_message``; ``first`` is
+        set at the first one (or when the call's answer ended without one)."""
+        params = {"name": "guarded_echo", "arguments": {"text": request_id}}
+        call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        try:
+            async with self.http.stream(
+                "POST", self.url, json=call, headers=self.headers
+            ) as response:
+                kind = response.headers.get("content-type", "")
+                if kind.startswith("application/json"):
+                    await on_message(json.loads(await response.aread()))
+                    return
+                if not kind.startswith("text/event-stream"):
+                    await response.aread()
+                    await on_message({"status": response.status_code})
+                    return
+                async for line in response.aiter_lines():
+                    if line.startswith("data:") and line[5:].strip():
+                        await on_message(json.loads(line[5:]))
+                        first.set()
+        except httpx2.HTTPError as exc:
+            await on_message({"client error": type(exc).__name__})
+        finally:
+            first.set()
+
+
+def detail_of(message: dict[str, Any]) -> str:
+    """How a call ended, from its final message."""
+    if "status" in message:
+        return f"HTTP {message['status']}"
+    if "client error" in message:
+        return str(message["client error"])
+    if "error" in message:
+        return f"error {message['error'].get('code')}"
+    result = message.get("result", {})
+    payload = result.get("structuredContent") or {}
+    if result.get("isError") and payload.get("error") == "authorization_required":
+        return str(payload.get("detail"))
+    return "served"
+
+
+async def flood(
+    url: str,
+    *,
+    victims: int,
+    crowd: int,
+    per_conn: int,
+    total: int,
+    mallory_sessions: int,
+    deadline: float,
+    during: Callable[[str], None] | None = None,
+) -> Figures:
+    """Runs the flood against ``url``; ``during(phase)`` is called after each phase."""
+    figures = Figures()
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=64)
+    async with (
+        httpx2.AsyncClient(timeout=deadline, limits=limits) as http,
+        anyio.create_task_group() as tg,
+    ):
+        sessions: list[Session] = []
+        victim_asks: list[tuple[Session, list[object], anyio.Event, list[str]]] = []
+
+        async def opened(principal: str) -> Session:
+            session = Session(http, url, principal)
+            await session.open()
+            sessions.append(session)
+            return session
+
+        async def phase(name: str, asks: list[tuple[Session, str]]) -> None:
+            firsts = []
+            for session, request_id in asks:
+                first = anyio.Event()
+                firsts.append(first)
+
+                async def on_message(message: dict[str, Any], rid: str = request_id) -> None:
+                    if message.get("method") == "elicitation/create":
+                        figures.parked[name] += 1
+                    elif (
+                        message.get("id") == rid
+                        or "status" in message
+                        or "client error" in (message)
+                    ):
+                        figures.denied[detail_of(message)] += 1
+
+                tg.start_soon(session.ask, request_id, first, on_message)
+            with anyio.fail_after(deadline):
+                for first in firsts:
+                    await first.wait()
+            if during is not None:
+                during(name)
+
+        with anyio.fail_after(deadline):
+            # 1. the victims park one call each, and wait
+            for n in range(victims):
+                session = await opened("victim")
+                asked: list[object] = []
+                ended = anyio.Event()
+                outcome: list[str] = []
+                first = anyio.Event()
+
+                async def on_victim(
+                    message: dict[str, Any],
+                    asked: list[object] = asked,
+                    ended: anyio.Event = ended,
+                    outcome: list[str] = outcome,
+                    rid: str = f"victim-{n}",
+                ) -> None:
+                    if message.get("method") == "elicitation/create":
+                        asked.append(message["id"])
+                    elif message.get("id") == rid or "status" in message:
+                        outcome.append(detail_of(message))
+                        ended.set()
+
+                tg.start_soon(session.ask, f"victim-{n}", first, on_victim)
+                await first.wait()
+                assert asked, f"victim {n} was not asked: {outcome}"
+                figures.parked["victims"] += 1
+                victim_asks.append((session, asked, ended, outcome))
+            if during is not None:
+                during("victims")
+            # 2. a crowd of sessions, each asking three times its cap
+            crowd_sessions = [await opened("crowd") for _ in range(crowd)]
+            await phase(
+                "crowd",
+                [
+                    (s, f"crowd-{i}-{k}")
+                    for i, s in enumerate(crowd_sessions)
+                    for k in range(3 * per_conn)
+                ],
+            )
+            # 3. one connection asking ten times the total cap
+            single = await opened("single")
+            await phase("single", [(single, f"single-{k}") for k in range(10 * total)])
+            # 4. one principal with many sessions asking ten times the total cap between them
+            if mallory_sessions:
+                spread = [await opened("mallory") for _ in range(mallory_sessions)]
+                each = -(-10 * total // mallory_sessions)
+                await phase(
+                    "mallory",
+                    [(s, f"m-{i}-{k}") for i, s in enumerate(spread) for k in range(each)],
+                )
+        # the victims approve: each gets its result
+        with anyio.fail_after(deadline):
+            for session, asked, ended, outcome in victim_asks:
+                answer = {
+                    "jsonrpc": "2.0",
+                    "id": asked[0],
+                    "result": {"action": "accept", "content": {"approve": True}},
+                }
+                response = await http.post(url, json=answer, headers=session.headers)
+                assert response.status_code == 202, response.text
+                await ended.wait()
+                if outcome == ["served"]:
+                    figures.victims_served += 1
+                else:
+                    figures.victims_denied.extend(outcome)
+            for session in sessions:
+                await session.close()
+        tg.cancel_scope.cancel()
+    return figures
