@@ -108,7 +108,8 @@ bench-stdio: $(STAMP)
 
 # MCP over Streamable HTTP: askgate beside the official SDK's low-level server, each run by
 # uvicorn on a free port of 127.0.0.1 ({port}); one session, 32 calls in flight over 32
-# keep-alive connections, so askgate gets the same raised bounds as for stdio.
+# keep-alive connections, so askgate gets the same raised bounds as for stdio; then the
+# 2026-07-28 approval round trip, stateless, beside the 2025 one.
 bench-http: $(STAMP)
 	$(BIN)/python bench/http_bench.py \
 		--server "$(BIN)/python bench/sdk_http_server.py --port {port}" --label sdk \

@@ -1,17 +1,20 @@
-"""MCP servers over Streamable HTTP, side by side: echo throughput, elicitation round trips, CPU.
+"""MCP servers over Streamable HTTP, side by side: echo throughput, approval round trips, CPU.
 
     python bench/http_bench.py \\
         --server "python bench/sdk_http_server.py --port {port}" --label sdk \\
         [--server "askgate serve --http 127.0.0.1:{port} --demo" --label askgate] \\
         [--calls 5000] [--in-flight 32] [--sequential 1000] [--elicitations 300] \\
-        [--elicit-calls 1000] [--elicit-in-flight 16] [--rounds 3] [--out bench/results/http.json]
+        [--elicit-calls 1000] [--elicit-in-flight 16] [--modern-trips 300] \\
+        [--modern-calls 1000] [--modern-in-flight 16] [--rounds 3] [--out bench/results/http.json]
 
 Each ``--server`` is a command line (split like a shell would, no shell involved) in which
 ``{port}`` is replaced by a free TCP port on 127.0.0.1; the server must serve MCP Streamable HTTP
 at ``http://127.0.0.1:{port}/mcp`` with two tools: ``echo(text)``, which returns ``text`` as one
 text content block and runs without asking, and ``guarded_echo(text)``, which first sends an
 ``elicitation/create`` on the call's SSE stream and returns ``text`` once the answer is
-``{"action": "accept", "content": {"approve": true}}``. ``--label`` names the servers in order.
+``{"action": "accept", "content": {"approve": true}}``; asked in the 2026-07-28 revision,
+``guarded_echo`` answers instead with an input-required result and runs on the approving retry
+(phase 7). ``--label`` names the servers in order.
 The servers are run one after the other, each in a fresh process, and measured the same way:
 
 1. handshake: the port accepts connections, then ``initialize`` (protocolVersion 2025-06-18,
@@ -34,7 +37,22 @@ The servers are run one after the other, each in a fresh process, and measured t
    stream up to the result (checked) and its end. The round trip is the time from writing the
    call to reading its result: p50 and p99;
 6. elicitation throughput: ``--elicit-calls`` such round trips with ``--elicit-in-flight``
-   outstanding (two connections each): round trips/s and the server's CPU per round trip.
+   outstanding (two connections each): round trips/s and the server's CPU per round trip;
+7. the 2026-07-28 approval round trip, stateless (no session): POST ``tools/call
+   guarded_echo`` with the per-request ``_meta`` (``io.modelcontextprotocol/protocolVersion``
+   2026-07-28, ``clientCapabilities`` ``{"elicitation": {}}``, ``clientInfo``) and the headers
+   ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``; its response (JSON or an SSE
+   stream) must be ``resultType: "input_required"`` with one ``elicitation/create`` form among
+   ``inputRequests`` asking for a boolean ``approve``, and a ``requestState``; then POST the
+   retry on the same keep-alive connection with a new id, ``inputResponses`` accepting with
+   ``{"approve": true}`` under the request's key, and the ``requestState`` as received; its
+   result must be the echo (checked, ``resultType`` absent or ``complete``). The round trip is
+   the time from writing the call to reading the retry's result: ``--modern-trips`` one at a
+   time (p50 and p99), then ``--modern-calls`` with ``--modern-in-flight`` outstanding, one
+   connection each (round trips/s and the server's CPU per round trip). ``--warmup`` / 10 such
+   round trips come first, unmeasured. A server that does not serve this revision (its first
+   answer is not an input-required result, or anything in this phase fails) gets the reason
+   under ``modern_error`` instead of these figures; its other phases still count.
 
 The load generator is one thread over non-blocking sockets and ``selectors``, writing
 precomputed request bytes and parsing only the status line, the headers it needs, chunked
@@ -85,6 +103,8 @@ from stdio_bench import combine as combine_rounds
 from stdio_bench import table as stdio_table
 
 PROTOCOL_VERSION = "2025-06-18"
+MODERN_VERSION = "2026-07-28"
+META = "io.modelcontextprotocol/"
 CLIENT_INFO = {"name": "askgate-http-bench", "version": "0.1.0"}
 READ_CHUNK = 1 << 16
 APPROVE = {"action": "accept", "content": {"approve": True}}
@@ -98,6 +118,9 @@ class Config:
     elicitations: int
     elicit_calls: int
     elicit_in_flight: int
+    modern_trips: int
+    modern_calls: int
+    modern_in_flight: int
     warmup: int
     text: str
     init_timeout: float
@@ -650,6 +673,165 @@ def elicitation(server: ServerProcess, client: Client, cfg: Config, ids: Ids) ->
     return out
 
 
+class NotModernError(BenchError):
+    """The server's answer to a 2026-07-28 call was not an input-required result."""
+
+
+def modern_prefix(server: ServerProcess) -> bytes:
+    """The head of a stateless 2026-07-28 ``tools/call guarded_echo`` POST, up to its length."""
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{server.port}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        f"MCP-Protocol-Version: {MODERN_VERSION}",
+        "Mcp-Method: tools/call",
+        "Mcp-Name: guarded_echo",
+    ]
+    return ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
+
+
+def approval_key(conn: Conn) -> tuple[str, str]:
+    """The key of the one approval form and the requestState of an input-required answer;
+    anything else raises NotModernError."""
+    label = conn.server.label
+    found = [m for m in conn.messages if m.get("id") == conn.tag and "method" not in m]
+    if conn.status != 200 or not found or "error" in found[0]:
+        excerpt = json.dumps(found[0] if found else conn.messages)[:300]
+        raise NotModernError(
+            f"server {label} answered a 2026-07-28 call with HTTP {conn.status}: {excerpt}"
+        )
+    result = found[0].get("result")
+    if not isinstance(result, dict) or result.get("resultType") != "input_required":
+        raise NotModernError(f"server {label} answered a 2026-07-28 guarded_echo with {result!r}")
+    asks = result.get("inputRequests")
+    state = result.get("requestState")
+    if not isinstance(asks, dict) or len(asks) != 1 or not isinstance(state, str):
+        raise BenchError(f"server {label} asked not for one approval: {result!r}")
+    ((key, ask),) = asks.items()
+    params = ask.get("params") if isinstance(ask, dict) else None
+    schema = params.get("requestedSchema") if isinstance(params, dict) else None
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    approve = props.get("approve") if isinstance(props, dict) else None
+    if (
+        not isinstance(ask, dict)
+        or ask.get("method") != "elicitation/create"
+        or not isinstance(approve, dict)
+        or approve.get("type") != "boolean"
+    ):
+        raise BenchError(f"server {label} asked for something else than approve: {ask!r}")
+    return key, state
+
+
+def modern_round_trips(
+    client: Client, cfg: Config, ids: Ids, count: int, in_flight: int
+) -> list[int]:
+    """count stateless 2026-07-28 approval round trips (call, input required, approving retry
+    on the same connection) with in_flight outstanding; latencies in ns (call written to the
+    retry's result read)."""
+    prefix = modern_prefix(client.server)
+    meta = {
+        f"{META}protocolVersion": MODERN_VERSION,
+        f"{META}clientCapabilities": {"elicitation": {}},
+        f"{META}clientInfo": CLIENT_INFO,
+    }
+    arguments = {"text": cfg.text}
+    call = json.dumps(
+        {"name": "guarded_echo", "arguments": arguments, "_meta": meta}, separators=(",", ":")
+    ).encode()
+    head = b'{"jsonrpc":"2.0","id":'
+    tail = b',"method":"tools/call","params":' + call + b"}"
+    expected = [{"type": "text", "text": cfg.text}]
+    latencies: list[int] = []
+    sent = 0
+
+    def post(conn: Conn, body: bytes) -> None:
+        conn.send(prefix + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    started: dict[int, int] = {}  # id(conn) -> when its call was written
+    retrying: set[int] = set()  # id(conn) of the connections whose retry is out
+
+    def start(conn: Conn) -> None:
+        nonlocal sent
+        rid = ids.take()
+        conn.tag = rid
+        post(conn, head + str(rid).encode() + tail)
+        started[id(conn)] = conn.sent_at
+        retrying.discard(id(conn))
+        sent += 1
+
+    def retry(conn: Conn) -> None:
+        key, state = approval_key(conn)
+        rid = ids.take()
+        conn.tag = rid
+        params = {
+            "name": "guarded_echo",
+            "arguments": arguments,
+            "inputResponses": {key: APPROVE},
+            "requestState": state,
+            "_meta": meta,
+        }
+        post(conn, encode({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}))
+        retrying.add(id(conn))
+
+    with client.connections(min(in_flight, count)) as conns:
+        for conn in conns:
+            start(conn)
+        while len(latencies) < count:
+            for conn in client.wait(client.server.hard_deadline, "a 2026-07-28 guarded_echo"):
+                if not conn.done:
+                    continue
+                conn.done = False
+                if id(conn) not in retrying:
+                    retry(conn)
+                    continue
+                latencies.append(time.perf_counter_ns() - started[id(conn)])
+                expect_echo(conn, "guarded_echo (the 2026-07-28 retry)", expected)
+                result = result_of(conn, conn.tag, "the 2026-07-28 retry")
+                if result.get("resultType", "complete") != "complete":
+                    raise BenchError(f"server {client.server.label} answered the retry {result!r}")
+                if sent < count:
+                    start(conn)
+    return latencies
+
+
+def modern(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+    """Phase 7; a failure is reported under modern_error, the figures already taken stand."""
+    out: dict[str, Any] = {}
+    try:
+        if cfg.warmup:
+            modern_round_trips(client, cfg, ids, max(1, cfg.warmup // 10), 1)
+        if cfg.modern_trips:
+            seq = sorted(modern_round_trips(client, cfg, ids, cfg.modern_trips, 1))
+            out.update(
+                {
+                    "modern_trips": cfg.modern_trips,
+                    "modern_p50_us": round(percentile(seq, 50) / 1000, 1),
+                    "modern_p99_us": round(percentile(seq, 99) / 1000, 1),
+                    "modern_max_us": round(seq[-1] / 1000, 1),
+                }
+            )
+        if cfg.modern_calls:
+            server0 = tree_cpu_seconds(server.proc.pid)
+            t0 = time.perf_counter()
+            modern_round_trips(client, cfg, ids, cfg.modern_calls, cfg.modern_in_flight)
+            wall = time.perf_counter() - t0
+            server1 = tree_cpu_seconds(server.proc.pid)
+            cpu = None if server0 is None or server1 is None else server1 - server0
+            n = cfg.modern_calls
+            out.update(
+                {
+                    "modern_calls": n,
+                    "modern_in_flight": min(cfg.modern_in_flight, n),
+                    "modern_per_s": round(n / wall, 1),
+                    "modern_server_cpu_us": None if cpu is None else round(cpu / n * 1e6, 2),
+                }
+            )
+    except BenchError as exc:
+        return {"modern_error": str(exc)}
+    return out
+
+
 def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
     result = Result(label, argv)
     try:
@@ -669,6 +851,8 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
             if cfg.sequential:
                 result.figures.update(sequential_echo(client, cfg, ids))
             result.figures.update(elicitation(server, client, cfg, ids))
+            if cfg.modern_trips or cfg.modern_calls:
+                result.figures.update(modern(server, client, cfg, ids))
             result.ok = True
     except BenchError as exc:
         result.error = str(exc)
@@ -683,6 +867,8 @@ HEADLINE = [
     "echo_p50_us",
     "elicit_p50_us",
     "elicit_per_s",
+    "modern_p50_us",
+    "modern_per_s",
 ]
 
 ROWS = [
@@ -697,6 +883,10 @@ ROWS = [
     ("elicit_p99_us", "elicitation trip p99, us"),
     ("elicit_per_s", "elicitation trips/s"),
     ("elicit_server_cpu_us", "server CPU per trip, us"),
+    ("modern_p50_us", "2026 approval trip p50, us"),
+    ("modern_p99_us", "2026 approval trip p99, us"),
+    ("modern_per_s", "2026 approval trips/s"),
+    ("modern_server_cpu_us", "server CPU per 2026 trip, us"),
     ("client_cpu_us_per_call", "client CPU per echo, us"),
     ("client_cpu_utilisation", "client CPU utilisation"),
 ]
@@ -712,7 +902,13 @@ def combine(rounds: list[Result]) -> Result:
 
 
 def table(results: list[Result]) -> str:
-    return stdio_table(results, ROWS, _versus)
+    lines = [stdio_table(results, ROWS, _versus)]
+    lines += [
+        f"2026-07-28 not measured for {r.label}: {r.figures['modern_error']}"
+        for r in results
+        if r.ok and r.figures.get("modern_error")
+    ]
+    return "\n".join(lines)
 
 
 def ratio(other: Result, base: Result, key: str, lower_is_better: bool = False) -> float | None:
@@ -727,14 +923,19 @@ def _versus(other: Result, base: Result) -> str:
 
     def times(key: str, lower_is_better: bool = False) -> str:
         value = ratio(other, base, key, lower_is_better)
-        return "n/a" if value is None else f"{value:.2f}x"
+        if value is None:
+            return "n/a"
+        return f"1/{value:.2f}x" if lower_is_better else f"{value:.2f}x"
 
     return (
         f"{other.label} vs {base.label}: echo throughput {times('calls_per_s')}; "
-        f"CPU per echo 1/{times('server_cpu_us_per_call', True)}; "
-        f"echo p50 1/{times('echo_p50_us', True)}; "
-        f"elicitation trip p50 1/{times('elicit_p50_us', True)}; "
-        f"elicitation trips/s {times('elicit_per_s')}"
+        f"CPU per echo {times('server_cpu_us_per_call', True)}; "
+        f"echo p50 {times('echo_p50_us', True)}; "
+        f"elicitation trip p50 {times('elicit_p50_us', True)}; "
+        f"elicitation trips/s {times('elicit_per_s')}; "
+        f"2026 approval trip p50 {times('modern_p50_us', True)}; "
+        f"2026 approval trips/s {times('modern_per_s')}; "
+        f"CPU per 2026 trip {times('modern_server_cpu_us', True)}"
     )
 
 
@@ -748,6 +949,9 @@ def main() -> int:
     parser.add_argument("--elicitations", type=int, default=300, help="round trips one at a time")
     parser.add_argument("--elicit-calls", type=int, default=1000, help="round trips, concurrent")
     parser.add_argument("--elicit-in-flight", type=positive, default=16)
+    parser.add_argument("--modern-trips", type=int, default=300, help="2026 trips one at a time")
+    parser.add_argument("--modern-calls", type=int, default=1000, help="2026 trips, concurrent")
+    parser.add_argument("--modern-in-flight", type=positive, default=16)
     parser.add_argument("--warmup", type=int, default=500, help="echo calls before measuring")
     parser.add_argument("--text", default="hello from the http benchmark")
     parser.add_argument("--init-timeout", type=float, default=15.0, help="seconds")
@@ -770,6 +974,9 @@ def main() -> int:
         elicitations=max(0, args.elicitations),
         elicit_calls=max(0, args.elicit_calls),
         elicit_in_flight=args.elicit_in_flight,
+        modern_trips=max(0, args.modern_trips),
+        modern_calls=max(0, args.modern_calls),
+        modern_in_flight=args.modern_in_flight,
         warmup=max(0, args.warmup),
         text=args.text,
         init_timeout=args.init_timeout,
@@ -793,11 +1000,16 @@ def main() -> int:
             "elicitations": cfg.elicitations,
             "elicit_calls": cfg.elicit_calls,
             "elicit_in_flight": cfg.elicit_in_flight,
+            "modern_trips": cfg.modern_trips,
+            "modern_calls": cfg.modern_calls,
+            "modern_in_flight": cfg.modern_in_flight,
+            "modern_protocol_version": MODERN_VERSION,
             "warmup": cfg.warmup,
             "text": cfg.text,
             "protocol_version": PROTOCOL_VERSION,
             "rounds": args.rounds,
-            "session": "one per server run; one request per keep-alive connection",
+            "session": "one per server run (phases 1-6; phase 7 is stateless); "
+            "one request at a time per keep-alive connection",
         },
         "machine": {
             "python": platform.python_version(),
