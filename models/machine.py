@@ -50,9 +50,9 @@ or malformed params and other methods; answers to them come from the owner or an
 connection (result objects, garbage, JSON-RPC errors), and the timer rule fires their timers.
 Progress and logs (R-CTX-2, R-CTX-3) are not drawn: the reference model leaves them out.
 ``ServerStopping`` (R-STOP-1) is drawn rarely (a rule of three arguments that stops one time in
-``STOP_ODDS``), since it ends the server's life: after it, the rules that connect, register
-tools or send requests are off, and only late events come (workers' reports, timers, answers,
-detaches, caller exits, the stale noise).
+``STOP_ODDS``; never unless a profile sets it), since it ends the server's life: after it, the
+rules that connect, register tools or send requests are off, and only late events come
+(workers' reports, timers, answers, detaches, caller exits, the stale noise).
 
 Modern ``tools/call`` requests (spec/modern.md) come in bursts from connections that mostly did
 not initialize, with or without a principal, with ``_meta`` that allows a form elicitation, does
@@ -456,7 +456,9 @@ class ReducerMachine(RuleBasedStateMachine):
     PRECONNECT: ClassVar[bool | None] = None  # None: drawn per run
     PRECONNECT_CAPABILITIES: ClassVar[object] = {"elicitation": {}}
     THROUGH_THE_WIRE: ClassVar[bool] = True  # also feed each client event as its message
-    STOP_ODDS: ClassVar[int] = 4  # a drawn stop rule stops one time in 4 (1: every time)
+    # A drawn stop rule stops one time in STOP_ODDS (1: every time; 0, the default: never, so
+    # that a profile's run is not cut short by a stop unless it asks for stops).
+    STOP_ODDS: ClassVar[int] = 0
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -1032,7 +1034,7 @@ class ReducerMachine(RuleBasedStateMachine):
         ends the
         server's life: afterwards only late events come (workers' reports, timers, answers,
         detaches, caller exits, the stale noise); ``again``, a second stop finds nothing open."""
-        if odds % self.STOP_ODDS:
+        if not self.STOP_ODDS or odds % self.STOP_ODDS:
             return
         self.now += after_ms
         self.stopped = True

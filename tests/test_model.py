@@ -76,9 +76,11 @@ def run(machine: type[ReducerMachine], examples: int, *, derandomize: bool = Fal
 
 
 class General(ReducerMachine):
-    """Every option and every event, small caps; connected at the start or not."""
+    """Every option and every event, small caps; connected at the start or not; now and then
+    the server stops."""
 
     seen: ClassVar[Counter[str]] = Counter()
+    STOP_ODDS = 4
 
 
 class TightCaps(ReducerMachine):
@@ -221,26 +223,48 @@ def test_R_INV_2_model_machine_general() -> None:
     assert seen["through the wire"], seen  # R-PROTO-15: the transports' entry was driven too
 
 
+def _modern_missing(seen: Counter[str]) -> list[str]:
+    """What a run of :class:`Modern` must reach and did not (R-MRTR-12 .. R-MRTR-16)."""
+    missing = [
+        name
+        for name in (
+            "modern input required",
+            "modern approve",
+            "modern retry denied: request state already used",
+            "modern retry denied: request state of another principal",
+            "modern retry denied: arguments changed",
+            "modern retry denied: request state expired",
+            "modern nonce timed out",
+        )
+        if not seen[name]
+    ]
+    groups = {
+        "forged": (
+            "request state tampered",
+            "request state malformed",
+            "request state key unknown",
+        ),
+        "refused": ("declined", "cancelled", "not approved"),
+    }
+    for group, details in groups.items():
+        if not any(seen[f"modern retry denied: {detail}"] for detail in details):
+            missing.append(group)
+    return missing
+
+
 def test_R_MRTR_13_model_machine_modern_approvals() -> None:
     """Modern ASKs park nonces beside 2025 parked calls, and their retries, as asked or forged,
     replayed, foreign, changed or late, meet the model at every step (R-MRTR-12 .. R-MRTR-16)."""
-    # A 2025 ASK evicting a nonce was missed by about 1 in 3 of these runs, so evictions of
+    # Runs of 400 histories missed one of these paths in 2 of 5 runs here (the rules compete
+    # with every other), so the run goes on, in batches of 200 and at most 5, until each path
+    # was reached; every history is checked step by step all the same.
+    for _ in range(5):  # bounded
+        seen = run(Modern, 200)
+        if not _modern_missing(seen):
+            break
+    assert not _modern_missing(seen), (_modern_missing(seen), seen)
+    # A 2025 ASK evicting a nonce was missed by about 1 in 3 runs of 400, so evictions of
     # nonces have their own crowded run (200 histories reached them in each of 16 runs here).
-    seen = run(Modern, 400)
-    assert seen["modern input required"], seen
-    assert seen["modern approve"], seen
-    for detail in (
-        "request state already used",
-        "request state of another principal",
-        "arguments changed",
-        "request state expired",
-    ):
-        assert seen[f"modern retry denied: {detail}"], (detail, seen)
-    forged = ("request state tampered", "request state malformed", "request state key unknown")
-    assert any(seen[f"modern retry denied: {detail}"] for detail in forged), seen
-    refused = ("declined", "cancelled", "not approved")
-    assert any(seen[f"modern retry denied: {detail}"] for detail in refused), seen
-    assert seen["modern nonce timed out"], seen
     full = run(ModernFull, 300)
     assert full["modern nonce evicted"], full
 
