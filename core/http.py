@@ -20,6 +20,7 @@ from . import door
 from .codec import Decoded, ErrorResponse, Notification, Request, Response
 from .options import OptionError
 from .protocol import SUPPORTED_VERSIONS
+from .revisions import META_CAPABILITIES, META_VERSION, MODERN_REVISIONS, UNSUPPORTED_VERSION
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 DEFAULT_IDLE_MS: Final = 30 * 60 * 1000
@@ -709,3 +710,132 @@ def run_http_refusal(
         )
     refusal = deployment_refusal(configured_authorizer, read_authorizer)
     return None if refusal is None else str(OptionError("authorizer", None, refusal))
+
+
+# -- the 2026-07-28 revision over HTTP (R-HTTP-26 ..) -------------------------------------------
+
+METHOD_HEADER: Final = "mcp-method"
+NAME_HEADER: Final = "mcp-name"
+HEADER_MISMATCH: Final = -32020
+"""The modern error for routing headers that disagree with the body (R-HTTP-27)."""
+NAME_PARAMS: Final[Mapping[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+}
+"""The methods whose ``Mcp-Name`` header mirrors a param, and that param (R-HTTP-27)."""
+MODERN_STATUS: Final[Mapping[int, int]] = {
+    -32700: 400,
+    -32600: 400,
+    -32602: 400,
+    HEADER_MISMATCH: 400,
+    -32021: 400,
+    UNSUPPORTED_VERSION: 400,
+    -32601: 404,
+}
+"""R-HTTP-28: the HTTP status of a modern request's JSON error answer, by its code (any other
+code, and every result, is 200)."""
+
+
+@attrs.frozen(slots=True)
+class ModernRefusal:
+    """R-HTTP-27: a modern request refused before it reaches the reducer: the HTTP status and
+    the JSON-RPC error, answered under the request's own id."""
+
+    status: int
+    code: int
+    message: str
+    request_id: object = None
+
+    def answer(self) -> dict[str, object]:
+        """The JSON-RPC error message this refusal is sent as."""
+        error = {"code": self.code, "message": self.message}
+        return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
+
+
+def modern_header(headers: Mapping[str, str]) -> bool:
+    """R-HTTP-26: the request's ``MCP-Protocol-Version`` names a version served statelessly."""
+    return headers.get(VERSION_HEADER, "").strip() in MODERN_REVISIONS
+
+
+def _header_value(value: str | None) -> str | None:
+    """An ``Mcp-Name`` value as the client meant it: optional whitespace around it removed
+    (RFC 9110), and a ``=?base64?...?=`` value decoded (canonical base64 of UTF-8; anything else
+    is no value, so it never matches)."""
+    if value is None:
+        return None
+    value = value.strip(" \t")
+    if not (value.startswith("=?base64?") and value.endswith("?=")) or len(value) < 11:
+        return value
+    payload = value[9:-2]
+    try:
+        raw = base64.b64decode(payload, validate=True)
+        if base64.b64encode(raw).decode("ascii") != payload:
+            return None
+        return raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+Sessionless = Literal["session", "stateless"]
+
+
+def sessionless(headers: Mapping[str, str], decoded: Decoded) -> Sessionless | ModernRefusal:
+    """R-HTTP-26, R-HTTP-27: how a POST that names no session is served, once its body is
+    decoded. ``"stateless"``: a modern request, served on its own through the reducer. A
+    request is modern when its ``params._meta`` names a protocol version or its
+    ``MCP-Protocol-Version`` header names a modern one; an ``initialize`` that is not modern
+    opens a session, and anything else that is not modern is ``"session"`` too (answered as the
+    session rules say: an ``initialize`` mints one, the rest needs one). A modern request is
+    refused, in this order: an ``initialize`` (the stateless revision has none) 404 ``-32601``;
+    a ``_meta`` that is not an object or lacks the protocol version or the client capabilities
+    400 ``-32602``; an ``MCP-Protocol-Version`` other than the ``_meta``'s version, an
+    ``Mcp-Method`` other than the method, or, for ``tools/call``, ``prompts/get`` and
+    ``resources/read``, an ``Mcp-Name`` other than the named param, 400 ``-32020``. What the
+    version means (``-32022``, ``-32602`` for a malformed one) is the reducer's (R-MRTR-10)."""
+    if not isinstance(decoded, Request):
+        return "session"
+    params = decoded.params
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    modern = (isinstance(meta, dict) and META_VERSION in meta) or modern_header(headers)
+    if not modern:
+        return "session"
+    rid = decoded.id
+    if door.opens_session(decoded):
+        return ModernRefusal(404, -32601, "Method not found: initialize", rid)
+    if not isinstance(meta, dict) or META_VERSION not in meta or META_CAPABILITIES not in meta:
+        message = f"params._meta must carry {META_VERSION} and {META_CAPABILITIES}"
+        return ModernRefusal(400, -32602, message, rid)
+    version = headers.get(VERSION_HEADER)
+    if version is None or version.strip() != meta[META_VERSION]:
+        message = "MCP-Protocol-Version header does not match the request's protocol version"
+        return ModernRefusal(400, HEADER_MISMATCH, message, rid)
+    if headers.get(METHOD_HEADER, "").strip(" \t") != decoded.method:
+        return ModernRefusal(
+            400, HEADER_MISMATCH, "Mcp-Method header does not match the method", rid
+        )
+    key = NAME_PARAMS.get(decoded.method)
+    named = None if key is None or not isinstance(params, dict) else params.get(key)
+    if named is not None and _header_value(headers.get(NAME_HEADER)) != named:
+        message = f"Mcp-Name header does not match the request's {key}"
+        return ModernRefusal(400, HEADER_MISMATCH, message, rid)
+    return "stateless"
+
+
+def modern_status(message: Mapping[str, object] | None) -> int:
+    """R-HTTP-28: the status of a modern request's JSON answer: its error's code mapped by
+    :data:`MODERN_STATUS`, else 200."""
+    error = None if message is None else message.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return MODERN_STATUS.get(code, 200) if isinstance(code, int) else 200
+
+
+METHOD_NOT_ALLOWED: Final = Rejection(405, "Method Not Allowed: a modern request is a POST")
+
+
+def modern_get_or_delete(headers: Mapping[str, str]) -> Rejection | None:
+    """R-HTTP-26: a GET or a DELETE that names no session and a modern ``MCP-Protocol-Version``
+    is 405 (the stateless revision is POST only); ``None`` for any other, served as before."""
+    if SESSION_HEADER not in headers and modern_header(headers):
+        return METHOD_NOT_ALLOWED
+    return None

@@ -479,7 +479,9 @@ async def test_R_HTTP_21_the_sdk_client_polls_the_conformance_tool() -> None:
 
     async with uvicorn_serving(make) as (app, port), app.running():
         with anyio.fail_after(DEADLINE):
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            # SSE polling is of the 2025-11-25 sessions (the default mode would pick 2026-07-28,
+            # whose streams are not resumable, R-HTTP-28).
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
                 result = await client.call_tool("test_reconnection", {})
         block = result.content[0]
         assert isinstance(block, types.TextContent)

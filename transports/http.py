@@ -69,6 +69,8 @@ __all__ = ["HttpApp", "HttpTransport"]
 logger = logging.getLogger("askgate.http")
 
 ENDPOINT: Final = "/mcp"
+STATELESS: Final = "http-stateless"
+"""The first half of the reducer connection id of a modern request's POST (R-HTTP-26)."""
 REAP_EVERY_MS: Final = 60_000
 
 
@@ -363,6 +365,7 @@ class HttpTransport:
         self._live: dict[str, _Live] = {}
         self._runtime: Runtime | None = None
         self._stopping = False
+        self._stateless_ids = itertools.count()
         self.legacy: LegacySse | None = LegacySse(self)  # the 2024-11-05 pair (R-HTTP-14)
 
     @property
@@ -568,8 +571,11 @@ class HttpTransport:
     ) -> None:
         rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
         version = rules.DEFAULT_VERSION
+        unsupported = None  # R-HTTP-26: a POST with no session may be modern; its body says
         if rejection is None:
             version, rejection = rules.check_version(headers)  # R-HTTP-6
+            if rules.SESSION_HEADER not in headers:
+                unsupported, rejection = rejection, None
         found = self._session(headers, principal, initialize=True)
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
@@ -586,6 +592,17 @@ class HttpTransport:
             await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return
         decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
+        if found is None:  # no session named: a modern request, or what opens a session
+            route = rules.sessionless(headers, decoded)  # R-HTTP-26, R-HTTP-27
+            if isinstance(route, rules.ModernRefusal):
+                await respond(send, route.status, encode(route.answer()), "application/json")
+                return
+            if route == "stateless":
+                await self._stateless(decoded, principal, receive, send)
+                return
+            if unsupported is not None:
+                await reject(send, unsupported)  # R-HTTP-6
+                return
         shape = rules.classify(decoded)
         runtime = self.runtime
         now = self._now()
@@ -743,9 +760,89 @@ class HttpTransport:
             if payload:
                 await send({"type": "http.response.body", "body": payload, "more_body": True})
 
+    async def _stateless(
+        self, decoded: codec.Decoded, principal: str, receive: Receive, send: Send
+    ) -> None:
+        """R-HTTP-26: one modern request, served on a reducer connection of its own that lives
+        as long as its POST, with the request's ``principal`` (R-HTTP-29). The answer is JSON
+        when the reducer answered before anything else came (its status by R-HTTP-28), else an
+        SSE stream of what relates to the request, then its answer. The client leaving before
+        the answer cancels the request (R-HTTP-30)."""
+        assert isinstance(decoded, codec.Request)
+        runtime = self.runtime
+        now = self._now()
+        conn = (STATELESS, next(self._stateless_ids))
+        live = _Live("", conn, self.options)
+        stream = _EventStream(self.options)
+        key = _key(decoded.id)
+        answer: list[dict[str, object]] = []
+        route = self._router(live)
+
+        def deliver(effect: Reply | Push) -> None:
+            if isinstance(effect, Reply) and effect.message is not None:
+                answer.append(effect.message)
+            route(effect)
+
+        runtime.route(conn, deliver)
+        runtime.set_principal(conn, principal)  # for the log and Context
+        runtime.feed(SubscriberAttached(conn, now))
+        live.feeding = (key, stream)
+        try:
+            event = MessageReceived(conn, decoded, now, mode="reply", principal=principal)
+            runtime.feed(event)
+        finally:
+            live.feeding = None
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    tg.cancel_scope.cancel()  # the client left: nothing more is written
+
+                if not stream.done:
+                    live.pending[key] = stream
+                    tg.start_soon(watch)
+                    if not stream.last:  # R-HTTP-7: the answer first is plain JSON
+                        with anyio.move_on_after(self.options.keepalive_ms / 1000):
+                            await stream.first()
+                answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
+                if answer_as == "json":
+                    status = rules.modern_status(answer[-1])  # R-HTTP-28
+                    await respond(send, status, stream.final or b"", "application/json")
+                elif answer_as == "nothing":
+                    await respond(send, 200, b"", "text/event-stream")
+                else:
+                    live.opened(stream)
+                    token = object()
+                    stream.attach(token, 0)
+                    headers = [
+                        (b"content-type", b"text/event-stream"),
+                        (b"cache-control", b"no-cache"),
+                        (b"x-accel-buffering", b"no"),
+                    ]
+                    await send({"type": "http.response.start", "status": 200, "headers": headers})
+                    await self._write_events(stream, token, b"", send)
+                tg.cancel_scope.cancel()
+        except OSError:
+            logger.debug("a client closed its stream")
+        finally:
+            if self._runtime is runtime:  # still running: the app may have stopped meanwhile
+                if not stream.done:  # R-HTTP-30: closing the response cancels the request
+                    params = {"requestId": decoded.id, "reason": "the client closed the response"}
+                    cancel = codec.Notification("notifications/cancelled", params)
+                    runtime.feed(MessageReceived(conn, cancel, self._now()))
+                runtime.feed(SubscriberDetached(conn, self._now()))
+            runtime.unroute(conn)
+            live.close_all()
+
     async def _get(
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send
     ) -> None:
+        refused = rules.modern_get_or_delete(headers)  # R-HTTP-26
+        if refused is not None:
+            await reject(send, refused, [(b"allow", b"POST")])
+            return
         rejection = rules.check_get_headers(headers)
         if rejection is None:
             _, rejection = rules.check_version(headers)
@@ -793,6 +890,10 @@ class HttpTransport:
             self.sessions = rules.close_get(self.sessions, found.id, self._now())
 
     async def _delete(self, headers: dict[str, str], principal: str, send: Send) -> None:
+        refused = rules.modern_get_or_delete(headers)  # R-HTTP-26
+        if refused is not None:
+            await reject(send, refused, [(b"allow", b"POST")])
+            return
         _, rejection = rules.check_version(headers)
         found = self._session(headers, principal)
         if rejection is None and isinstance(found, rules.Rejection):
