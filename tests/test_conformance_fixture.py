@@ -309,15 +309,28 @@ class Approver:
         return self.answer
 
 
+@asynccontextmanager
+async def modern_client(transport: str, approver: Approver) -> AsyncIterator[Client]:
+    """The official client in its default mode, on the fixture over ``transport``."""
+    if transport == "stdio":
+        async with Client(_stdio_fixture(), elicitation_callback=approver) as client:
+            yield client
+        return
+    async with serving() as (_, url), Client(url, elicitation_callback=approver) as client:
+        yield client
+
+
 @pytest.mark.anyio
-async def test_the_fixtures_input_required_tools_run_only_once_approved_in_the_modern_era() -> None:
-    """The official client in its default mode negotiates 2026-07-28 with the fixture (over
-    stdio: the suite's HTTP wire for that revision is not served yet) and answers the
-    input-required round of an asked tool through its elicitation callback."""
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_the_fixtures_input_required_tools_run_only_once_approved_in_the_modern_era(
+    transport: str,
+) -> None:
+    """The official client in its default mode negotiates 2026-07-28 with the fixture and
+    answers the input-required round of an asked tool through its elicitation callback."""
     name = "test_input_required_result_elicitation"
     yes = Approver(types.ElicitResult(action="accept", content={"approve": True}))
     with anyio.fail_after(DEADLINE):
-        async with Client(_stdio_fixture(), elicitation_callback=yes) as client:
+        async with modern_client(transport, yes) as client:
             assert client.protocol_version == "2026-07-28"
             tools = {tool.name for tool in (await client.list_tools()).tools}
             assert tools == TOOLS
@@ -330,7 +343,7 @@ async def test_the_fixtures_input_required_tools_run_only_once_approved_in_the_m
 
     no = Approver(types.ElicitResult(action="decline"))
     with anyio.fail_after(DEADLINE):
-        async with Client(_stdio_fixture(), elicitation_callback=no) as client:
+        async with modern_client(transport, no) as client:
             refused = await client.call_tool("test_input_required_result_multi_round")
             assert refused.is_error
             assert refused.structured_content is not None
