@@ -240,6 +240,11 @@ async def test_R_HTTP_26_a_modern_post_is_served_without_a_session() -> None:
         assert echoed.status_code == 200
         result = echoed.json()["result"]
         assert (result["resultType"], result["content"][0]["text"]) == ("complete", "hi")
+        message = request(3, "server/discover")
+        evil = await post(http, url, message, host="evil.example", origin="http://evil.example")
+        assert evil.status_code == 403  # R-HTTP-2 first, as for every request
+        rebound = await post(http, url, message, host="evil.example")
+        assert rebound.status_code == 421  # R-HTTP-1
         assert len(app.sessions) == 0
         assert stateless_conns(app) == []  # each POST's connection ended with it
         assert len(app.runtime.state.calls) == 0

@@ -20,6 +20,9 @@ decide, and routes each session's replies and pushes to its open streams:
 - A POST carrying a notification or a response (an elicitation answer) is answered 202.
 - GET opens the session's standalone SSE stream: pushes not related to an open POST go there.
 - DELETE ends the session: ``SubscriberDetached`` drops its parked calls and kills its workers.
+- A POST of the 2026-07-28 revision names no session (R-HTTP-26 .. R-HTTP-30): its request is
+  fed on a reducer connection of its own, with the principal of that POST, and answered on the
+  POST's response; the client closing that response cancels it. GET and DELETE are then 405.
 """
 
 from __future__ import annotations
