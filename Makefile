@@ -155,7 +155,8 @@ run-stdio: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo_walkthrough.py
 
-# The official MCP conformance suite (0.1.16 active, 0.2.0-alpha.12 --requirements 2025-11-25)
+# The official MCP conformance suite (0.1.16 active; 0.2.0-alpha.12 --requirements 2025-11-25 and
+# --requirements 2026-07-28)
 # against examples/conformance_server.py over HTTP on 127.0.0.1. The first run downloads Node 22
 # and the suites from npm into .conformance/ (ignored); not part of make test.
 conformance: $(STAMP)

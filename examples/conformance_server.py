@@ -4,14 +4,23 @@ prompt and completion the suite's server scenarios call, over Streamable HTTP on
 ::
 
     python examples/conformance_server.py --port 3901      # http://127.0.0.1:3901/mcp
+    python examples/conformance_server.py --stdio          # the same server on stdin/stdout
 
 ``make conformance`` starts it on a free port and runs ``@modelcontextprotocol/conformance``
 against it (``examples/run_conformance.py``). The names and behaviour follow the suite's
 scenarios (``../shared/reference/mcp.md`` section 5.3). A network transport refuses to start
 unguarded (R-HTTP-13), so the fixture configures both authorizers: the ``test_*`` tools (and
-the JSON Schema 2020-12 tool) are allowed, any other tool is denied, every read is allowed.
-Serving goes through ``askgate serve --http``'s own code path (uvicorn, loopback-only
-principals, Host and Origin checks on the bound port).
+the JSON Schema 2020-12 tool) are allowed, except the 2026-07-28 input-required tools
+(``test_input_required_result_*``), which the tool authorizer answers with ``Ask``; any other
+tool is denied, every read is allowed. Serving goes through ``askgate serve --http``'s own
+code path (uvicorn, loopback-only principals, Host and Origin checks on the bound port).
+
+askgate's input-required results are approvals (spec/modern.md, R-MRTR-12): a 2026-07-28
+``tools/call`` of an ``Ask`` tool is answered with the approval form under the key
+``approval`` and a sealed, single-use ``requestState``; the retry runs the tool only on
+``{"approve": true}``. A tool's own questions (``ctx.elicit``, ``ctx.sample``) are not
+carried by input-required rounds, so the scenarios that want other input requests (sampling,
+``roots/list``, several at once, a second round, a prompt's) get the approval instead.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from askgate import Allow, ClientRequestError, Context, Deny, Server
+from askgate import Allow, Ask, ClientRequestError, Context, Deny, Server
 from askgate.core import Decision
 
 # A 1x1 PNG and a tiny WAV, as the suite's reference fixtures send them.
@@ -64,8 +73,25 @@ SCHEMA_2020_12: dict[str, Any] = {
 }
 
 
+INPUT_REQUIRED_PREFIX = "test_input_required_result_"
+"""The 2026-07-28 scenarios' input-required tools: each is asked for (R-MRTR-12)."""
+INPUT_REQUIRED_TOOLS = (
+    "elicitation",
+    "sampling",
+    "list_roots",
+    "request_state",
+    "multiple_inputs",
+    "multi_round",
+    "tampered_state",
+    "capabilities",
+)
+
+
 def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
-    """The tool authorizer: the suite's tools run, nothing else does."""
+    """The tool authorizer: the suite's tools run, the input-required ones once approved,
+    nothing else does."""
+    if tool.startswith(INPUT_REQUIRED_PREFIX):
+        return Ask(f"Allow {tool} to run?")
     if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL:
         return Allow()
     return Deny(f"{tool} is not a conformance tool")
@@ -105,6 +131,16 @@ async def _elicited(
     action = result.get("action")
     content = result.get("content") if action == "accept" else {}
     return f"{prefix}: action={action}, content={json.dumps(content, sort_keys=True)}"
+
+
+def _register_input_required(server: Server, name: str) -> None:
+    """Registers ``name``, a tool that runs once its approval is granted."""
+
+    async def approved() -> str:
+        return f"{name} ran: approved"
+
+    approved.__doc__ = f"Runs once approved: {name.removeprefix(INPUT_REQUIRED_PREFIX)}"
+    server.tool(name=name)(approved)
 
 
 def build_server() -> Server:
@@ -283,6 +319,34 @@ def build_server() -> Server:
             "properly reconnected after stream closure."
         )
 
+    # -- the 2026-07-28 scenarios' tools -------------------------------------------------------
+
+    @server.tool()
+    async def test_missing_capability(ctx: Context) -> str | dict[str, Any]:
+        """Test tool requiring sampling"""
+        params = {"messages": [{"role": "user", "content": _text("ping")}], "maxTokens": 10}
+        try:
+            await ctx.sample(params)
+        except ClientRequestError as failed:
+            return _refused("sampling/createMessage", failed)
+        return "Success"
+
+    @server.tool()
+    async def test_logging_tool(ctx: Context) -> str:
+        """Diagnostic logging validator tool"""
+        await ctx.log("info", "Diagnostic trace logging activated")
+        return "Logging evaluated"
+
+    @server.tool()
+    async def test_streaming_elicitation(ctx: Context) -> str | dict[str, Any]:
+        """Diagnostic tool validating response progress streams"""
+        await ctx.report_progress(50, 100, "Streaming")
+        schema = {"type": "object", "properties": {"value": {"type": "string"}}}
+        return await _elicited(ctx, "Streaming complete", "A value?", schema)
+
+    for suffix in INPUT_REQUIRED_TOOLS:
+        _register_input_required(server, f"{INPUT_REQUIRED_PREFIX}{suffix}")
+
     @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:
         """Tool with JSON Schema 2020-12 features"""
@@ -351,10 +415,14 @@ def build_server() -> Server:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--port", type=int, required=True, help="the port to serve on")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="the port to serve on")
+    where.add_argument("--stdio", action="store_true", help="serve on stdin and stdout")
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address (default)")
     parser.add_argument("--log-level", default="warning", help="what askgate logs on stderr")
     args = parser.parse_args(argv)
+    if args.stdio:
+        return build_server().run_stdio()
     # The same path as `askgate serve --http HOST:PORT`: its checks, its uvicorn configuration.
     return build_server().run_http(args.host, args.port, log_level=args.log_level)
 

@@ -6,14 +6,21 @@
 2. Starts ``examples/conformance_server.py`` on 127.0.0.1 on a free port and waits until it
    answers HTTP (a bounded number of tries, each waiting on the fixture's exit, so a fixture
    that dies is reported at once).
-3. Runs the 0.1.16 active suite and the 0.2.0 alpha's frozen 2025-11-25 requirements, both at
-   protocol revision 2025-11-25, saving each suite's output and ``checks.json`` files under
-   ``.conformance/results/``; prints each scenario's line, each suite's ``Total: X passed, Y
-   failed`` and a summary; stops the fixture.
+3. Runs three suites: the 0.1.16 active suite at protocol revision 2025-11-25, and the 0.2.0
+   alpha's frozen requirement sets ``--requirements 2025-11-25`` (the stateful wire) and
+   ``--requirements 2026-07-28`` (the stateless wire); saves each run's output and
+   ``checks.json`` files under ``.conformance/results/<run>/``; prints each scenario's line,
+   each run's ``Total: X passed, Y failed``, the checks of its scored scenarios, and a summary;
+   stops the fixture.
 
-Exit status: 0 when both suites report 0 failed checks, 1 when a check failed or a suite gave
-no total, 2 when the run could not start (no npm, an install failed, the fixture did not come
-up).
+A requirement set also runs scenarios it does not score (extensions, scenarios pending against
+the suite's own reference fixture), listed after the suite's ``Not scored for <revision>:``
+line; their checks count in the suite's ``Total`` but, as in the suite's own exit status, they
+cannot fail the run. A run passes when no check of a scored scenario failed and the suite
+exited 0.
+
+Exit status: 0 when every run passes, 1 when a scored check failed or a run gave no total, 2
+when the run could not start (no npm, an install failed, the fixture did not come up).
 """
 
 from __future__ import annotations
@@ -46,19 +53,33 @@ STOP_WAIT_S: Final = 10
 
 ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 TOTAL: Final = re.compile(r"Total: (\d+) passed, (\d+) failed")
-SCENARIO: Final = re.compile(r"^\s*[✓✗] \S+: \d+ passed, \d+ failed")
+SCENARIO: Final = re.compile(r"^\s*([✓✗]) (\S+): (\d+) passed, (\d+) failed")
+NOT_SCORED: Final = re.compile(r"^Not scored for \S+:")
+UNSCORED_ENTRY: Final = re.compile(r"^\s+[✓✗] (\S+) \(([^)]*)\)")
+MODERN: Final = "2026-07-28"
+ALPHA: Final = "0.2.0-alpha.12"
 
 
 class Suite(NamedTuple):
     version: str
     args: tuple[str, ...]
     what: str
+    label: str
+    """The run's folder under ``.conformance/results/``."""
 
 
 SUITES: Final = (
-    Suite("0.1.16", ("--spec-version", REVISION), f"active suite at {REVISION}"),
-    Suite("0.2.0-alpha.12", ("--requirements", REVISION), f"--requirements {REVISION}"),
+    Suite("0.1.16", ("--spec-version", REVISION), f"active suite at {REVISION}", "0.1.16"),
+    Suite(ALPHA, ("--requirements", REVISION), f"--requirements {REVISION}", ALPHA),
+    Suite(ALPHA, ("--requirements", MODERN), f"--requirements {MODERN}", f"{ALPHA}-{MODERN}"),
 )
+
+
+class Scenario(NamedTuple):
+    name: str
+    passed: int
+    failed: int
+    line: str
 
 
 class Outcome(NamedTuple):
@@ -66,7 +87,52 @@ class Outcome(NamedTuple):
     passed: int | None
     failed: int | None
     exit_code: int
-    failing: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
+    unscored: frozenset[str]
+    """The scenarios the suite ran without scoring them (its ``Not scored`` list)."""
+
+    @property
+    def scored(self) -> tuple[Scenario, ...]:
+        return tuple(s for s in self.scenarios if s.name not in self.unscored)
+
+    @property
+    def scored_failed(self) -> int:
+        return sum(s.failed for s in self.scored)
+
+    @property
+    def failing(self) -> tuple[str, ...]:
+        """The summary lines of the scored scenarios with a failed check."""
+        return tuple(s.line for s in self.scored if s.failed)
+
+    @property
+    def ok(self) -> bool:
+        return self.passed is not None and self.scored_failed == 0 and self.exit_code == 0
+
+
+def parse_summary(lines: list[str]) -> tuple[tuple[Scenario, ...], frozenset[str]]:
+    """The scenario lines of a suite's ``=== SUMMARY`` block, and the names its ``Not scored``
+    block lists (empty when the suite scores everything it ran)."""
+    scenarios: list[Scenario] = []
+    unscored: set[str] = set()
+    in_summary = in_unscored = False
+    for line in lines:
+        if line.startswith("=== SUMMARY"):
+            in_summary, in_unscored = True, False
+            continue
+        if not in_summary:
+            continue
+        if NOT_SCORED.match(line):
+            in_unscored = True
+            continue
+        if in_unscored:
+            entry = UNSCORED_ENTRY.match(line)
+            if entry:
+                unscored.add(entry[1])
+            continue
+        found = SCENARIO.match(line)
+        if found:
+            scenarios.append(Scenario(found[2], int(found[3]), int(found[4]), line.strip()))
+    return tuple(scenarios), frozenset(unscored)
 
 
 class SetupError(Exception):
@@ -207,7 +273,7 @@ def stop_fixture(fixture: subprocess.Popen[bytes]) -> None:
 
 
 def run_suite(node: Path, entry: Path, suite: Suite, url: str, verbose: bool) -> Outcome:
-    out = WORK / "results" / suite.version
+    out = WORK / "results" / suite.label
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -246,29 +312,36 @@ def run_suite(node: Path, entry: Path, suite: Suite, url: str, verbose: bool) ->
     (out / "output.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     totals = [TOTAL.search(line) for line in lines]
     found = [m for m in totals if m is not None]
-    failing = tuple(
-        line.strip() for line in lines if SCENARIO.match(line) and line.strip().startswith("✗")
-    )
+    scenarios, unscored = parse_summary(lines)
     if not found:
-        print(f"conformance: no 'Total:' line from {suite.version} (exit {exit_code})")
-        return Outcome(suite, None, None, exit_code, failing)
-    return Outcome(suite, int(found[-1][1]), int(found[-1][2]), exit_code, failing)
+        print(f"conformance: no 'Total:' line from {suite.label} (exit {exit_code})")
+        return Outcome(suite, None, None, exit_code, scenarios, unscored)
+    return Outcome(suite, int(found[-1][1]), int(found[-1][2]), exit_code, scenarios, unscored)
 
 
 def summarize(outcomes: list[Outcome]) -> bool:
-    """Prints one line per suite (and its failing scenarios); whether every suite passed."""
+    """Prints one line per run (and its failing scored scenarios); whether every run passed."""
     print("\n=== askgate conformance summary ===")
-    ok = True
     for outcome in outcomes:
         name = f"{PACKAGE}@{outcome.suite.version} ({outcome.suite.what})"
         if outcome.passed is None:
             print(f"{name}: no total (exit {outcome.exit_code})")
-            ok = False
             continue
-        print(f"{name}: Total: {outcome.passed} passed, {outcome.failed} failed")
-        for line in outcome.failing:
-            print(f"    {line}")
-        ok = ok and outcome.failed == 0 and outcome.exit_code == 0
+        scored = outcome.scored
+        line = (
+            f"{name}: Total: {outcome.passed} passed, {outcome.failed} failed; "
+            f"scored: {len(scored)} scenarios, {sum(s.passed for s in scored)} checks passed, "
+            f"{outcome.scored_failed} failed"
+        )
+        if outcome.unscored:
+            failing = sum(1 for s in outcome.scenarios if s.name in outcome.unscored and s.failed)
+            line += f"; not scored: {len(outcome.unscored)} scenarios ({failing} failing)"
+        print(line)
+        for failed in outcome.failing:
+            print(f"    {failed}")
+        if outcome.passed is not None and outcome.exit_code != 0 and not outcome.failing:
+            print(f"    exit {outcome.exit_code}")
+    ok = all(outcome.ok for outcome in outcomes)
     print(f"results: {(WORK / 'results').relative_to(ROOT)}/ (checks.json per scenario)")
     print("conformance: PASS" if ok else "conformance: FAIL")
     return ok
@@ -277,13 +350,20 @@ def summarize(outcomes: list[Outcome]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Runs the MCP conformance suite on askgate.")
     parser.add_argument("--verbose", action="store_true", help="print every line of each suite")
+    parser.add_argument(
+        "--run",
+        action="append",
+        choices=[suite.label for suite in SUITES],
+        help="run only this one (repeatable; default: all three)",
+    )
     args = parser.parse_args(argv)
+    suites = [suite for suite in SUITES if not args.run or suite.label in args.run]
     # A SIGTERM ends the run through the finally blocks below (the fixture and any suite are
     # stopped), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         node = ensure_node()
-        entries = {suite.version: ensure_suite(suite.version) for suite in SUITES}
+        entries = {suite.version: ensure_suite(suite.version) for suite in suites}
     except SetupError as failed:
         print(f"conformance: {failed}", file=sys.stderr)
         return 2
@@ -299,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"conformance: the fixture answers on {url} (log: {log.relative_to(ROOT)})")
         outcomes = [
-            run_suite(node, entries[suite.version], suite, url, args.verbose) for suite in SUITES
+            run_suite(node, entries[suite.version], suite, url, args.verbose) for suite in suites
         ]
     finally:
         stop_fixture(fixture)

@@ -22,8 +22,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
 
-from askgate import Allow, Deny
+from askgate import Allow, Ask, Deny
 from askgate.core import http as rules
 from askgate.server import Context
 from askgate.transports.http import HttpApp
@@ -51,6 +52,18 @@ TOOLS = {
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
     "test_reconnection",
+    # 2026-07-28 (conformance --requirements 2026-07-28)
+    "test_missing_capability",
+    "test_logging_tool",
+    "test_streaming_elicitation",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
 }
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}
@@ -63,7 +76,10 @@ PROMPTS = {
 
 
 def _fixture() -> ModuleType:
-    name = "conformance_server"
+    return _example("conformance_server")
+
+
+def _example(name: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
@@ -106,6 +122,8 @@ def test_the_fixture_passes_the_deployment_guard_and_runs_only_the_suites_tools(
     assert fixture.allow_test_tools("json_schema_2020_12_tool", {}, context) == Allow()
     assert isinstance(fixture.allow_test_tools("anything_else", {}, context), Deny)
     assert fixture.allow_reads("resources/read", {}, context) == Allow()
+    asked = fixture.allow_test_tools("test_input_required_result_multi_round", {}, context)
+    assert asked == Ask("Allow test_input_required_result_multi_round to run?")
 
 
 @pytest.mark.anyio
@@ -264,3 +282,107 @@ async def test_a_client_without_sampling_gets_a_tool_error_saying_why() -> None:
                 refused = await client.call_tool("test_sampling", {"prompt": "hi"})
                 assert refused.is_error
                 assert _text(refused) == "sampling/createMessage failed: client_cannot_sample"
+
+
+def _stdio_fixture() -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=[str(EXAMPLES / "conformance_server.py"), "--stdio"]
+    )
+
+
+class Approver:
+    """The official client's elicitation callback for the 2026-07-28 rounds: it records each
+    form it is shown and answers ``answer``."""
+
+    def __init__(self, answer: types.ElicitResult) -> None:
+        self.answer = answer
+        self.messages: list[str] = []
+
+    async def __call__(
+        self,
+        context: ClientRequestContext,  # noqa: ARG002 (the protocol's parameter name)
+        params: types.ElicitRequestParams,
+    ) -> types.ElicitResult | types.ErrorData:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        assert params.requested_schema["required"] == ["approve"]
+        self.messages.append(params.message)
+        return self.answer
+
+
+@asynccontextmanager
+async def modern_client(transport: str, approver: Approver) -> AsyncIterator[Client]:
+    """The official client in its default mode, on the fixture over ``transport``."""
+    if transport == "stdio":
+        async with Client(_stdio_fixture(), elicitation_callback=approver) as client:
+            yield client
+        return
+    async with serving() as (_, url), Client(url, elicitation_callback=approver) as client:
+        yield client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_the_fixtures_input_required_tools_run_only_once_approved_in_the_modern_era(
+    transport: str,
+) -> None:
+    """The official client in its default mode negotiates 2026-07-28 with the fixture and
+    answers the input-required round of an asked tool through its elicitation callback."""
+    name = "test_input_required_result_elicitation"
+    yes = Approver(types.ElicitResult(action="accept", content={"approve": True}))
+    with anyio.fail_after(DEADLINE):
+        async with modern_client(transport, yes) as client:
+            assert client.protocol_version == "2026-07-28"
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert tools == TOOLS
+            ran = await client.call_tool(name)
+            assert not ran.is_error
+            assert _text(ran) == f"{name} ran: approved"
+            plain = await client.call_tool("test_logging_tool")
+            assert _text(plain) == "Logging evaluated"
+    assert yes.messages == [f"Allow {name} to run?"]
+
+    no = Approver(types.ElicitResult(action="decline"))
+    with anyio.fail_after(DEADLINE):
+        async with modern_client(transport, no) as client:
+            refused = await client.call_tool("test_input_required_result_multi_round")
+            assert refused.is_error
+            assert refused.structured_content is not None
+            assert refused.structured_content["detail"] == "declined"
+    assert no.messages == ["Allow test_input_required_result_multi_round to run?"]
+
+
+SUMMARY = """\
+=== SUMMARY ===
+✓ server-stateless: 30 passed, 0 failed
+✗ input-required-result-basic-sampling: 0 passed, 2 failed
+✗ tasks-lifecycle: 0 passed, 9 failed
+✓ json-schema-2020-12: 2 passed, 0 failed
+
+Total: 32 passed, 11 failed
+
+Not scored for 2026-07-28: 2 scenario(s) run, 1 failing. These do not affect conformance.
+  ✗ tasks-lifecycle (extension)
+  ✓ json-schema-2020-12 (pending)
+"""
+
+
+def test_the_runner_counts_a_requirement_sets_scored_scenarios_apart() -> None:
+    runner = _example("run_conformance")
+    modern = runner.SUITES[2]
+    assert modern.args == ("--requirements", "2026-07-28")
+    assert len({suite.label for suite in runner.SUITES}) == 3  # one results folder each
+    scenarios, unscored = runner.parse_summary(SUMMARY.splitlines())
+    assert [s.name for s in scenarios] == [
+        "server-stateless",
+        "input-required-result-basic-sampling",
+        "tasks-lifecycle",
+        "json-schema-2020-12",
+    ]
+    assert unscored == {"tasks-lifecycle", "json-schema-2020-12"}
+    failing = runner.Outcome(modern, 32, 11, 1, scenarios, unscored)
+    assert failing.scored_failed == 2
+    assert failing.failing == ("✗ input-required-result-basic-sampling: 0 passed, 2 failed",)
+    assert not failing.ok
+    passing = runner.Outcome(modern, 30, 9, 0, scenarios[:1] + scenarios[2:], unscored)
+    assert passing.scored_failed == 0
+    assert passing.ok  # the unscored extension's 9 failed checks cannot fail the run
