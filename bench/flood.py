@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -33,19 +32,9 @@ import httpx2
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from soak import LARGEST, proc_figures  # noqa: E402
+
 from tests.flood_clients import TOKENS, Session, flood  # noqa: E402
-
-LARGEST = re.compile(r"largest state so far: (.*)$")
-
-
-def proc_figures(pid: int) -> tuple[int, int]:
-    """RSS (KiB) and open descriptors of process ``pid``."""
-    rss = 0
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def free_port() -> int:

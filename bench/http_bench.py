@@ -83,7 +83,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -642,35 +642,54 @@ def elicit_round_trips(
     return latencies
 
 
-def elicitation(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+Trips = Callable[[Client, Config, Ids, int, int], list[int]]
+
+
+def trip_figures(
+    server: ServerProcess,
+    client: Client,
+    cfg: Config,
+    ids: Ids,
+    trips: Trips,
+    prefix: str,
+    counts: tuple[int, int, int],
+) -> dict[str, Any]:
+    """``counts`` = (sequential, calls, in flight): the sequential round trips' p50, p99 and max,
+    then the round trips/s and the server's CPU per round trip with ``in flight`` outstanding,
+    each figure named ``prefix`` + what it is (``elicit_p50_us``, ``modern_per_s``, ...)."""
+    sequential, calls, in_flight = counts
     out: dict[str, Any] = {}
-    if cfg.elicitations:
-        seq = sorted(elicit_round_trips(client, cfg, ids, cfg.elicitations, 1))
+    if sequential:
+        seq = sorted(trips(client, cfg, ids, sequential, 1))
         out.update(
             {
-                "elicitations": cfg.elicitations,
-                "elicit_p50_us": round(percentile(seq, 50) / 1000, 1),
-                "elicit_p99_us": round(percentile(seq, 99) / 1000, 1),
-                "elicit_max_us": round(seq[-1] / 1000, 1),
+                f"{prefix}_p50_us": round(percentile(seq, 50) / 1000, 1),
+                f"{prefix}_p99_us": round(percentile(seq, 99) / 1000, 1),
+                f"{prefix}_max_us": round(seq[-1] / 1000, 1),
             }
         )
-    if cfg.elicit_calls:
+    if calls:
         server0 = tree_cpu_seconds(server.proc.pid)
         t0 = time.perf_counter()
-        elicit_round_trips(client, cfg, ids, cfg.elicit_calls, cfg.elicit_in_flight)
+        trips(client, cfg, ids, calls, in_flight)
         wall = time.perf_counter() - t0
         server1 = tree_cpu_seconds(server.proc.pid)
         cpu = None if server0 is None or server1 is None else server1 - server0
-        n = cfg.elicit_calls
         out.update(
             {
-                "elicit_calls": n,
-                "elicit_in_flight": min(cfg.elicit_in_flight, n),
-                "elicit_per_s": round(n / wall, 1),
-                "elicit_server_cpu_us": None if cpu is None else round(cpu / n * 1e6, 2),
+                f"{prefix}_calls": calls,
+                f"{prefix}_in_flight": min(in_flight, calls),
+                f"{prefix}_per_s": round(calls / wall, 1),
+                f"{prefix}_server_cpu_us": None if cpu is None else round(cpu / calls * 1e6, 2),
             }
         )
     return out
+
+
+def elicitation(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
+    counts = (cfg.elicitations, cfg.elicit_calls, cfg.elicit_in_flight)
+    out = trip_figures(server, client, cfg, ids, elicit_round_trips, "elicit", counts)
+    return {"elicitations": cfg.elicitations, **out} if cfg.elicitations else out
 
 
 class NotModernError(BenchError):
@@ -797,39 +816,14 @@ def modern_round_trips(
 
 def modern(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
     """Phase 7; a failure is reported under modern_error, the figures already taken stand."""
-    out: dict[str, Any] = {}
     try:
         if cfg.warmup:
             modern_round_trips(client, cfg, ids, max(1, cfg.warmup // 10), 1)
-        if cfg.modern_trips:
-            seq = sorted(modern_round_trips(client, cfg, ids, cfg.modern_trips, 1))
-            out.update(
-                {
-                    "modern_trips": cfg.modern_trips,
-                    "modern_p50_us": round(percentile(seq, 50) / 1000, 1),
-                    "modern_p99_us": round(percentile(seq, 99) / 1000, 1),
-                    "modern_max_us": round(seq[-1] / 1000, 1),
-                }
-            )
-        if cfg.modern_calls:
-            server0 = tree_cpu_seconds(server.proc.pid)
-            t0 = time.perf_counter()
-            modern_round_trips(client, cfg, ids, cfg.modern_calls, cfg.modern_in_flight)
-            wall = time.perf_counter() - t0
-            server1 = tree_cpu_seconds(server.proc.pid)
-            cpu = None if server0 is None or server1 is None else server1 - server0
-            n = cfg.modern_calls
-            out.update(
-                {
-                    "modern_calls": n,
-                    "modern_in_flight": min(cfg.modern_in_flight, n),
-                    "modern_per_s": round(n / wall, 1),
-                    "modern_server_cpu_us": None if cpu is None else round(cpu / n * 1e6, 2),
-                }
-            )
+        counts = (cfg.modern_trips, cfg.modern_calls, cfg.modern_in_flight)
+        out = trip_figures(server, client, cfg, ids, modern_round_trips, "modern", counts)
     except BenchError as exc:
         return {"modern_error": str(exc)}
-    return out
+    return {"modern_trips": cfg.modern_trips, **out} if cfg.modern_trips else out
 
 
 def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
