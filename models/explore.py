@@ -171,15 +171,7 @@ again (R-TOOL-2), malformed and reused request ids (R-ADM-0, R-ADM-1), stale wor
 OPEN = Options(max_in_flight=2, max_in_flight_per_connection=1, max_client_requests_per_call=1)
 """No authorizer: tools run at once, and a sensitive tool registered late is denied (R-ADM-3)."""
 
-MODERN = Options(
-    has_authorizer=True,
-    max_parked_elicitations=2,
-    max_parked_elicitations_total=3,
-    max_in_flight=2,
-    max_in_flight_per_connection=1,
-    max_client_capabilities=3,
-    max_client_requests_per_call=1,
-)
+MODERN = SHARED
 """The 2026-07-28 flow (spec/modern.md) beside the 2025 one: two parked entries per owner,
 three in all, shared by 2025 parked calls and modern nonces, so that either era evicts the
 other's oldest entry (R-MRTR-12, R-PARK-3); ``ServerStopping`` in every state (R-STOP-1)."""
