@@ -343,7 +343,10 @@ def answer_message(answer: Answer, eid: object) -> tuple[dict[str, Any], bool]:
         result = {"action": how}
     else:
         result = answer.junk
-    return {"jsonrpc": "2.0", "id": eid, "result": result}, how == "approve"
+    # Whatever the answer was drawn as, it approves when it is the exact approval ("truthy"
+    # with a junk of True is): compared as JSON text, where True and 1 differ.
+    exact = json.dumps(result, sort_keys=True, default=repr) == json.dumps(APPROVE, sort_keys=True)
+    return {"jsonrpc": "2.0", "id": eid, "result": result}, exact
 
 
 # -- one connection, either transport ------------------------------------------------------------
