@@ -309,6 +309,7 @@ async def test_debug_mode_checks_invariants_after_every_step(
     assert checked.steps_checked == 2
     assert checked.largest["conns"] == 2
     assert checked.largest["parked"] == 0
+    assert checked.largest["listens"] == 0  # every map of the state that can grow is sized
 
     broken = attrs.evolve(initial_state(id_key=os.urandom(32)), parked_total=5)
     with pytest.raises(InvariantError):

@@ -121,6 +121,7 @@ _SIZED = (
     "stateless",
     "closed_nonces",
     "callers",
+    "listens",
 )
 
 Writer = Callable[[bytes], None]
