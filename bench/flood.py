@@ -32,7 +32,7 @@ import httpx2
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from soak import LARGEST, proc_figures  # noqa: E402
+from soak import LARGEST, proc_figures, wait_listening  # noqa: E402
 
 from tests.flood_clients import TOKENS, Session, flood  # noqa: E402
 
@@ -100,13 +100,7 @@ async def main(args: argparse.Namespace) -> int:
     samples: list[tuple[int, int]] = []
     async with process:
         try:
-            async with httpx2.AsyncClient(timeout=2) as probe:
-                for _ in range(100):
-                    try:
-                        await probe.get(url)
-                        break
-                    except httpx2.HTTPError:
-                        await anyio.sleep(0.1)
+            await wait_listening(url, log)
             await warm_up(url)
             before = proc_figures(process.pid)
             phases: list[str] = []

@@ -52,6 +52,19 @@ HTTP_BEHAVIOURS = (*BEHAVIOURS, "drop_and_resume")
 LARGEST = re.compile(r"largest state so far: (.*)$")
 
 
+async def wait_listening(url: str, log: object) -> None:
+    """Until the HTTP server at ``url`` answers (any status), polling for at most ~10 s;
+    exits naming ``log`` if it never does."""
+    async with httpx2.AsyncClient(timeout=2) as probe:
+        for _ in range(100):  # bounded
+            try:
+                await probe.get(url)
+                return
+            except httpx2.HTTPError:
+                await anyio.sleep(0.1)
+    raise SystemExit(f"the HTTP server did not start; see {log}")
+
+
 def proc_figures(pid: int) -> tuple[int, int]:
     """RSS (KiB) and open descriptors of process ``pid``."""
     rss = 0
@@ -505,15 +518,7 @@ async def soak_http(duration: float, clients: int, seed: int, log: Path) -> dict
         )
     sampler = Sampler(process.pid)
     async with process:
-        async with httpx2.AsyncClient(timeout=2) as probe:
-            for _ in range(100):
-                try:
-                    await probe.get(url)
-                    break
-                except httpx2.HTTPError:
-                    await anyio.sleep(0.1)
-            else:
-                raise SystemExit(f"the HTTP server did not start; see {log}")
+        await wait_listening(url, log)
         sampler.sample()
         until = time.monotonic() + duration
         async with anyio.create_task_group() as tg:
