@@ -248,6 +248,16 @@ def check_version(headers: Mapping[str, str]) -> tuple[str, Rejection | None]:
     return version, None
 
 
+def post_version(headers: Mapping[str, str]) -> tuple[str, Rejection | None, Rejection | None]:
+    """R-HTTP-6 for a POST: the version in force, the rejection due before the body is read,
+    and the one deferred until it is (R-HTTP-26: a POST naming no session may be a modern
+    request, whose body decides; a session's POST is refused at once)."""
+    version, rejection = check_version(headers)
+    if rejection is not None and SESSION_HEADER not in headers:
+        return version, None, rejection
+    return version, rejection, None
+
+
 # -- the POST body ------------------------------------------------------------------------------
 
 

@@ -100,6 +100,19 @@ def test_R_HTTP_26_a_post_naming_no_session_is_modern_by_its_meta_or_its_header(
     assert refused.code == -32602
 
 
+def test_R_HTTP_26_an_unsupported_version_waits_for_the_body_only_without_a_session() -> None:
+    bad = {"mcp-protocol-version": "2099-01-01"}
+    version, now, later = rules.post_version(bad)
+    assert (version, now) == ("2099-01-01", None)
+    assert later is not None
+    assert later.status == 400
+    version, now, later = rules.post_version({**bad, rules.SESSION_HEADER: "s"})
+    assert now is not None
+    assert now.status == 400
+    assert later is None
+    assert rules.post_version({}) == (rules.DEFAULT_VERSION, None, None)
+
+
 def test_R_HTTP_26_get_and_delete_naming_no_session_in_modern_mode_are_405() -> None:
     assert rules.modern_get_or_delete({"mcp-protocol-version": MODERN}) == rules.METHOD_NOT_ALLOWED
     assert rules.METHOD_NOT_ALLOWED.status == 405

@@ -576,9 +576,7 @@ class HttpTransport:
         version = rules.DEFAULT_VERSION
         unsupported = None  # R-HTTP-26: a POST with no session may be modern; its body says
         if rejection is None:
-            version, rejection = rules.check_version(headers)  # R-HTTP-6
-            if rules.SESSION_HEADER not in headers:
-                unsupported, rejection = rejection, None
+            version, rejection, unsupported = rules.post_version(headers)  # R-HTTP-6
         found = self._session(headers, principal, initialize=True)
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
