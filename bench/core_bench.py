@@ -12,6 +12,10 @@ into the next events); the timed part then replays exactly those events with not
 workload (8 flows at once) from 1 connection and 0 parked calls, and from 1 024 live, initialized
 connections with 256 parked calls. These three use ``max_parked_elicitations_total=512`` so that
 the workload makes the same decisions from each start.
+
+A calibration (a fixed pure-Python workload) is timed before and after the reducer in the same
+run; ``mixed_per_calibration`` divides the mixed rate by it, so that figures taken on other
+machines, or on a busy one, compare as ratios.
 """
 
 from __future__ import annotations
@@ -172,6 +176,33 @@ def measure(start: State, conns: list[str], count: int, repeat: int, concurrency
     return statistics.median(rates)
 
 
+def calibration_workload() -> int:
+    """A fixed pure-Python workload shaped like a reducer step: small immutable records built,
+    dicts and tuples copied, strings formatted, a few comparisons. Its rate on a machine says
+    how fast that machine runs this kind of Python, so reducer figures from two machines (or
+    two loads of one) compare as ratios to it."""
+    total = 0
+    table: dict[str, tuple[int, str]] = {}
+    for i in range(2_000):
+        key = f"c{i % 97}:{i}"
+        record = (i, key)
+        table = {**table, key: record} if len(table) < 64 else {key: record}
+        total += len(table) + (1 if key in table else 0)
+        total += sum(1 for v in table.values() if v[0] % 3 == 0)
+    return total
+
+
+def calibrate(repeat: int) -> float:
+    """Median calibration workloads per CPU second, measured in this run."""
+    rates = []
+    for _ in range(repeat):
+        began = time.process_time()
+        for _ in range(20):
+            calibration_workload()
+        rates.append(20 / (time.process_time() - began))
+    return statistics.median(rates)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=60_000)
@@ -192,16 +223,21 @@ def main() -> int:
     full_start = fill(connect(connect(base, holders), one), holders, 256)
 
     n, r = args.events, args.repeat
+    calibration_before = calibrate(r)
     results = {
         "mixed_events_per_s": measure(mixed_start, workload_conns, n, r, concurrency=32),
         "empty_events_per_s": measure(empty_start, one, n, r, concurrency=8),
         "full_events_per_s": measure(full_start, one, n, r, concurrency=8),
     }
+    calibration = statistics.median([calibration_before, calibrate(r)])
+    mixed_per_calibration = results["mixed_events_per_s"] / calibration
     results = {k: round(v) for k, v in results.items()}
     ratio = results["full_events_per_s"] / results["empty_events_per_s"]
     report = {
         **results,
         "full_over_empty": round(ratio, 3),
+        "calibration_per_s": round(calibration, 1),
+        "mixed_per_calibration": round(mixed_per_calibration, 1),
         "events": args.events,
         "repeat": args.repeat,
         "python": platform.python_version(),
