@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-stdio bench-http bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-stdio bench-http bench-peers bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -115,6 +115,51 @@ bench-http: $(STAMP)
 		--server "$(BIN)/python bench/sdk_http_server.py --port {port}" --label sdk \
 		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate
+
+# askgate beside every peer a user would pick, in one run with interleaved rounds: the official
+# SDK's MCPServer and low-level Server, fastmcp, the TypeScript SDK and a floor process (the
+# least a Python stdio server can do), each serving echo and guarded_echo (asks), over stdio and
+# Streamable HTTP. The peers install into .bench-peers/ (ignored): fastmcp into a venv of its own
+# (it brings its own mcp release), the TypeScript SDK with npm. Figures: bench/results/peers_*.json.
+# PEERS_STDIO_ARGS and PEERS_HTTP_ARGS pass options to the two benchmarks (e.g. fewer calls).
+PEERS := .bench-peers
+PEERS_STDIO_ARGS ?=
+PEERS_HTTP_ARGS ?=
+FASTMCP_VERSION := 4.2.3
+TS_SDK_VERSION := 1.32.2
+$(PEERS)/fastmcp/bin/python:
+	$(PYTHON) -m venv $(PEERS)/fastmcp
+	$(PEERS)/fastmcp/bin/python -m pip install --quiet fastmcp==$(FASTMCP_VERSION)
+$(PEERS)/node/node_modules/@modelcontextprotocol/sdk/package.json:
+	mkdir -p $(PEERS)/node
+	cd $(PEERS)/node && npm install --silent --no-audit --no-fund \
+		@modelcontextprotocol/sdk@$(TS_SDK_VERSION) zod
+# The report's plots: matplotlib in a venv of its own, so the project's venv stays as CI has it.
+$(PEERS)/plot/bin/python:
+	$(PYTHON) -m venv $(PEERS)/plot
+	$(PEERS)/plot/bin/python -m pip install --quiet matplotlib
+PEER_DEPS := $(PEERS)/fastmcp/bin/python $(PEERS)/plot/bin/python \
+	$(PEERS)/node/node_modules/@modelcontextprotocol/sdk/package.json
+
+bench-peers: $(STAMP) $(PEER_DEPS)
+	NODE_PATH=$(CURDIR)/$(PEERS)/node/node_modules $(BIN)/python bench/stdio_bench.py \
+		--out bench/results/peers_stdio.json $(PEERS_STDIO_ARGS) \
+		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate \
+		--server "$(BIN)/python bench/sdk_echo_server.py" --label sdk-lowlevel \
+		--server "$(BIN)/python bench/peers/mcpserver_server.py" --label mcpserver \
+		--server "$(PEERS)/fastmcp/bin/python bench/peers/fastmcp_server.py" --label fastmcp \
+		--server "node bench/peers/ts_server.mjs" --label ts-sdk \
+		--server "$(BIN)/python bench/peers/floor.py" --label floor
+	NODE_PATH=$(CURDIR)/$(PEERS)/node/node_modules $(BIN)/python bench/http_bench.py \
+		--out bench/results/peers_http.json $(PEERS_HTTP_ARGS) \
+		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate \
+		--server "$(BIN)/python bench/sdk_http_server.py --port {port}" --label sdk-lowlevel \
+		--server "$(BIN)/python bench/peers/mcpserver_server.py --port {port}" --label mcpserver \
+		--server "$(PEERS)/fastmcp/bin/python bench/peers/fastmcp_server.py --port {port}" \
+		--label fastmcp \
+		--server "node bench/peers/ts_server.mjs --port {port}" --label ts-sdk
+	$(PEERS)/plot/bin/python bench/report.py
 
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked
 # into .bench-base/ with a venv of its own; the reducer benchmark runs for each in turn, then the

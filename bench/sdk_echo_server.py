@@ -1,11 +1,14 @@
-"""The official ``mcp`` SDK's low-level server over stdio, with one tool: ``echo(text)``.
+"""The official ``mcp`` SDK's low-level server over stdio: ``echo`` and ``guarded_echo``.
 
     python bench/sdk_echo_server.py
 
 The baseline for ``bench/stdio_bench.py``: ``mcp.server.lowlevel.Server`` (``mcp`` 2.3.0) with
 an ``on_list_tools`` and an ``on_call_tool`` handler, served by ``mcp.server.stdio.stdio_server``
 exactly as the SDK's documentation shows. ``echo`` returns its ``text`` argument as one text
-content block. Nothing here is tuned: the point is to measure the SDK as a user would run it.
+content block; ``guarded_echo`` first asks for approval with askgate's approval schema (a boolean
+``approve``, sent as an ``elicitation/create`` related to the call) and returns ``text`` only on
+``accept`` with ``approve`` true, else a denial (``isError``): the work askgate's demo does for
+the same tool. Nothing here is tuned: the point is to measure the SDK as a user would run it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,21 @@ from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+}
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve"}},
+    "required": ["approve"],
+}
+GUARDED = types.Tool(
+    name="guarded_echo",
+    description="Returns its text argument once the user approves (asks).",
+    input_schema=TEXT_SCHEMA,
+)
 ECHO = types.Tool(
     name="echo",
     description="Returns its text argument.",
@@ -32,13 +50,13 @@ ECHO = types.Tool(
 async def list_tools(
     _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[ECHO])
+    return types.ListToolsResult(tools=[ECHO, GUARDED])
 
 
 async def call_tool(
-    _ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    if params.name != "echo":
+    if params.name not in ("echo", "guarded_echo"):
         return types.CallToolResult(
             content=[types.TextContent(text=f"unknown tool: {params.name}")], is_error=True
         )
@@ -47,6 +65,16 @@ async def call_tool(
         return types.CallToolResult(
             content=[types.TextContent(text="echo needs a string 'text'")], is_error=True
         )
+    if params.name == "guarded_echo":
+        answer = await ctx.session.elicit_form(
+            f"Allow guarded_echo to echo {text!r}?",
+            APPROVAL_SCHEMA,
+            related_request_id=ctx.request_id,
+        )
+        if answer.action != "accept" or (answer.content or {}).get("approve") is not True:
+            return types.CallToolResult(
+                content=[types.TextContent(text="not approved")], is_error=True
+            )
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
 

@@ -17,7 +17,15 @@ servers are run one after the other, each in a fresh process, and measured the s
    (the window is refilled as replies arrive), every reply checked; calls/s over wall time, and
    the server's CPU time (user+sys from ``/proc/<pid>/stat``, summed over its process tree,
    including reaped children) across this phase divided by the number of calls;
-4. latency: ``--pings`` sequential ``ping`` requests, p50 and p99 round trip in microseconds.
+4. latency: ``--pings`` sequential ``ping`` requests, p50 and p99 round trip in microseconds;
+5. elicitation: ``--elicitations`` sequential calls of ``guarded_echo(text)``, each answered
+   when the server asks (its ``elicitation/create``) with ``accept`` and ``{"approve": true}``;
+   the round trip from the call to its result, p50 and p99 in microseconds. A server that lists
+   no ``guarded_echo`` reports no figure here (n/a), and ``--elicitations 0`` skips the phase.
+
+Beside these, each server's start-up (from starting its process to the ``initialize`` result,
+in milliseconds) and its peak resident memory at the end (``VmHWM`` of its process tree, KiB).
+The client declares the form elicitation capability in ``initialize``.
 
 The client speaks raw JSON-RPC lines over the pipes, from one thread, with ``poll`` deadlines on
 every read; its own CPU per call and its CPU utilisation during the throughput phase are reported
@@ -88,6 +96,7 @@ class Config:
     text: str
     init_timeout: float
     timeout: float
+    elicitations: int = 0
     profiled: bool = False
 
 
@@ -144,6 +153,22 @@ def _children(pid: int) -> list[int]:
             if fields is not None and int(fields[1]) == pid:
                 found.append(int(entry))
     return found
+
+
+def tree_peak_rss_kib(pid: int) -> int | None:
+    """The sum of VmHWM (peak resident set) over pid and its live descendants, in KiB."""
+    total = 0
+    for each in [pid, *_children(pid)]:
+        try:
+            status = Path(f"/proc/{each}/status").read_text()
+        except OSError:
+            if each == pid:
+                return None
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1])
+    return total
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
@@ -350,16 +375,24 @@ def answer_server_request(peer: Peer, msg: dict[str, Any]) -> None:
 
 
 def handshake(peer: Peer, cfg: Config) -> dict[str, Any]:
-    params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+    """initialize (its result, with ``startup_ms`` added), initialized, tools/list (its names
+    under ``tools``)."""
+    params = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": CLIENT_INFO,
+    }
     result = timed_request(peer, cfg, 0, "initialize", params)
     if not isinstance(result, dict):
         raise BenchError(f"server {peer.label} answered initialize with {result!r}")
+    result["startup_ms"] = round((time.monotonic() - peer.started) * 1000, 1)
     peer.send(frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
     tools = timed_request(peer, cfg, 1, "tools/list", {})
     listed = tools.get("tools") if isinstance(tools, dict) else None
     names = [t.get("name") for t in listed or [] if isinstance(t, dict)]
     if "echo" not in names:
         raise BenchError(f"server {peer.label} lists no echo tool (tools: {names})")
+    result["tools"] = names
     return result
 
 
@@ -473,6 +506,40 @@ def latency(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
     }
 
 
+def elicitation(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
+    """cfg.elicitations sequential guarded_echo calls, each approved when asked."""
+    samples: list[int] = []
+    expected = [{"type": "text", "text": cfg.text}]
+    params = {"name": "guarded_echo", "arguments": {"text": cfg.text}}
+    approve = {"action": "accept", "content": {"approve": True}}
+    for rid in range(first_id, first_id + cfg.elicitations):
+        t0 = time.perf_counter_ns()
+        peer.send(frame({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}))
+        asked = False
+        result: Any = None
+        while result is None:
+            for msg in peer.receive(peer.hard_deadline, "tools/call guarded_echo"):
+                if msg.get("method") == "elicitation/create" and "id" in msg:
+                    asked = True
+                    peer.send(frame({"jsonrpc": "2.0", "id": msg["id"], "result": approve}))
+                elif msg.get("id") == rid and "method" not in msg:
+                    result = msg.get("result", msg)
+                else:
+                    answer_server_request(peer, msg)
+        samples.append(time.perf_counter_ns() - t0)
+        if not asked or not isinstance(result, dict) or result.get("content") != expected:
+            raise BenchError(
+                f"server {peer.label} answered guarded_echo call {rid} "
+                f"({'asked' if asked else 'without asking'}) with {result!r}"
+            )
+    samples.sort()
+    return {
+        "elicitations": cfg.elicitations,
+        "elicit_p50_us": round(percentile(samples, 50) / 1000, 1),
+        "elicit_p99_us": round(percentile(samples, 99) / 1000, 1),
+    }
+
+
 def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
     result = Result(label, argv)
     try:
@@ -481,6 +548,7 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
             info = init.get("serverInfo") or {}
             result.figures["server_info"] = f"{info.get('name')} {info.get('version')}"
             result.figures["protocol_version"] = init.get("protocolVersion")
+            result.figures["startup_ms"] = init["startup_ms"]
             next_id = 2
             if cfg.warmup:
                 echo_burst(peer, cfg, next_id, cfg.warmup)
@@ -492,6 +560,10 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
                 peer.proc.send_signal(signal.SIGUSR2)  # off
             next_id += cfg.calls
             result.figures.update(latency(peer, cfg, next_id))
+            next_id += cfg.pings
+            if cfg.elicitations and "guarded_echo" in init["tools"]:
+                result.figures.update(elicitation(peer, cfg, next_id))
+            result.figures["peak_rss_kib"] = tree_peak_rss_kib(peer.proc.pid)
             result.ok = True
     except BenchError as exc:
         result.error = str(exc)
@@ -607,7 +679,7 @@ def profile_table(path: Path, cpu_us_per_call: float | None, top: int) -> str:
 # --- the report -------------------------------------------------------------------------------
 
 HEADLINE = ["calls_per_s", "server_cpu_us_per_call", "ping_p50_us", "ping_p99_us"]
-TAKE_MAX = {"replies_out_of_order", "ping_max_us"}
+TAKE_MAX = {"replies_out_of_order", "ping_max_us", "peak_rss_kib"}
 
 
 def combine(rounds: list[Result]) -> Result:
@@ -638,6 +710,10 @@ ROWS = [
     ("ping_p50_us", "ping p50, us"),
     ("ping_p99_us", "ping p99, us"),
     ("ping_max_us", "ping max, us"),
+    ("elicit_p50_us", "elicitation trip p50, us"),
+    ("elicit_p99_us", "elicitation trip p99, us"),
+    ("startup_ms", "start + initialize, ms"),
+    ("peak_rss_kib", "peak RSS, KiB"),
     ("client_cpu_us_per_call", "client CPU per call, us"),
     ("client_cpu_utilisation", "client CPU utilisation"),
     ("replies_out_of_order", "echo replies out of order"),
@@ -694,7 +770,9 @@ def _versus(other: Result, base: Result) -> str:
     return (
         f"{other.label} vs {base.label}: throughput {times('calls_per_s')}; "
         f"CPU per call 1/{times('server_cpu_us_per_call', True)}; "
-        f"ping p50 1/{times('ping_p50_us', True)}"
+        f"ping p50 1/{times('ping_p50_us', True)}; "
+        f"elicitation p50 1/{times('elicit_p50_us', True)}; "
+        f"start 1/{times('startup_ms', True)}; peak RSS 1/{times('peak_rss_kib', True)}"
     )
 
 
@@ -742,6 +820,7 @@ def main() -> int:
     parser.add_argument("--calls", type=positive, default=5000)
     parser.add_argument("--in-flight", type=positive, default=32)
     parser.add_argument("--pings", type=positive, default=1000)
+    parser.add_argument("--elicitations", type=int, default=300, help="guarded_echo round trips")
     parser.add_argument("--warmup", type=int, default=500, help="echo calls before measuring")
     parser.add_argument("--text", default="hello from the stdio benchmark")
     parser.add_argument("--init-timeout", type=float, default=10.0, help="seconds")
@@ -765,6 +844,7 @@ def main() -> int:
         text=args.text,
         init_timeout=args.init_timeout,
         timeout=args.timeout,
+        elicitations=max(0, args.elicitations),
         profiled=args.profile is not None,
     )
 
@@ -793,6 +873,7 @@ def main() -> int:
             "calls": cfg.calls,
             "in_flight": cfg.in_flight,
             "pings": cfg.pings,
+            "elicitations": cfg.elicitations,
             "warmup": cfg.warmup,
             "text": cfg.text,
             "protocol_version": PROTOCOL_VERSION,
