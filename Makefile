@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-stdio bench-http bench-peers bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-scale bench-stdio bench-http bench-peers bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -90,11 +90,19 @@ soak: $(STAMP)
 
 # The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
 # official SDK.
-bench: bench-core bench-stdio bench-http
+bench: bench-core bench-scale bench-stdio bench-http
 
 # The reducer alone: events per second on a mixed workload.
 bench-core: $(STAMP)
 	$(BIN)/python bench/core_bench.py
+
+# The reducer as the state grows: events/s and state bytes per idle connection (1 to 10 000)
+# and per parked call (0 to the cap); then the HTTP app in process beside 0 to 10 000 idle
+# sessions: CPU per echo call and bytes per session.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale_bench.py
+	$(BIN)/python bench/http_app_bench.py --sessions 0 100 1000 10000 \
+		--out bench/results/sessions.json
 
 # MCP over stdio: askgate beside the official SDK's low-level server, same work, same run.
 # The benchmark keeps 32 calls in flight on one connection; askgate's default share per

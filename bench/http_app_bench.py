@@ -1,6 +1,6 @@
 """The HTTP app alone, in process: CPU per echo ``tools/call`` POST through askgate's ASGI app.
 
-    python bench/http_app_bench.py [--calls 5000] [--rounds 3]
+    python bench/http_app_bench.py [--calls 5000] [--rounds 3] [--sessions N ...]
 
 No server, no sockets, no HTTP parser: the app (``askgate.transports.http.HttpApp`` around the
 demo) is called as uvicorn would call it, with a complete body and a ``send`` that keeps what it
@@ -8,18 +8,28 @@ is given, one POST after another on one session. What it measures is the cost of
 shell and reducer per call, apart from uvicorn and the kernel, so a change to either shows
 without the noise of a loaded machine's network stack. ``make bench-compare`` runs it for the
 base tree and this one. Prints the median of the rounds, in microseconds of CPU per call.
+
+With ``--sessions N ...`` it runs once per N: a fresh app, N idle sessions opened first (each an
+``initialize`` POST and its ``notifications/initialized``; the app's session cap raised to fit),
+their cost in memory measured with ``tracemalloc`` (bytes still allocated once they are open,
+divided by N: the shell's session table and the reducer's connection together), then the echo
+calls on one more session. ``--out FILE`` writes the figures per N as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+import tracemalloc
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+from askgate.core.http import HttpOptions
 from askgate.demo import build_demo
 from askgate.transports.http import HttpApp
 
@@ -64,17 +74,42 @@ def _call(request_id: int) -> bytes:
     )
 
 
-async def measure(calls: int, rounds: int) -> list[float]:
-    app = HttpApp(build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32))
+INIT = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize",'
+    b'"params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}}}}'
+)
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+
+
+async def open_session(app: HttpApp) -> list[tuple[bytes, bytes]]:
+    """A new initialized session; the headers that name it."""
+    answer = await _post(app, INIT, [])
+    session = dict(answer[0]["headers"])[b"mcp-session-id"]
+    extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-06-18")]
+    done = await _post(app, INITIALIZED, extra)
+    if done[0]["status"] != 202:
+        raise SystemExit(f"notifications/initialized was answered {done[0]['status']}")
+    return extra
+
+
+async def measure(
+    calls: int, rounds: int, idle: int = 0, memory: dict[str, float] | None = None
+) -> list[float]:
+    server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
+    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
     figures: list[float] = []
     async with app.running():
-        init = (
-            b'{"jsonrpc":"2.0","id":0,"method":"initialize",'
-            b'"params":{"protocolVersion":"2025-06-18","capabilities":{}}}'
-        )
-        answer = await _post(app, init, [])
-        session = dict(answer[0]["headers"])[b"mcp-session-id"]
-        extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-06-18")]
+        if idle:
+            await open_session(app)  # the first session's one-time allocations, not counted
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(idle):
+                await open_session(app)
+            after = tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
+            if memory is not None:
+                memory["bytes_per_session"] = (after - before) / idle
+        extra = await open_session(app)
         next_id = 1
         for _ in range(200):  # warm up
             await _post(app, _call(next_id), extra)
@@ -95,10 +130,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", type=int, nargs="+", help="idle sessions, one run each")
+    parser.add_argument("--out", type=Path, help="the figures as JSON")
     args = parser.parse_args()
-    figures = anyio.run(measure, args.calls, args.rounds)
-    rounds = ", ".join(f"{f:.1f}" for f in figures)
-    print(f"app CPU per echo call: {statistics.median(figures):.1f} us (rounds: {rounds})")
+    report: list[dict[str, float | int | None]] = []
+    for idle in args.sessions or [0]:
+        memory: dict[str, float] = {}
+        figures = anyio.run(measure, args.calls, args.rounds, idle, memory)
+        rounds = ", ".join(f"{f:.1f}" for f in figures)
+        cpu = statistics.median(figures)
+        per = memory.get("bytes_per_session")
+        where = f" beside {idle} idle sessions ({per:,.0f} bytes each)" if idle else ""
+        print(f"app CPU per echo call{where}: {cpu:.1f} us (rounds: {rounds})")
+        report.append(
+            {
+                "idle_sessions": idle,
+                "cpu_us_per_call": round(cpu, 1),
+                "bytes_per_session": None if per is None else round(per),
+            }
+        )
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

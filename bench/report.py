@@ -109,7 +109,7 @@ def target(label: str, value: float | None, limit: float | None, unit: str, most
     met = value <= limit if most else value >= limit
     how = "met" if met else f"missed by {abs(value - limit) / limit:.0%}"
     sign = "at most" if most else "at least"
-    return f"| {label} | {value:,.1f} {unit} | {sign} {limit:,.1f} {unit} | {how} |"
+    return f"| {label} | {cell(float(value))} {unit} | {sign} {cell(float(limit))} {unit} | {how} |"
 
 
 def targets(stdio: dict[str, Any] | None, http: dict[str, Any] | None) -> list[str]:
@@ -175,7 +175,8 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
             values = [servers[k][key] for k in labels]
             colours = ["tab:green" if k == BASE else "tab:grey" for k in labels]
             ax.bar(labels, values, color=colours)
-            ax.set_title(f"{transport}: {title}", fontsize=9)
+            ax.set_yscale("log")
+            ax.set_title(f"{transport}: {title}, log scale", fontsize=9)
             ax.tick_params(axis="x", labelrotation=45, labelsize=8)
         fig.tight_layout()
         path = out_dir / f"report_{transport}.png"
@@ -208,8 +209,10 @@ def main() -> int:
             continue
         params = ", ".join(f"{k} {v}" for k, v in data.get("params", {}).items())
         machine = data.get("machine", {})
+        loadavg = machine.get("loadavg_1m_at_end")
         lines += [f"Parameters: {params}. Machine: {machine.get('platform')}, "]
-        lines[-1] += f"{machine.get('cpus')} CPUs, Python {machine.get('python')}."
+        lines[-1] += f"{machine.get('cpus')} CPUs, Python {machine.get('python')}"
+        lines[-1] += f", load average {loadavg} at the end of the run." if loadavg else "."
         lines += ["", *table(data, STDIO_ROWS if name == "stdio" else HTTP_ROWS), ""]
     lines += ["## Targets", "", *targets(stdio, http), ""]
     if core is not None:

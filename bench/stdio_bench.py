@@ -883,6 +883,7 @@ def main() -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
             "clk_tck": CLK_TCK,
         },
         "servers": {r.label: r.as_json() for r in results},

@@ -1,0 +1,114 @@
+"""The reducer as the state grows: cost per event and memory per connection and per parked call.
+
+    python bench/scale_bench.py [--events N] [--repeat R] [--out bench/results/scale.json]
+
+Two sweeps, each from a state built the way a shell builds it (``SubscriberAttached`` and
+``ClientInitialized`` per connection; a policy ASK per parked call):
+
+- *connections*: 1, 10, 100, 1 000 and 10 000 idle, initialized connections, and on top of them
+  the same single-connection workload as ``core_bench.py`` (tools allowed, asked and approved,
+  declined, timed out, denied, cancelled, reads), replayed through ``step`` alone: CPU-time
+  events per second;
+- *parked*: 0, 64, 256 and 1 000 parked calls, one per holding connection (1 023 of them), under
+  a total cap of 1 024, with the same workload on top: 1 000 leaves the 24 places the workload's
+  own ASKs need (8 flows at once) to make the same decisions as from an empty server.
+
+The reducer remembers the capabilities of at most ``max_client_capabilities`` (1 024)
+connections; beyond that the oldest are forgotten (they can no longer be asked), so the
+10 000-connection state is what a server with that many live sessions holds.
+
+Memory: the bytes Python allocates to build each state, measured with ``tracemalloc`` (the
+difference from the state before the connections or parked calls were added), divided by their
+number: what one idle connection and one parked call cost the reducer's state. This is the
+state's own memory; a server's RSS per HTTP session adds its transport's share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tracemalloc
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from core_bench import KEY, TOOLS, calibrate, connect, fill, measure
+
+from askgate.core import Options, State, initial_state
+
+CONNECTIONS = (1, 10, 100, 1_000, 10_000)
+PARKED = (0, 64, 256, 1_000)
+HOLDERS = 1_023
+
+
+def allocated(build: Callable[[], State]) -> tuple[State, int]:
+    """The state ``build`` returns and the bytes still allocated for it once built."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    state = build()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return state, after - before
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--events", type=int, default=30_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/scale.json"))
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+
+    options = Options(has_authorizer=True, max_parked_elicitations_total=HOLDERS + 1)
+    base = initial_state(options, id_key=KEY, tools=TOOLS)
+    one = ["w0"]
+    n, r = args.events, args.repeat
+    calibration = calibrate(r)
+
+    by_connections: list[dict[str, int | None]] = []
+    for count in CONNECTIONS:
+        idle = [f"c{i}" for i in range(count - 1)]
+        start, size = allocated(partial(lambda idle: connect(connect(base, idle), one), idle))
+        rate = measure(start, one, n, r, concurrency=8)
+        row: dict[str, int | None] = {"connections": count, "events_per_s": round(rate)}
+        row |= {"state_bytes": size, "bytes_per_connection": round(size / count)}
+        by_connections.append(row)
+        print(f"connections {count:>6}: {row}", file=sys.stderr, flush=True)
+
+    holders = [f"h{i}" for i in range(HOLDERS)]
+    with_holders = connect(connect(base, holders), one)
+    by_parked: list[dict[str, int | None]] = []
+    for count in PARKED:
+        start, size = allocated(partial(fill, with_holders, holders, count))
+        rate = measure(start, one, n, r, concurrency=8)
+        row = {"parked": count, "events_per_s": round(rate), "state_bytes": size}
+        row["bytes_per_parked_call"] = round(size / count) if count else None
+        by_parked.append(row)
+        print(f"parked {count:>6}: {row}", file=sys.stderr, flush=True)
+
+    first, last = by_connections[0]["events_per_s"] or 1, by_connections[-1]["events_per_s"] or 0
+    empty, full = by_parked[0]["events_per_s"] or 1, by_parked[-1]["events_per_s"] or 0
+    report = {
+        "connections": by_connections,
+        "parked": by_parked,
+        "most_over_fewest_connections": round(last / first, 3),
+        "cap_over_no_parked": round(full / empty, 3),
+        "calibration_per_s": round(calibration, 1),
+        "events": n,
+        "repeat": r,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
