@@ -175,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
         type=str.lower,
         help="what askgate logs on stderr (default: warning)",
     )
+    _spec_parser(commands)
     return parser
 
 
@@ -489,7 +490,40 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # no command: say what there is, as a usage error
         parser.print_help(sys.stderr)
         return 2
+    if args.command == "spec":
+        return _spec(args)
     return _serve(args)
+
+
+# -- askgate spec ------------------------------------------------------------------------------
+
+
+def _spec_parser(commands: Any) -> None:
+    spec = commands.add_parser(
+        "spec",
+        help="print the decision matrix and the transition tables, computed from the reducer",
+        description="Prints what the reducer decides for a tools/call, by the authorizer's\n"
+        "decision, the client's capability, the parking caps and the answer (computed by\n"
+        "running the reducer through each combination), then its transition tables: the\n"
+        "text of spec/matrix.md and spec/transitions.md.",
+    )
+    spec.add_argument(
+        "--only",
+        choices=["matrix", "transitions"],
+        help="print one of the two (default: both)",
+    )
+
+
+def _spec(args: argparse.Namespace) -> int:
+    from askgate import specdoc
+
+    if args.only != "transitions":
+        print(specdoc.render_matrix(), end="")
+    if args.only is None:
+        print()
+    if args.only != "matrix":
+        print(specdoc.render_transitions(), end="")
+    return 0
 
 
 def _exit(status: int) -> None:
