@@ -8,7 +8,7 @@ entry whose glob matches decides, R-POL-1), so one representative per class answ
 name in it. The classes come from the product of one automaton per glob over an alphabet of
 character classes (the code points no bracket or literal tells apart count as one symbol),
 explored breadth first from the empty name: every class that holds a name is reached, and its
-representative is one of its shortest names.
+representative is one of its shortest non-empty names (the empty name when it is alone).
 
 On top of it: :func:`shadowed` (entries that can never decide, R-POL-7), :func:`explain` (which
 entry decides a name, R-POL-8), :func:`check` (what ``askgate policy check`` reports, R-POL-9)
@@ -204,8 +204,9 @@ def _representative(intervals: list[tuple[int, int]]) -> str:
 
 def name_classes(patterns: Sequence[str]) -> dict[tuple[bool, ...], str]:
     """Every class of names ``patterns`` tell apart: which of them match (one flag per pattern,
-    in order) -> one of the shortest names of the class. A combination absent from the result
-    holds no name. Raises :class:`AnalysisTooLargeError` past :data:`MAX_STATES` states."""
+    in order) -> one of the shortest non-empty names of the class (the empty name when it is the
+    class's only name). A combination absent from the result holds no name. Raises
+    :class:`AnalysisTooLargeError` past :data:`MAX_STATES` states."""
     parsed = [_atoms(p) for p in patterns]
     representatives, accepts = _alphabet(parsed)
     globs = [_Glob(atoms, acc) for atoms, acc in zip(parsed, accepts, strict=True)]
@@ -217,7 +218,8 @@ def name_classes(patterns: Sequence[str]) -> dict[tuple[bool, ...], str]:
         state = queue.popleft()
         name = names[state]
         flags = tuple(g.accepting(s) for g, s in zip(globs, state, strict=True))
-        classes.setdefault(flags, name)
+        if classes.get(flags, "") == "":  # the empty name only when the class has no other
+            classes[flags] = name
         for symbol, char in enumerate(representatives):
             after = tuple(g.move(s, symbol) for g, s in zip(globs, state, strict=True))
             if after not in names:
@@ -433,6 +435,7 @@ class Change:
     new: int | None
     before: tuple[str, str]
     after: tuple[str, str]
+    methods: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=False) | {
@@ -440,6 +443,7 @@ class Change:
             "after": list(self.after),
             "matched_old": list(self.matched_old),
             "matched_new": list(self.matched_new),
+            "methods": list(self.methods),
         }
 
 
@@ -451,12 +455,18 @@ def _decision(rules: Sequence[Rule], index: int | None) -> tuple[str, str]:
 
 def diff(old: Policy, new: Policy) -> list[Change]:
     """Every class of tool names and of read method names whose decision (allow, ask or deny,
-    with its prompt or reason) differs between ``old`` and ``new``, exactly (R-POL-10)."""
+    with its prompt or reason) differs between ``old`` and ``new``, exactly (R-POL-10); a
+    class of read names lists the read methods of R-PROTO-7 it holds."""
     changes = []
     for section in ("tools", "reads"):
         before: tuple[Rule, ...] = getattr(old, section)
         after: tuple[Rule, ...] = getattr(new, section)
-        classes = name_classes([r.match for r in (*before, *after)])
+        patterns = [r.match for r in (*before, *after)]
+        classes = name_classes(patterns)
+        methods: dict[tuple[bool, ...], list[str]] = {}
+        for method in sorted(READ_METHODS) if section == "reads" else ():
+            flags = tuple(fnmatch.fnmatchcase(method, p) for p in patterns)
+            methods.setdefault(flags, []).append(method)
         for flags, example in classes.items():
             mine, theirs = flags[: len(before)], flags[len(before) :]
             o, n = _first(mine), _first(theirs)
@@ -476,6 +486,7 @@ def diff(old: Policy, new: Policy) -> list[Change]:
                     n,
                     was,
                     now,
+                    tuple(methods.get(flags, ())),
                 )
             )
     return sorted(changes, key=lambda c: (c.section != "tools", c.name is None, c.example))
@@ -497,7 +508,10 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
         )
     was = _said(change.before, old.source, before, change.old)
     now = _said(change.after, new.source, after, change.new)
-    return [f"{head}:", f"  old: {was}", f"  new: {now}"]
+    said = [f"{head}:", f"  old: {was}", f"  new: {now}"]
+    if change.methods and change.name is None:
+        said.append(f"  the read methods in it: {', '.join(change.methods)}")
+    return said
 
 
 def _said(decision: tuple[str, str], source: str, rules: Sequence[Rule], index: int | None) -> str:

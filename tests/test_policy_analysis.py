@@ -33,43 +33,8 @@ DEMO = ROOT / "askgate" / "demo_policy.toml"
 
 # A later revision of the demo's policy, as an operator would write it: globs, a catch-all, reads
 # named one by one.
-REVISED = """\
-[[tools]]
-match = "echo"
-decision = "allow"
-
-[[tools]]
-match = "guarded_*"
-decision = "ask"
-prompt = "Allow {tool} to echo {args.text}?"
-
-[[tools]]
-match = "delete_[a-f]*"
-decision = "ask"
-prompt = "Allow {tool} to delete {args.path}?"
-
-[[tools]]
-match = "s?eep"
-decision = "allow"
-
-[[tools]]
-match = "*"
-decision = "deny"
-reason = "not in the policy"
-
-[[reads]]
-match = "*/list"
-decision = "allow"
-
-[[reads]]
-match = "resources/read"
-decision = "allow"
-
-[[reads]]
-match = "prompts/[!l]*"
-decision = "deny"
-reason = "no prompts"
-"""
+REVISED_FILE = ROOT / "examples" / "revised_policy.toml"
+REVISED = REVISED_FILE.read_text(encoding="utf-8")
 
 
 def _entry(match: str, decision: str) -> str:
@@ -162,7 +127,7 @@ def test_R_POL_8_explain_names_the_deciding_entry_and_what_the_authorizer_return
     assert found.text == 'Allow "delete_cache" to delete "/tmp/x"?'
     assert main(["policy", "explain", str(revised), "delete_cache", '{"path": "/tmp/x"}']) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"{revised}, line 10: [[tools]] entry 3 (match = 'delete_[a-f]*') decides "
+        f"{revised}, line 13: [[tools]] entry 3 (match = 'delete_[a-f]*') decides "
         "delete_cache: ask",
         "  the 2 entries before it do not match delete_cache",
         '  prompt: Allow "delete_cache" to delete "/tmp/x"?',
@@ -199,7 +164,7 @@ def test_R_POL_9_check_reports_prompt_arguments_unguarded_reads_and_warnings(
     )
     assert "allows resources/subscribe, resources/unsubscribe without naming them" in (
         found[1].message
-    )  # resources/read is named by line 30's entry
+    )  # resources/read is named by line 33's entry
     assert "asks, but a read is never parked" in found[2].message
     assert main(["policy", "check", str(bad), "--demo"]) == 1
     out = capsys.readouterr().out.splitlines()
@@ -310,7 +275,15 @@ def test_R_POL_10_the_diff_command_lists_names_and_classes(
     reads = [c for c in changes if c["section"] == "reads"]
     assert all(c["before"] == ["allow", ""] for c in reads)  # the demo allows every read
     assert {c["name"] for c in reads} == {None}  # the revision names no read it changes
+    methods = {m: c["after"][0] for c in reads for m in c["methods"]}
+    assert methods == {
+        "completion/complete": "deny",  # no entry of the revision matches them
+        "logging/setLevel": "deny",
+        "resources/subscribe": "deny",
+        "resources/unsubscribe": "deny",
+        "prompts/get": "deny",  # prompts/[!l]*
+    }
     assert main(["policy", "diff", str(DEMO), str(revised)]) == 1
     out = capsys.readouterr().out
     assert "  crash:\n    old: allow (" in out
-    assert "names matched by 's?eep' (new line 15) and '*' (new line 19)" in out
+    assert "names matched by 's?eep' (new line 18) and '*' (new line 22)" in out
