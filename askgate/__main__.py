@@ -1,5 +1,8 @@
 """The ``askgate`` command line: ``askgate serve TARGET`` (a ``Server`` of your own),
-``askgate serve --demo``, ``askgate --version``.
+``askgate serve --demo``, ``askgate --version``; ``askgate policy check|explain|diff`` (a
+policy file analysed, :mod:`askgate.policy_analysis`) and ``askgate spec`` (the decision matrix
+and the transition tables, :mod:`askgate.specdoc`). The exit statuses below are ``serve``'s;
+``policy`` says its own in ``askgate policy --help``.
 
 TARGET is ``module:attribute`` (a module importable from the current folder) or
 ``path/to/file.py:attribute`` (the file's folder goes on ``sys.path``, so its sibling imports
@@ -609,7 +612,7 @@ def _policy(args: argparse.Namespace) -> int:
             tools = server.tool_definitions()
         findings = analysis.check(policy, tools)
         if args.format == "json":
-            print(json.dumps([attrs_dict(f) for f in findings], indent=2))
+            print(json.dumps([_as_dict(f) for f in findings], indent=2))
         else:
             for finding in findings:
                 print(finding.message)
@@ -623,7 +626,7 @@ def _policy(args: argparse.Namespace) -> int:
         return 2
 
 
-def attrs_dict(value: Any) -> dict[str, Any]:
+def _as_dict(value: Any) -> dict[str, Any]:
     import attrs
 
     return attrs.asdict(value)

@@ -225,7 +225,8 @@ def name_classes(patterns: Sequence[str]) -> dict[tuple[bool, ...], str]:
             if after not in names:
                 if len(names) >= MAX_STATES:
                     raise AnalysisTooLargeError(
-                        f"the globs {list(patterns)!r} need more than {MAX_STATES} states"
+                        f"the globs {list(patterns)!r} need more than {MAX_STATES} states to "
+                        "analyse exactly"
                     )
                 names[after] = name + char
                 queue.append(after)
