@@ -559,6 +559,9 @@ def _policy_parser(commands: Any) -> None:
     explain.add_argument(
         "--read", action="store_true", help="TOOL is a read method: decide it by [[reads]]"
     )
+    explain.add_argument(
+        "--format", choices=["text", "json"], default="text", help="output (default: text)"
+    )
     diff = actions.add_parser(
         "diff",
         help="the tool and read names (and classes of names) whose decision changes",
@@ -604,7 +607,10 @@ def _policy(args: argparse.Namespace) -> int:
             if not isinstance(arguments, dict):
                 raise StartError("askgate: ARGS-JSON must be a JSON object")
             found = analysis.explain(policy, args.name, arguments, read=args.read)
-            print("\n".join(found.lines(policy.source)))
+            if args.format == "json":
+                print(json.dumps(_as_dict(found) | {"source": policy.source}, indent=2))
+            else:
+                print("\n".join(found.lines(policy.source)))
             return 0
         tools = None
         if args.demo or args.server:

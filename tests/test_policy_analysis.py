@@ -145,6 +145,9 @@ def test_R_POL_8_explain_names_the_deciding_entry_and_what_the_authorizer_return
     assert capsys.readouterr().out.splitlines() == [
         "completion/complete: no [[reads]] entry matches: deny (no policy rule matches)"
     ]
+    assert main(["policy", "explain", str(revised), "--format", "json", "s1eep"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert (said["index"], said["decision"], said["rule"]["line"]) == (3, "allow", 18)
     assert main(["policy", "explain", str(revised), "echo", "[1]"]) == 2
     assert "ARGS-JSON must be a JSON object" in capsys.readouterr().err
 
