@@ -501,8 +501,8 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
     if change.name is not None:
         head = f"{change.name}"
     else:
-        globs = [f"{before[k].match!r} (old line {before[k].line})" for k in change.matched_old]
-        globs += [f"{after[k].match!r} (new line {after[k].line})" for k in change.matched_new]
+        globs = [f"{before[k].match!r} ({_where('old', before[k])})" for k in change.matched_old]
+        globs += [f"{after[k].match!r} ({_where('new', after[k])})" for k in change.matched_new]
         matched = " and ".join(globs) if globs else "no entry of either file"
         head = (
             f"names matched by {matched} and by no other entry, e.g. {json.dumps(change.example)}"
@@ -513,6 +513,10 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
     if change.methods and change.name is None:
         said.append(f"  the read methods in it: {', '.join(change.methods)}")
     return said
+
+
+def _where(which: str, rule: Rule) -> str:
+    return f"{which} line {rule.line}" if rule.line else f"{which}: the default without [[reads]]"
 
 
 def _said(decision: tuple[str, str], source: str, rules: Sequence[Rule], index: int | None) -> str:
