@@ -1,5 +1,8 @@
 """The ``askgate`` command line: ``askgate serve TARGET`` (a ``Server`` of your own),
-``askgate serve --demo``, ``askgate --version``.
+``askgate serve --demo``, ``askgate --version``; ``askgate policy check|explain|diff`` (a
+policy file analysed, :mod:`askgate.policy_analysis`) and ``askgate spec`` (the decision matrix
+and the transition tables, :mod:`askgate.specdoc`). The exit statuses below are ``serve``'s;
+``policy`` says its own in ``askgate policy --help``.
 
 TARGET is ``module:attribute`` (a module importable from the current folder) or
 ``path/to/file.py:attribute`` (the file's folder goes on ``sys.path``, so its sibling imports
@@ -175,6 +178,8 @@ def _parser() -> argparse.ArgumentParser:
         type=str.lower,
         help="what askgate logs on stderr (default: warning)",
     )
+    _policy_parser(commands)
+    _spec_parser(commands)
     return parser
 
 
@@ -489,7 +494,185 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # no command: say what there is, as a usage error
         parser.print_help(sys.stderr)
         return 2
+    if args.command == "policy":
+        return _policy(args)
+    if args.command == "spec":
+        return _spec(args)
     return _serve(args)
+
+
+# -- askgate policy: check, explain, diff (spec/policy.md R-POL-7 .. R-POL-10) ----------------
+
+POLICY_EXIT = """\
+exit status:
+  0  check: no findings; diff: no name's decision changes; explain: explained
+  1  check: findings; diff: some decisions change
+  2  usage error, or a policy file (or --server TARGET) that cannot be used
+"""
+
+
+def _policy_parser(commands: Any) -> None:
+    policy = commands.add_parser(
+        "policy",
+        help="analyse a policy file: check it, explain a decision, diff two files",
+        description='Answers questions about a policy file (TOML, see README "Policy file")\n'
+        "exactly, over every tool and read name: which entries never apply, which entry\n"
+        "decides a name and why, which names two files decide differently.",
+        epilog=POLICY_EXIT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = policy.add_subparsers(dest="policy_command", required=True)
+    check = actions.add_parser(
+        "check",
+        help="entries that never apply, prompts quoting arguments a tool lacks, reads unguarded",
+        epilog=POLICY_EXIT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("file", metavar="FILE", help="the policy file")
+    server = check.add_mutually_exclusive_group()
+    server.add_argument(
+        "--server",
+        metavar="TARGET",
+        help="the server whose tools the prompts are checked against: module:attribute or "
+        "path/to/file.py:attribute, as for askgate serve (default: none, prompts unchecked)",
+    )
+    server.add_argument(
+        "--demo", action="store_true", help="check the prompts against the demo's tools"
+    )
+    check.add_argument(
+        "--format", choices=["text", "json"], default="text", help="output (default: text)"
+    )
+    explain = actions.add_parser(
+        "explain",
+        help="which entry decides a tool (or a read method) and why",
+        epilog=POLICY_EXIT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explain.add_argument("file", metavar="FILE", help="the policy file")
+    explain.add_argument("name", metavar="TOOL", help="a tool name (a read method with --read)")
+    explain.add_argument(
+        "arguments",
+        nargs="?",
+        metavar="ARGS-JSON",
+        help="the call's arguments, a JSON object, for the prompt (default: {})",
+    )
+    explain.add_argument(
+        "--read", action="store_true", help="TOOL is a read method: decide it by [[reads]]"
+    )
+    explain.add_argument(
+        "--format", choices=["text", "json"], default="text", help="output (default: text)"
+    )
+    diff = actions.add_parser(
+        "diff",
+        help="the tool and read names (and classes of names) whose decision changes",
+        epilog=POLICY_EXIT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diff.add_argument("old", metavar="OLD", help="the policy file before")
+    diff.add_argument("new", metavar="NEW", help="the policy file after")
+    diff.add_argument(
+        "--format", choices=["text", "json"], default="text", help="output (default: text)"
+    )
+
+
+def _policy(args: argparse.Namespace) -> int:
+    """``askgate policy check|explain|diff``: prints the answer on standard output."""
+    import json
+
+    from askgate import policy_analysis as analysis
+    from askgate.policy import PolicyError, load_policy
+
+    try:
+        if args.policy_command == "diff":
+            old, new = load_policy(args.old), load_policy(args.new)
+            changes = analysis.diff(old, new)
+            if args.format == "json":
+                print(json.dumps([c.as_json() for c in changes], indent=2))
+            else:
+                for section in ("tools", "reads"):
+                    mine = [c for c in changes if c.section == section]
+                    print(
+                        f"[[{section}]]: {len(mine) or 'no'} change{'' if len(mine) == 1 else 's'}"
+                    )
+                    for change in mine:
+                        for line in analysis.describe(change, old, new):
+                            print(f"  {line}")
+            return 1 if changes else 0
+        policy = load_policy(args.file)
+        if args.policy_command == "explain":
+            try:
+                arguments = json.loads(args.arguments) if args.arguments else {}
+            except ValueError as bad:
+                raise StartError(f"askgate: ARGS-JSON is not JSON: {bad}") from None
+            if not isinstance(arguments, dict):
+                raise StartError("askgate: ARGS-JSON must be a JSON object")
+            found = analysis.explain(policy, args.name, arguments, read=args.read)
+            if args.format == "json":
+                print(json.dumps(_as_dict(found) | {"source": policy.source}, indent=2))
+            else:
+                print("\n".join(found.lines(policy.source)))
+            return 0
+        tools = None
+        if args.demo or args.server:
+            server = _demo_server() if args.demo else load_target(args.server)
+            tools = server.tool_definitions()
+        findings = analysis.check(policy, tools)
+        if args.format == "json":
+            print(json.dumps([_as_dict(f) for f in findings], indent=2))
+        else:
+            for finding in findings:
+                print(finding.message)
+            print(f"{len(findings) or 'no'} finding{'' if len(findings) == 1 else 's'}")
+        return 1 if findings else 0
+    except (PolicyError, analysis.AnalysisTooLargeError) as refused:
+        print(f"askgate: {refused}", file=sys.stderr)
+        return 2
+    except StartError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(value)
+
+
+def _demo_server() -> Server:
+    from askgate.demo import build_demo
+
+    return build_demo()
+
+
+# -- askgate spec ------------------------------------------------------------------------------
+
+
+def _spec_parser(commands: Any) -> None:
+    spec = commands.add_parser(
+        "spec",
+        help="print the decision matrix and the transition tables, computed from the reducer",
+        description="Prints what the reducer decides for a tools/call, by the authorizer's\n"
+        "decision, the client's capability, the parking caps and the answer (computed by\n"
+        "running the reducer through each combination), then its transition tables: the\n"
+        "text of spec/matrix.md and spec/transitions.md.",
+    )
+    spec.add_argument(
+        "--only",
+        choices=["matrix", "transitions"],
+        help="print one of the two (default: both)",
+    )
+
+
+def _spec(args: argparse.Namespace) -> int:
+    from askgate import specdoc
+
+    if args.only != "transitions":
+        print(specdoc.render_matrix(), end="")
+    if args.only is None:
+        print()
+    if args.only != "matrix":
+        print(specdoc.render_transitions(), end="")
+    return 0
 
 
 def _exit(status: int) -> None:

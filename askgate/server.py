@@ -520,6 +520,11 @@ class Server:
         """Whether the read surfaces have an authorizer (presence, not source)."""
         return self._read_authorizer is not None
 
+    def tool_definitions(self) -> dict[str, Any]:
+        """Each registered tool's ``tools/list`` entry, by name (``askgate policy check``
+        checks the prompts against their ``inputSchema``)."""
+        return {name: tool.info.definition for name, tool in self._tools.items()}
+
     # -- registration -----------------------------------------------------------------------
 
     def tool(
