@@ -272,19 +272,22 @@ def _configure_audit(server: Server, args: argparse.Namespace) -> None:
 def _audit_command(args: argparse.Namespace) -> int:
     """``askgate replay`` and ``askgate explain``."""
     from askgate.explain import explain, render
-    from askgate.trace import TraceError, read_trace, replay
+    from askgate.trace import TraceError, read_runs, replay
 
     try:
         with open(args.trace, encoding="utf-8") as lines:
-            head, steps = read_trace(lines)
+            runs = read_runs(lines)
         if args.command == "replay":
-            count, difference = replay(head, steps)
-            if difference is not None:
-                print(difference.text())
-                return 1
-            print(f"{args.trace}: {count} steps replayed, every effect identical")
+            for number, (head, steps) in enumerate(runs, 1):
+                run = f" run {number} of {len(runs)}" if len(runs) > 1 else ""
+                count, difference = replay(head, steps)
+                if difference is not None:
+                    print(f"{args.trace}{run}: {difference.text()}")
+                    return 1
+                print(f"{args.trace}{run}: {count} steps replayed, every effect identical")
             return 0
-        print(render(explain(head, steps, call=args.call), fmt=args.format))
+        paths = [path for head, steps in runs for path in explain(head, steps, call=args.call)]
+        print(render(paths, fmt=args.format))
         return 0
     except (OSError, TraceError, KeyError, TypeError, ValueError) as bad:
         print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)

@@ -23,11 +23,11 @@ default) stops the server as SIGTERM does (R-STOP-1: every open call is answered
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import logging
 import os
-import queue
 import signal
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -58,8 +58,6 @@ AUDIT_LOGGER = logging.getLogger("askgate.audit")
 
 OnFailure = Literal["stop", "serve"]
 
-_STOP = object()
-
 
 def _stop_process() -> None:
     """Stops the server as SIGTERM does (the transports' own stop, R-STOP-1)."""
@@ -67,8 +65,10 @@ def _stop_process() -> None:
 
 
 class LineSink:
-    """Lines written off the loop: :meth:`put` queues a maker and its arguments (never blocks);
-    one thread calls the maker, writes the line it returns and flushes when the queue is empty.
+    """Lines written off the loop: :meth:`put` appends a maker and its arguments to a bounded
+    queue (never blocks, never wakes a thread but once per ``batch`` items); one thread wakes
+    every ``interval`` seconds (or when ``batch`` items wait), calls each maker, writes the lines
+    they return, and flushes.
 
     ``target`` is a path (opened for append, readable by its owner only), an open text stream,
     or a :class:`logging.Logger` (each line logged at INFO). ``capacity`` bounds the queue.
@@ -82,6 +82,8 @@ class LineSink:
         on_failure: OnFailure = "stop",
         capacity: int = 65_536,
         stop: Callable[[], None] = _stop_process,
+        interval: float = 0.05,
+        batch: int = 512,
     ) -> None:
         if on_failure not in ("stop", "serve"):
             raise ValueError(f"on_failure must be 'stop' or 'serve': {on_failure!r}")
@@ -91,6 +93,10 @@ class LineSink:
         self.written = 0
         self.failure: str | None = None
         self._stop = stop
+        self._capacity = capacity
+        self._batch = min(batch, capacity)
+        self._interval = interval
+        self._lock = threading.Lock()
         self._logger = target if isinstance(target, logging.Logger) else None
         self._stream: TextIO | None = None
         self._owned = False
@@ -99,21 +105,30 @@ class LineSink:
             self._owned = True
         elif self._logger is None:
             self._stream = target  # type: ignore[assignment]
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=capacity)
+        self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._wake = threading.Event()
+        self._closing = False
         self._thread = threading.Thread(target=self._run, name=f"askgate {what}", daemon=True)
         self._thread.start()
 
     def put(self, *item: Any) -> None:
         """Queues ``(maker, *args)``; a full queue is a failure (the line is lost)."""
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
+        pending = self._pending
+        size = len(pending)
+        if size >= self._capacity:
             self._failed("the queue is full: the writer cannot keep up")
+            return
+        pending.append(item)
+        if size + 1 == self._batch:
+            self._wake.set()
 
     def _failed(self, why: str) -> None:
-        self.lost += 1
-        if self.failure is None:
-            self.failure = why
+        with self._lock:
+            self.lost += 1
+            first = self.failure is None
+            if first:
+                self.failure = why
+        if first:
             AUDIT_LOGGER.error(
                 "the %s cannot be written: %s; %s",
                 self.what,
@@ -130,24 +145,27 @@ class LineSink:
             self._stream.write(line + "\n")
 
     def _run(self) -> None:
+        pending = self._pending
         while True:
-            item = self._queue.get()
-            if item is _STOP or item == (_STOP,):
-                self._flush()
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            closing = self._closing
+            while pending:
+                maker, *args = pending.popleft()
+                try:
+                    line = maker(*args)
+                    if line is not None:
+                        self._write(line)
+                        self.written += 1
+                except (OSError, ValueError) as bad:  # a full disk, a closed file
+                    self._failed(f"{type(bad).__name__}: {bad}")
+                except Exception:  # the maker's bug: said, and the line lost
+                    AUDIT_LOGGER.exception("the %s lost a line", self.what)
+                    with self._lock:
+                        self.lost += 1
+            self._flush()
+            if closing:
                 return
-            try:
-                maker, *args = item
-                line = maker(*args)
-                if line is not None:
-                    self._write(line)
-                    self.written += 1
-                if self._queue.empty():
-                    self._flush()
-            except (OSError, ValueError) as bad:  # a full disk, a closed file
-                self._failed(f"{type(bad).__name__}: {bad}")
-            except Exception:  # the maker's bug: said once, the line lost
-                AUDIT_LOGGER.exception("the %s lost a line", self.what)
-                self.lost += 1
 
     def _flush(self) -> None:
         if self._stream is not None:
@@ -159,7 +177,8 @@ class LineSink:
     def close(self) -> None:
         """Writes what is queued, then closes the file it opened."""
         if self._thread.is_alive():
-            self._queue.put(_STOP)
+            self._closing = True
+            self._wake.set()
             self._thread.join()
         if self._owned and self._stream is not None:
             try:
@@ -229,7 +248,7 @@ Entry = Callable[[str], "str | None"]
 
 
 def _line(data: dict[str, Any]) -> str:
-    return json.dumps(encode(data), ensure_ascii=False, separators=(",", ":"), default=str)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=encode)
 
 
 def _trace_step(n: int, key: bytes | None, tools: Any, event: Event, effects: list[Effect]) -> str:

@@ -9,8 +9,9 @@ elicitation ids and sealed approval states come out the same). Every further lin
 
 Values are written by :func:`encode`, a small codec over attrs classes: an attrs object is
 ``{"$type": "ClassName", field: value, ...}``; a tuple ``{"$tuple": [...]}``, bytes
-``{"$bytes": base64}``, a persistent map ``{"$map": [[key, value], ...]}``, a dict with a key
-that is not a string or starts with ``$`` ``{"$dict": [[key, value], ...]}``, an enum member
+``{"$utf8": text}`` (``{"$bytes": base64}`` when not UTF-8), a persistent map
+``{"$map": [[key, value], ...]}``, a dict with a key that is not a string or starts with ``$``
+``{"$dict": [[key, value], ...]}``, an enum member
 ``{"$enum": "Class", "value": ...}``. Every other value is JSON as it is. Only the classes of
 :data:`CLASSES` decode.
 
@@ -53,6 +54,7 @@ __all__ = [
     "digest",
     "encode",
     "header",
+    "read_runs",
     "read_trace",
     "redact_effect",
     "redact_event",
@@ -109,32 +111,56 @@ def digest(key: bytes, arguments: object) -> str:
     return hashlib.blake2b(text, key=key[:64], digest_size=16).hexdigest()
 
 
+_PLAIN = (str, int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: Any) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
+    return names
+
+
 def encode(value: object) -> Any:
     """``value`` as JSON-ready data (see the module's docstring)."""
-    if value is None or isinstance(value, bool | int | float | str):
+    kind = type(value)
+    if kind in _PLAIN:
         return value
-    if isinstance(value, Redacted):
-        return {"$redacted": value.digest, "problem": value.problem}
+    if kind is dict:
+        items: dict[Any, Any] = value  # type: ignore[assignment]
+        for k in items:
+            if type(k) is not str or k.startswith("$"):
+                return {"$dict": [[encode(k), encode(v)] for k, v in items.items()]}
+        return {k: v if type(v) in _PLAIN else encode(v) for k, v in items.items()}
+    if kind is list:
+        return [v if type(v) in _PLAIN else encode(v) for v in value]  # type: ignore[attr-defined]
+    if kind is tuple:
+        return {"$tuple": [encode(v) for v in value]}  # type: ignore[attr-defined]
+    if kind is Redacted:
+        redacted: Redacted = value  # type: ignore[assignment]
+        return {"$redacted": redacted.digest, "problem": redacted.problem}
+    if kind in _FIELDS or attrs.has(kind):
+        out: dict[str, Any] = {"$type": kind.__name__}
+        for name in _fields(kind):
+            field = getattr(value, name)
+            out[name] = field if type(field) in _PLAIN else encode(field)
+        return out
+    if isinstance(value, bool | int | float | str):
+        return value
     if isinstance(value, dict):
-        if all(type(k) is str and not k.startswith("$") for k in value):
-            return {k: encode(v) for k, v in value.items()}
-        return {"$dict": [[encode(k), encode(v)] for k, v in value.items()]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [encode(v) for v in value]}
+        return encode(dict(value))
+    if isinstance(value, list | tuple):
+        return encode(tuple(value) if isinstance(value, tuple) else list(value))
     if isinstance(value, bytes):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
+        try:
+            return {"$utf8": value.decode()}
+        except UnicodeDecodeError:
+            return {"$bytes": base64.b64encode(value).decode("ascii")}
     if isinstance(value, Map):
         return {"$map": [[encode(k), encode(v)] for k, v in value.items()]}
     if isinstance(value, enum.Enum):
         return {"$enum": type(value).__name__, "value": encode(value.value)}
-    cls: Any = type(value)
-    if attrs.has(cls):
-        out: dict[str, Any] = {"$type": cls.__name__}
-        for field in attrs.fields(cls):
-            out[field.name] = encode(getattr(value, field.name))
-        return out
     raise TypeError(f"a trace cannot hold {type(value).__name__}")
 
 
@@ -156,6 +182,8 @@ def decode(data: Any) -> Any:
         return Redacted(data["$redacted"], data.get("problem"))
     if "$tuple" in data:
         return tuple(decode(v) for v in data["$tuple"])
+    if "$utf8" in data:
+        return str(data["$utf8"]).encode()
     if "$bytes" in data:
         return base64.b64decode(data["$bytes"])
     if "$map" in data:
@@ -185,6 +213,8 @@ def redact_event(key: bytes, tools: Map[str, ToolInfo], event: object) -> object
         return attrs.evolve(event, arguments=_redacted(key, tools, event.tool, event.arguments))
     if isinstance(event, events.MessageReceived):
         data = event.data
+        if isinstance(data, bytes) and b"tools/call" not in data:
+            return event  # not a tools/call: nothing to redact, nothing to decode
         message = codec.decode(data) if isinstance(data, bytes) else data
         if (
             isinstance(message, codec.Request)
@@ -284,10 +314,9 @@ def state_of(head: dict[str, Any]) -> State:
 # -- reading and replaying ------------------------------------------------------------------------
 
 
-def read_trace(lines: Iterable[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A trace's header and its steps, as JSON data."""
-    head: dict[str, Any] | None = None
-    steps: list[dict[str, Any]] = []
+def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs of a trace file (each run appends its header, then its steps), as JSON data."""
+    runs: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -295,13 +324,22 @@ def read_trace(lines: Iterable[str]) -> tuple[dict[str, Any], list[dict[str, Any
             data = json.loads(line)
         except ValueError as bad:
             raise TraceError(f"line {number}: not JSON ({bad})") from None
-        if head is None:
-            head = data
+        if not isinstance(data, dict):
+            raise TraceError(f"line {number}: not a JSON object")
+        if "askgate_trace" in data:
+            runs.append((data, []))
+        elif not runs:
+            raise TraceError(f"line {number}: a step before any header")
         else:
-            steps.append(data)
-    if head is None:
+            runs[-1][1].append(data)
+    if not runs:
         raise TraceError("the trace is empty")
-    return head, steps
+    return runs
+
+
+def read_trace(lines: Iterable[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and steps of a trace of one run (the last run of a file that holds more)."""
+    return read_runs(lines)[-1]
 
 
 @attrs.frozen

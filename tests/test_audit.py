@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import subprocess
@@ -179,6 +180,20 @@ def test_R_AUD_1_decided_lines_name_the_verdict_principal_and_entry() -> None:
     assert decided[2]["rules"] == ["R-AUTH-4"]
 
 
+def test_R_AUD_1_an_embedder_gets_the_lines_through_its_own_logger(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="embedder.audit")
+    h = Audited(log=AuditLog(logging.getLogger("embedder.audit")))
+    h.connect("A")
+    h.allow("A", 1)
+    h.finish(h.worker(), RESULT)
+    h.auditor.close()
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "embedder.audit"]
+    assert [line["kind"] for line in lines] == ["decided", "ended"]
+    assert lines[1]["outcome"] == "result"
+
+
 def test_R_AUD_2_arguments_are_digested_unless_asked_and_masked_fields_hidden() -> None:
     secret = {"path": "/etc/passwd", "auth": {"token": "s3cret-value"}}
     shown = Audited(log=AuditLog(io.StringIO(), arguments=True, mask=["token"]))
@@ -303,6 +318,19 @@ def test_R_AUD_5_the_demo_replays_with_identical_effects(demo: tuple[Path, Path]
     assert difference is None, difference and difference.text()
     assert count == len(steps)
     assert main(["replay", str(demo[0])]) == 0
+
+
+def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
+    demo: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twice = tmp_path / "twice.trace"
+    twice.write_text(demo[0].read_text() * 2)
+    assert main(["replay", str(twice)]) == 0
+    out = capsys.readouterr().out
+    assert "run 1 of 2" in out
+    assert "run 2 of 2" in out
+    assert main(["explain", str(twice), "--call", "4", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
 
 
 def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_sides(
