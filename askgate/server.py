@@ -722,9 +722,10 @@ class Server:
                 yield runtime
             finally:
                 self._runtime = None
-                if auditor is not None:
+                if auditor is not None:  # its files are closed: a later run records nothing
                     runtime.tap(None)
                     auditor.close()
+                    self._auditor = None
 
     async def serve_stdio(
         self,
@@ -819,7 +820,7 @@ class Server:
         log: Any = None,
         key: bytes | None = None,
     ) -> None:
-        """Records the runs that start afterwards (spec/audit.md): ``trace`` an
+        """Records the next run (spec/audit.md): ``trace`` an
         :class:`askgate.audit.Trace` (every event fed to the reducer and its effects), ``log``
         an :class:`askgate.audit.AuditLog` (the decision log); ``key`` keys the arguments'
         digests (32 random bytes by default). The policy entry a decision line names comes from

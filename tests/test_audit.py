@@ -474,3 +474,50 @@ def test_replay_and_explain_refuse_a_trace_they_cannot_read(
     bad.write_text("not json\n")
     assert main(["explain", str(bad)]) == 2
     assert "line 1: not JSON" in capsys.readouterr().err
+
+
+def test_R_AUD_8_a_full_disk_stops_the_served_demo_as_sigterm_does() -> None:
+    """``--audit-log /dev/full``: the first flush fails with ENOSPC, which is logged, and the
+    server stops (its stdin still open) with every call answered, exit status 0."""
+    argv = ["serve", "--demo", "--audit-log", "/dev/full", "--log-level", "info"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "askgate", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    try:
+        lines = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}},
+            },
+        ]
+        server.stdin.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+        server.stdin.flush()
+        assert server.wait(timeout=60) == 0
+        err = server.stderr.read().decode() if server.stderr else ""
+        out = server.stdout.read().decode() if server.stdout else ""
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=30)
+        server.stdin.close()
+    assert "the decision log cannot be written: OSError: [Errno 28] No space left" in err
+    assert "stopping the server" in err
+    assert "stopped by SIGTERM" in err
+    assert '"id":2' in out.replace(" ", "")  # the call was answered
