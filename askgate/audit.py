@@ -33,7 +33,9 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, TextIO
 
-from askgate.core import Effect, Emit, Event, StartWorker, State
+import rapidjson
+
+from askgate.core import RECORDS, Effect, Emit, Event, StartWorker, State
 from askgate.core.decisions import Allow, Ask, Deny
 from askgate.core.events import TimerFired, WorkerFailed, WorkerFinished
 from askgate.core.jobs import Authorize, RunTool
@@ -243,23 +245,24 @@ class Trace:
         )
 
 
+_CALL_JOBS = (Authorize, RunTool)
+_WORKER_ENDS = (WorkerFinished, WorkerFailed, TimerFired)
+_RECORDS = frozenset(RECORDS)
+
 Principal = Callable[[Hashable], "str | None"]
 Entry = Callable[[str], "str | None"]
 
 
 def _line(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=encode)
+    return str(rapidjson.dumps(data, ensure_ascii=False, default=encode))
 
 
 def _trace_step(n: int, key: bytes | None, tools: Any, event: Event, effects: list[Effect]) -> str:
     if key is not None:
         event = redact_event(key, tools, event)  # type: ignore[assignment]
         effects = [redact_effect(key, tools, e) for e in effects]  # type: ignore[misc]
-    return json.dumps(
-        {"n": n, "event": encode(event), "effects": [encode(e) for e in effects]},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    data = {"n": n, "event": encode(event), "effects": [encode(e) for e in effects]}
+    return str(rapidjson.dumps(data, ensure_ascii=False))
 
 
 class Auditor:
@@ -315,14 +318,14 @@ class Auditor:
         assert log is not None
         now = getattr(event, "now", None)
         for effect in effects:
-            if type(effect) is StartWorker and isinstance(effect.job, Authorize | RunTool):
+            if type(effect) is StartWorker and type(effect.job) in _CALL_JOBS:
                 call = after.workers.get(effect.ref)
                 if call is not None and call not in self._arguments:
-                    self._arguments[call] = effect.job.arguments
-        if type(event) in (WorkerFinished, WorkerFailed, TimerFired):
+                    self._arguments[call] = effect.job.arguments  # type: ignore[union-attr]
+        if type(event) in _WORKER_ENDS:
             self._verdict(before, event, now)
         for effect in effects:
-            if type(effect) is Emit and effect.name in ("call_parked", "call_ended", "read_denied"):
+            if type(effect) is Emit and effect.name in _RECORDS:
                 fields = dict(effect.fields)
                 key = (fields.get("conn"), fields.get("request_id"))
                 arguments = (
