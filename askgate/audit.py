@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, TextIO
 
@@ -70,7 +71,8 @@ class LineSink:
     """Lines written off the loop: :meth:`put` appends a maker and its arguments to a bounded
     queue (never blocks, never wakes a thread but once per ``batch`` items); one thread wakes
     every ``interval`` seconds (or when ``batch`` items wait), calls each maker, writes the lines
-    they return, and flushes.
+    they return, and flushes. It gives the GIL up before each line, so that the event loop's
+    thread waits for one line's encoding at most, not for the interpreter's switch interval.
 
     ``target`` is a path (opened for append, readable by its owner only), an open text stream,
     or a :class:`logging.Logger` (each line logged at INFO). ``capacity`` bounds the queue.
@@ -153,6 +155,7 @@ class LineSink:
             self._wake.clear()
             closing = self._closing
             while pending:
+                time.sleep(0)  # lets the event loop's thread have the GIL between lines
                 maker, *args = pending.popleft()
                 try:
                     line = maker(*args)
