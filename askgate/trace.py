@@ -355,15 +355,39 @@ class Difference:
     replayed: Any
     recorded_rules: tuple[str, ...]
     replayed_rules: tuple[str, ...]
+    where: str = ""
+    hint: str = ""
 
     def text(self) -> str:
+        at = f" at {self.where}" if self.where else ""
+        hint = f"\n  ({self.hint})" if self.hint else ""
         return (
-            f"step {self.n} ({self.event}): effect {self.index} differs\n"
+            f"step {self.n} ({self.event}): effect {self.index} differs{at}\n"
             f"  recorded: {json.dumps(self.recorded, sort_keys=True)}\n"
             f"    rules: {', '.join(self.recorded_rules) or '-'}\n"
             f"  replayed: {json.dumps(self.replayed, sort_keys=True)}\n"
-            f"    rules: {', '.join(self.replayed_rules) or '-'}"
+            f"    rules: {', '.join(self.replayed_rules) or '-'}{hint}"
         )
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str:
+    """Where two encoded values first differ, as a dotted path (``""``: at the top)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key) != b.get(key):
+                return first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+        return path
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return first_difference(x, y, f"{path}[{i}]")
+    return path
+
+
+SEALED_HINT = (
+    "a redacted trace cannot recompute the arguments digest a 2026-07-28 approval state binds "
+    "(R-AUD-4): record with --trace-arguments"
+)
 
 
 Stepper = Callable[[State, Any], tuple[State, list[Any]]]
@@ -392,14 +416,20 @@ def replay(
                 min(len(want), len(got)),
             )
             recorded = [decode(e) for e in want]
+            mine = want[index] if index < len(want) else None
+            theirs = got[index] if index < len(got) else None
+            where = first_difference(mine, theirs)
+            sealed = redacted and "requestState" in where
             return count, Difference(
                 n=int(record.get("n", count)),
                 event=type(event).__name__,
                 index=index,
-                recorded=want[index] if index < len(want) else None,
-                replayed=got[index] if index < len(got) else None,
+                recorded=mine,
+                replayed=theirs,
                 recorded_rules=rules_of(before, event, recorded),
                 replayed_rules=rules_of(before, event, out),
+                where=where,
+                hint=SEALED_HINT if sealed else "",
             )
     return len(steps), None
 

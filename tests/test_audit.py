@@ -352,6 +352,8 @@ def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_s
     assert "R-AUTH-3" in difference.recorded_rules
     assert "R-PARK-2" in difference.recorded_rules
     assert difference.replayed_rules == ("R-AUTH-3",)  # denied: the client cannot be asked
+    assert difference.recorded["$type"] != difference.replayed["$type"]
+    assert difference.hint == ""
     assert main(["replay", str(demo[0])]) == 1
     out = capsys.readouterr().out
     assert f"step {parks[0]} (WorkerFinished)" in out
