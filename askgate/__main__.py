@@ -178,9 +178,125 @@ def _parser() -> argparse.ArgumentParser:
         type=str.lower,
         help="what askgate logs on stderr (default: warning)",
     )
+    _add_audit_flags(serve)
+    _add_audit_commands(commands)
     _policy_parser(commands)
     _spec_parser(commands)
     return parser
+
+
+# -- auditing (spec/audit.md): serve's --trace and --audit-log, `replay` and `explain` -----------
+
+
+def _add_audit_flags(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        help="append the decision log to FILE: one JSON line per decision on a tools/call and "
+        "per end of one (default: off)",
+    )
+    serve.add_argument(
+        "--audit-arguments",
+        action="store_true",
+        help="the decision log writes each call's arguments, not only their keyed digest "
+        "(default: off)",
+    )
+    serve.add_argument(
+        "--audit-mask",
+        action="append",
+        metavar="FIELD",
+        help="with --audit-arguments: an argument field written as *** at any depth, "
+        "repeatable (default: none)",
+    )
+    serve.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="append every event fed to the reducer and its effects to FILE, for "
+        "`askgate replay` and `askgate explain` (default: off)",
+    )
+    serve.add_argument(
+        "--trace-arguments",
+        action="store_true",
+        help="the trace keeps tools/call arguments as they came (default: off: redacted to "
+        "their keyed digest)",
+    )
+    serve.add_argument(
+        "--audit-failure",
+        choices=["stop", "serve"],
+        default="stop",
+        help="when the decision log or the trace cannot be written: stop the server as "
+        "SIGTERM does, or serve on and count the lines lost (default: stop)",
+    )
+
+
+def _add_audit_commands(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="re-run the reducer over a trace and check it reproduces the recorded effects",
+        description="Re-runs the reducer from the trace's initial state over every recorded "
+        "event and compares the effects. Exit status 0: identical; 1: the first step that "
+        "differs is printed, with the rule ids on both sides; 2: the trace cannot be read.",
+    )
+    replay.add_argument("trace", metavar="TRACE")
+    explain = commands.add_parser(
+        "explain",
+        help="the path each tools/call of a trace took, with times and rule ids",
+    )
+    explain.add_argument("trace", metavar="TRACE")
+    explain.add_argument("--call", metavar="ID", help="only the call with this request id")
+    explain.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def _configure_audit(server: Server, args: argparse.Namespace) -> None:
+    """Applies serve's --trace and --audit-log flags to ``server`` (after its authorizers)."""
+    if not args.trace and not args.audit_log:
+        return
+    from askgate.audit import AuditLog, Trace
+
+    trace = None
+    log = None
+    try:
+        if args.trace:
+            trace = Trace(
+                args.trace, redact=not args.trace_arguments, on_failure=args.audit_failure
+            )
+        if args.audit_log:
+            log = AuditLog(
+                args.audit_log,
+                arguments=args.audit_arguments,
+                mask=args.audit_mask or (),
+                on_failure=args.audit_failure,
+            )
+    except OSError as bad:
+        raise StartError(
+            f"askgate refuses to start: cannot open {bad.filename}: {bad.strerror}"
+        ) from None
+    server.audit(trace=trace, log=log)
+
+
+def _audit_command(args: argparse.Namespace) -> int:
+    """``askgate replay`` and ``askgate explain``."""
+    from askgate.explain import explain, render
+    from askgate.trace import TraceError, read_runs, replay
+
+    try:
+        with open(args.trace, encoding="utf-8") as lines:
+            runs = read_runs(lines)
+        if args.command == "replay":
+            for number, (head, steps) in enumerate(runs, 1):
+                run = f" run {number} of {len(runs)}" if len(runs) > 1 else ""
+                count, difference = replay(head, steps)
+                if difference is not None:
+                    print(f"{args.trace}{run}: {difference.text()}")
+                    return 1
+                print(f"{args.trace}{run}: {count} steps replayed, every effect identical")
+            return 0
+        paths = [path for head, steps in runs for path in explain(head, steps, call=args.call)]
+        print(render(paths, fmt=args.format))
+        return 0
+    except (OSError, TraceError, KeyError, TypeError, ValueError) as bad:
+        print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)
+        return 2
 
 
 class StartError(Exception):
@@ -419,6 +535,7 @@ def _serve(args: argparse.Namespace) -> int:
                 )
             elif options:
                 server.configure(**options)
+        _configure_audit(server, args)
     except StartError as refused:
         print(refused, file=sys.stderr)
         return 2
@@ -494,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # no command: say what there is, as a usage error
         parser.print_help(sys.stderr)
         return 2
+    if args.command in ("replay", "explain"):
+        return _audit_command(args)
     if args.command == "policy":
         return _policy(args)
     if args.command == "spec":

@@ -485,6 +485,7 @@ class Server:
         self._authorizer_source = authorizer_source
         self._visibility = visibility
         self._unknown_tool_reply = unknown_tool_reply
+        self._auditor: Any = None  # an askgate.audit.Auditor, see audit()
         self._options = Options(
             catalog_complete=True,  # every resource, template and prompt is announced
             has_authorizer=authorizer is not None,
@@ -713,6 +714,10 @@ class Server:
         self._limiter = anyio.CapacityLimiter(max(1, first.options.max_in_flight))
         runtime = Runtime(first, self.perform_job)
         runtime.eager_when(self.runs_eagerly)
+        auditor = self._auditor
+        if auditor is not None:
+            auditor.start(first, runtime.principal_of)
+            runtime.tap(auditor)
         async with runtime.running():
             if state is not None:  # built elsewhere: tell it what is registered now
                 for event in self._catalog_events():
@@ -722,6 +727,10 @@ class Server:
                 yield runtime
             finally:
                 self._runtime = None
+                if auditor is not None:  # its files are closed: a later run records nothing
+                    runtime.tap(None)
+                    auditor.close()
+                    self._auditor = None
 
     async def serve_stdio(
         self,
@@ -808,6 +817,26 @@ class Server:
             log_level=log_level,
             banner=banner,
         )
+
+    def audit(
+        self,
+        *,
+        trace: Any = None,
+        log: Any = None,
+        key: bytes | None = None,
+    ) -> None:
+        """Records the next run (spec/audit.md): ``trace`` an
+        :class:`askgate.audit.Trace` (every event fed to the reducer and its effects), ``log``
+        an :class:`askgate.audit.AuditLog` (the decision log); ``key`` keys the arguments'
+        digests (32 random bytes by default). The policy entry a decision line names comes from
+        the tool authorizer: a policy file's entry (file and line) or the callable's name."""
+        from askgate.audit import Auditor, entry_namer  # noqa: PLC0415 (only when auditing)
+
+        if trace is None and log is None:
+            self._auditor = None
+            return
+        entry = entry_namer(self._authorizer)
+        self._auditor = Auditor(trace=trace, log=log, key=key, entry=entry)
 
     def configure(
         self,

@@ -97,6 +97,7 @@ __all__ = [
     "CHECK_ENV",
     "JobPerformer",
     "Runtime",
+    "Tap",
     "Writer",
     "call_user",
     "completes_without_suspending",
@@ -137,6 +138,10 @@ JobPerformer = Callable[[Hashable, Job], Awaitable[object]]
 """Runs a job's user callback for a connection and returns the worker's value."""
 
 Observer = Callable[[str, dict[str, Any]], None]
+
+Tap = Callable[[State, Event, State, list[Effect]], None]
+"""Sees every step (state before, event, state after, effects) before its effects are performed:
+the trace and the decision log (:mod:`askgate.audit`). It must not block or feed."""
 
 EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
@@ -302,6 +307,7 @@ class Runtime:
         self._perform_job = perform_job
         self._observer = observer
         self._eager = eager
+        self._tap: Tap | None = None
         # Events fed while effects are performed, and the reports of workers that completed at
         # once: (ref or None, event), stepped after the current step's effects.
         self._queue: collections.deque[tuple[int | None, Event]] = collections.deque()
@@ -334,6 +340,11 @@ class Runtime:
         """Sets which jobs run to completion at once (see the module's docstring); ``None``:
         none do. Call before the first event."""
         self._eager = eager
+
+    def tap(self, tap: Tap | None) -> None:
+        """Hands every step to ``tap`` from now on (``None``: to nobody); the one place where
+        every event the reducer is fed passes (spec/audit.md, R-AUD-3)."""
+        self._tap = tap
 
     @property
     def state(self) -> State:
@@ -471,7 +482,10 @@ class Runtime:
             self._wake_timers_if_earlier()
 
     def _step(self, event: Event) -> None:
-        self._state, effects = step(self._state, event)
+        before = self._state
+        self._state, effects = step(before, event)
+        if self._tap is not None:
+            self._tap(before, event, self._state, effects)
         if self._checking:
             self._check()
         for effect in effects:
