@@ -455,6 +455,28 @@ def test_R_SYNC_4_leaving_the_block_kills_workers_and_drops_later_events() -> No
         scenario.release.set()
 
 
+def test_R_SYNC_4_a_failure_on_the_timer_thread_stops_the_driver_loudly() -> None:
+    class Broken(Recording):
+        def _step(self, event: Event) -> None:
+            if isinstance(event, TimerFired):
+                raise RuntimeError("a bug in the machinery")
+            super()._step(event)
+
+    clock = ManualClock()
+    runtime = Broken(clock, lambda _c, _j: None)
+    block = runtime.threads()
+    block.__enter__()
+    runtime.perform(StartTimer(("t", 1), 10))
+    clock.advance(10)
+    assert runtime.failed.wait(DEADLINE)
+    with pytest.raises(RuntimeError, match="the synchronous driver failed"):
+        runtime.feed(SubscriberAttached("c", clock.ms))
+    with pytest.raises(RuntimeError, match="the synchronous driver failed") as stopped:
+        block.__exit__(None, None, None)
+    assert "a bug in the machinery" in repr(stopped.value.__cause__)
+    assert runtime.stopped
+
+
 def test_R_SYNC_5_the_local_client_answers_approvals_through_the_reducer() -> None:
     scenario = Scenario()
     prompts: list[str] = []

@@ -257,6 +257,10 @@ class SyncRuntime(Runtime):
         self._pool: _Pool | None = None
         self._timer_thread: threading.Thread | None = None
         self._stopped = True
+        self.failure: BaseException | None = None
+        """What broke the driver's machinery on one of its threads, if anything did."""
+        self.failed = threading.Event()
+        """Set when :attr:`failure` is."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
@@ -296,6 +300,8 @@ class SyncRuntime(Runtime):
             if self._timer_thread is not None:
                 self._timer_thread.join()
                 self._timer_thread = None
+        if self.failure is not None:
+            raise RuntimeError("the synchronous driver failed") from self.failure
 
     @property
     def stopped(self) -> bool:
@@ -313,10 +319,25 @@ class SyncRuntime(Runtime):
         """Steps the reducer with ``event`` and performs the effects, in order, holding the
         runtime's lock (callable from any thread; writers and the observer run under it)."""
         with self._lock:
+            if self.failure is not None:
+                raise RuntimeError("the synchronous driver failed") from self.failure
             if self._stopped:
                 logger.debug("dropped %s: the runtime is not running", type(event).__name__)
                 return
             Runtime.feed(self, event)
+
+    def _feed_from_thread(self, event: Event) -> None:
+        """Feeds for a timer or worker thread: a failure of the machinery there (a writer that
+        raises, a broken invariant in debug mode) is kept, logged, and raised by every later
+        :meth:`feed` and by leaving :meth:`threads`, so it stops the host loudly."""
+        try:
+            self.feed(event)
+        except BaseException as failure:
+            with self._lock:
+                if self.failure is None:
+                    logger.critical("the synchronous driver failed", exc_info=True)
+                    self.failure = failure
+                    self.failed.set()
 
     async def ask_client(self, ref: int, method: str, params: dict[str, Any]) -> object:
         """As :meth:`Runtime.ask_client`, for an ``async`` tool on a worker thread's loop."""
@@ -366,7 +387,9 @@ class SyncRuntime(Runtime):
                         break
                     _, _, key = heapq.heappop(self._heap)
                     del self._timers[key]
-                    self.feed(TimerFired(cast(TimerKey, key), now))
+                    self._feed_from_thread(TimerFired(cast(TimerKey, key), now))
+                    if self.failure is not None:
+                        return
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -408,7 +431,8 @@ class SyncRuntime(Runtime):
                 return  # killed: nothing it returned is looked at
             del self._workers[ref]
             now = self.now()
-            self.feed(WorkerFailed(ref, now) if failed else WorkerFinished(ref, value, now))
+            report = WorkerFailed(ref, now) if failed else WorkerFinished(ref, value, now)
+            self._feed_from_thread(report)
 
     async def _on_loop(self, conn: Hashable, job: Job, handle: _Handle) -> object:
         task = asyncio.current_task()
