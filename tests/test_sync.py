@@ -31,7 +31,13 @@ from askgate.core import (
 )
 from askgate.core.effects import CancelTimer, KillWorker, StartTimer, StartWorker
 from askgate.core.jobs import RunTool
-from askgate.transports.sync import LocalClient, ManualClock, SyncRuntime, serve_stdio_blocking
+from askgate.transports.sync import (
+    CallTimeoutError,
+    LocalClient,
+    ManualClock,
+    SyncRuntime,
+    serve_stdio_blocking,
+)
 
 from .stdio_peer import CANNOT_ASK, deny_payload
 from .sync_gates import DEADLINE, GATES, Gate
@@ -504,6 +510,12 @@ def test_R_SYNC_5_the_local_client_answers_approvals_through_the_reducer() -> No
             "declined"
         )
         assert prompts == ["Run guarded?"] * 4
+        held = threading.Event()
+        patient = LocalClient(runtime, "patient", ask=lambda _params: held.wait(DEADLINE))
+        with pytest.raises(CallTimeoutError):  # the reply is awaited 50 ms: none comes
+            patient.call_tool("guarded", {"text": "slow"}, timeout=0.05)
+        assert runtime.state.parked_total == 0  # the call was cancelled: its approval dropped
+        held.set()
         blind = LocalClient(runtime, "blind")  # no ask: the capability is not declared
         assert blind.call_tool("guarded", {"text": "x"})["structuredContent"]["message"] == (
             CANNOT_ASK_TEXT
