@@ -438,25 +438,31 @@ def test_R_SYNC_1_concurrent_callers_each_get_one_reply_and_the_invariants_hold(
 
 def test_R_SYNC_4_leaving_the_block_kills_workers_and_drops_later_events() -> None:
     scenario = Scenario()
-    clock = ManualClock()
+    raised: list[BaseException] = []
+
+    def call(client: LocalClient) -> None:
+        try:
+            client.call_tool("hang", timeout=DEADLINE)
+        except RuntimeError as stopped:
+            raised.append(stopped)
+
     try:
-        with scenario.server.running_in_threads(clock=clock) as runtime:
-            client = LocalClient(runtime, ask=lambda _params: True)
-            caller = threading.Thread(
-                target=lambda: client.request(
-                    "tools/call", {"name": "hang", "arguments": {}}, timeout=DEADLINE
-                )
-            )
-            caller.daemon = True
+        with scenario.server.running_in_threads(clock=ManualClock()) as runtime:
+            client = LocalClient(runtime)
+            caller = threading.Thread(target=call, args=(client,))
             caller.start()
-            with runtime._cond:
-                assert runtime._cond.wait_for(lambda: runtime.live_workers, DEADLINE)
+            assert scenario.hanging.wait(DEADLINE)  # its worker runs
+            assert runtime.live_workers
         assert runtime.stopped
         assert runtime.live_workers == frozenset()
         assert runtime.live_timers == frozenset()
+        caller.join(DEADLINE)
+        assert not caller.is_alive()  # the blocked caller was let go, not left to time out
+        assert [str(e) for e in raised] == ["the driver stopped before tools/call was answered"]
         before = runtime.state
         runtime.feed(SubscriberAttached("late", 0))
         assert runtime.state is before  # dropped
+        scenario.release.set()  # the abandoned callback returns: nothing is reported
     finally:
         scenario.release.set()
 

@@ -23,9 +23,9 @@ effects are performed are the async shell's, unchanged. What differs:
   runtime feeds nothing more (R-SYNC-4).
 
 :class:`LocalClient` is an MCP client in the same process, for a host that calls tools itself:
-``call_tool`` blocks until the reducer's reply, and an approval the reducer asks for is put to
-the host's ``ask`` callback on a thread of its own (R-SYNC-5). :func:`serve_stdio_blocking`
-serves one stdio connection from the calling thread.
+``call_tool`` blocks until the reducer's reply (a stop raises), and an approval the reducer asks
+for is put to the host's ``ask`` callback on a thread of its own (R-SYNC-5).
+:func:`serve_stdio_blocking` serves one stdio connection from the calling thread.
 """
 
 from __future__ import annotations
@@ -261,6 +261,7 @@ class SyncRuntime(Runtime):
         """What broke the driver's machinery on one of its threads, if anything did."""
         self.failed = threading.Event()
         """Set when :attr:`failure` is."""
+        self._on_stop: list[Callable[[], None]] = []
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
@@ -300,8 +301,14 @@ class SyncRuntime(Runtime):
             if self._timer_thread is not None:
                 self._timer_thread.join()
                 self._timer_thread = None
+            for stopped in self._on_stop:
+                stopped()
         if self.failure is not None:
             raise RuntimeError("the synchronous driver failed") from self.failure
+
+    def on_stop(self, action: Callable[[], None]) -> None:
+        """Calls ``action`` (with no lock held) once the runtime has stopped."""
+        self._on_stop.append(action)
 
     @property
     def stopped(self) -> bool:
@@ -457,7 +464,8 @@ class LocalClient:
     """One MCP client of a :class:`SyncRuntime`, in the same process (R-SYNC-5).
 
     It attaches as connection ``conn`` and initializes (with the elicitation capability when
-    ``ask`` is given). :meth:`call_tool` sends a ``tools/call`` and blocks until its reply; an
+    ``ask`` is given). :meth:`call_tool` sends a ``tools/call`` and blocks until its reply (raises
+    ``RuntimeError`` when the runtime stops first); an
     ``elicitation/create`` the reducer sends is put to ``ask`` on a thread of its own, and its
     answer sent back (``True``: the approval, exactly ``{"approve": true}``; ``False``: a
     decline; a dict: that result). A withdrawn prompt is not answered. ``on_message`` receives
@@ -482,6 +490,7 @@ class LocalClient:
         self._waiting: dict[int, _Reply] = {}
         self._withdrawn: collections.deque[object] = collections.deque(maxlen=1024)
         runtime.attach(conn, self._receive)
+        runtime.on_stop(self._release_all)
         runtime.feed(SubscriberAttached(conn, runtime.now()))
         capabilities: dict[str, Any] = {"elicitation": {}} if ask is not None else {}
         reply = self.request(
@@ -522,7 +531,8 @@ class LocalClient:
                     }
                 )
                 raise CallTimeoutError(f"{method} got no reply within {timeout} s")
-            assert waiting.message is not None
+            if waiting.message is None:
+                raise RuntimeError(f"the driver stopped before {method} was answered")
             return waiting.message
         finally:
             with self._lock:
@@ -545,6 +555,13 @@ class LocalClient:
         """Leaves: whatever this client has running or parked is dropped (R-DROP-3)."""
         self.runtime.feed(SubscriberDetached(self.conn, self.runtime.now()))
         self.runtime.detach(self.conn)
+
+    def _release_all(self) -> None:
+        """The runtime stopped: every request still waiting fails rather than wait on."""
+        with self._lock:
+            waiting = list(self._waiting.values())
+        for reply in waiting:
+            reply.done.set()
 
     def _receive(self, data: bytes) -> None:
         """The runtime's writer (it runs under the runtime's lock: it hands work on)."""
