@@ -76,9 +76,10 @@ from askgate.transports.runtime import (
     call_user,
     current_worker,
     is_async_callable,
-    now_ms,
+    on_worker_thread,
     runs_eagerly,
 )
+from askgate.transports.sync import Clock, SyncRuntime
 
 __all__ = [
     "Allow",
@@ -563,8 +564,9 @@ class Server:
                 raise TypeError(f"{what}: input_schema {bad.rule}") from None
             self._tools[tool_name] = _Tool(info, func, context_param)
             if self._runtime is not None:
-                self._runtime.feed(
-                    ToolRegistered(tool_name, info.sensitive, derived, now_ms(), definition)
+                runtime = self._runtime
+                runtime.feed(
+                    ToolRegistered(tool_name, info.sensitive, derived, runtime.now(), definition)
                 )
             return func
 
@@ -655,18 +657,20 @@ class Server:
 
     def _announce(self, event: CatalogChanged) -> None:
         if self._runtime is not None:
-            self._runtime.feed(attrs.evolve(event, now=now_ms()))
+            self._runtime.feed(attrs.evolve(event, now=self._runtime.now()))
 
     # -- embedder's notifications -----------------------------------------------------------
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tells the connections subscribed to ``uri`` that it changed (call on the loop)."""
-        self._running().feed(ResourceUpdated(uri, now_ms()))
+        runtime = self._running()
+        runtime.feed(ResourceUpdated(uri, runtime.now()))
 
     def log(self, level: str, data: object, logger: str | None = None) -> None:
         """Sends a log message to the connections whose level admits it (call on the loop)."""
         _ensure_json(data)
-        self._running().feed(LogEmitted(level, data, now_ms(), logger))
+        runtime = self._running()
+        runtime.feed(LogEmitted(level, data, runtime.now(), logger))
 
     def _running(self) -> Runtime:
         if self._runtime is None:
@@ -731,6 +735,42 @@ class Server:
                     runtime.tap(None)
                     auditor.close()
                     self._auditor = None
+
+    @contextmanager
+    def running_in_threads(
+        self,
+        transport: Transport = "unknown",
+        *,
+        state: State | None = None,
+        clock: Clock | None = None,
+        check_invariants: bool | None = None,
+    ) -> Iterator[SyncRuntime]:
+        """Runs the server on the synchronous driver for the length of the block, for code
+        without an event loop (:mod:`askgate.transports.sync`, spec/sync.md): feed it from any
+        thread, or call tools through a :class:`~askgate.transports.sync.LocalClient`.
+        ``clock`` is a monotonic clock in seconds (``time.monotonic``)."""
+        if self._runtime is not None:
+            raise RuntimeError("the server is already running")
+        first = state if state is not None else self.initial_state(transport)
+        self._transport = first.options.transport
+        self._limiter = None  # plain callbacks run on the driver's own worker threads
+        runtime = SyncRuntime(
+            first,
+            self.perform_job,
+            loop_free=self.runs_without_loop,
+            eager=self.runs_eagerly,
+            clock=clock,
+            check_invariants=check_invariants,
+        )
+        with runtime.threads():
+            if state is not None:  # built elsewhere: tell it what is registered now
+                for event in self._catalog_events():
+                    runtime.feed(event)
+            self._runtime = runtime
+            try:
+                yield runtime
+            finally:
+                self._runtime = None
 
     async def serve_stdio(
         self,
@@ -897,6 +937,43 @@ class Server:
             return tool is not None and runs_eagerly(tool.func)
         return False
 
+    def runs_without_loop(self, job: Job) -> bool:
+        """Whether ``job`` needs no event loop on a worker thread of the synchronous driver:
+        the callback it calls (if any) is a plain ``def``, called directly there, or is marked
+        ``completes_without_suspending``."""
+        func = self._job_callback(job)
+        return func is None or not is_async_callable(func) or runs_eagerly(func)
+
+    def _job_callback(self, job: Job) -> Callable[..., Any] | None:
+        """The user callback ``job`` calls, or ``None`` when it calls none."""
+        if isinstance(job, Authorize):
+            return self._authorizer
+        if isinstance(job, AuthorizeRead):
+            return self._read_authorizer
+        if isinstance(job, RunTool):
+            tool = self._tools.get(job.tool)
+            return None if tool is None else tool.func
+        if isinstance(job, FilterTools):
+            return self._visibility
+        if isinstance(job, UnknownToolReply):
+            return self._unknown_tool_reply
+        if isinstance(job, RunRead):
+            params = job.params if isinstance(job.params, dict) else {}
+            if job.method == "resources/read":
+                uri = str(params.get("uri"))
+                if uri in self._resources:
+                    return self._resources[uri].func
+                for template in self._templates.values():
+                    if protocol.template_variables(template.uri_template, uri) is not None:
+                        return template.func
+                return None
+            if job.method == "prompts/get":
+                prompt = self._prompts.get(str(params.get("name")))
+                return None if prompt is None else prompt.func
+            if job.method == "completion/complete":
+                return self._completion
+        return None
+
     def _context(self, conn: Hashable) -> Context:
         runtime = self._runtime
         principal = None if runtime is None else runtime.principal_of(conn)
@@ -988,6 +1065,8 @@ class Server:
                     verdicts[name] = Raised(type(raised).__name__)
             return verdicts
 
+        if on_worker_thread():  # the synchronous driver's worker thread: no hop needed
+            return filter_in_thread()
         return await anyio.to_thread.run_sync(
             filter_in_thread, abandon_on_cancel=True, limiter=self._limiter
         )

@@ -58,7 +58,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -95,6 +95,7 @@ from .calllog import conn_text, log_record
 
 __all__ = [
     "CHECK_ENV",
+    "Cancellable",
     "JobPerformer",
     "Runtime",
     "Tap",
@@ -104,6 +105,7 @@ __all__ = [
     "current_worker",
     "is_async_callable",
     "now_ms",
+    "on_worker_thread",
     "runs_eagerly",
 ]
 
@@ -147,6 +149,29 @@ EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
 
 _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
+_ON_WORKER_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "askgate_on_worker_thread", default=False
+)
+
+
+class Cancellable(Protocol):
+    """What the runtime keeps of a live worker: a cancel scope here, a thread's handle in
+    :mod:`askgate.transports.sync`."""
+
+    def cancel(self) -> None: ...
+
+
+class Settable(Protocol):
+    """What wakes a running tool waiting for its ``Resolve``: an ``anyio.Event`` or a
+    ``threading.Event``."""
+
+    def set(self) -> None: ...
+
+
+def on_worker_thread() -> bool:
+    """Whether this code runs on a worker thread of :mod:`askgate.transports.sync`, where a
+    plain callback is called directly (it already has a thread of its own)."""
+    return _ON_WORKER_THREAD.get()
 
 
 def current_worker() -> int | None:
@@ -179,7 +204,7 @@ class _Waiter:
     def __init__(self) -> None:
         self.done = False
         self.outcome: object = None
-        self.event: anyio.Event | None = None
+        self.event: Settable | None = None
 
 
 async def _reraise(exc: BaseException) -> None:
@@ -268,8 +293,9 @@ async def call_user(
 ) -> object:
     """Calls a user callback: ``async`` ones are awaited here, on the event loop; plain ones run
     in a worker thread that is abandoned on cancel, so a callback that hangs cannot block the
-    loop (the thread runs on, but nothing it returns is looked at)."""
-    if is_async_callable(func):
+    loop (the thread runs on, but nothing it returns is looked at). On a worker thread of the
+    synchronous driver (:func:`on_worker_thread`) a plain one is called directly."""
+    if is_async_callable(func) or _ON_WORKER_THREAD.get():
         result = func(*args, **kwargs)
     else:
         result = await anyio.to_thread.run_sync(
@@ -328,7 +354,7 @@ class Runtime:
         self._timers_moved = False  # a timer was armed during a feed: check the sleep after it
         # Live workers: their cancel scope, or None for one that completed at once and whose
         # report is queued (a kill removes it, and the report is then dropped).
-        self._workers: dict[int, anyio.CancelScope | None] = {}
+        self._workers: dict[int, Cancellable | None] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop_tasks: _LoopTasks | None = None  # on asyncio: workers as plain tasks
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
@@ -581,8 +607,8 @@ class Runtime:
         try:
             self.feed(ToolRequested(ref, token, method, params, self.now()))
             if not waiter.done:  # a refusal resolves within the feed
-                waiter.event = anyio.Event()
-                await waiter.event.wait()
+                event = waiter.event = anyio.Event()
+                await event.wait()
             return waiter.outcome
         finally:
             del self._waiters[token]
