@@ -1,0 +1,342 @@
+"""spec/adapters.md: askgate's gate in front of the SDK's ``MCPServer`` and low-level ``Server``
+and of fastmcp, end to end with the official ``mcp.ClientSession`` over memory streams.
+
+Every test runs once per framework; the SDK's on asyncio and trio, fastmcp on asyncio (its
+lifespan manager holds an ``asyncio.Lock``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from askgate import Allow, Ask, Deny
+from askgate.adapters import Gate
+
+from .adapter_kits import APPROVE, KITS, Asked, Kit, connected, denial, text
+
+pytestmark = pytest.mark.anyio
+
+CASES = [
+    ("mcpserver", "asyncio"),
+    ("mcpserver", "trio"),
+    ("lowlevel", "asyncio"),
+    ("lowlevel", "trio"),
+    ("fastmcp", "asyncio"),
+]
+
+
+@pytest.fixture(params=CASES, ids=[f"{kit}-{backend}" for kit, backend in CASES])
+def case(request: pytest.FixtureRequest) -> tuple[str, str]:
+    framework, backend = request.param
+    return framework, backend
+
+
+@pytest.fixture
+def anyio_backend(case: tuple[str, str]) -> str:
+    return case[1]
+
+
+@pytest.fixture
+def framework(case: tuple[str, str]) -> str:
+    return case[0]
+
+
+def ask_for_delete(tool: str, arguments: Any, _context: Any) -> object:
+    if tool == "delete_file":
+        return Ask(f"Delete {arguments['path']}?")
+    return Allow()
+
+
+@asynccontextmanager
+async def running(gate: Gate) -> AsyncIterator[anyio.Event]:
+    """Runs ``gate`` in a task of its own until the event yielded is set (or the block ends)."""
+    stop = anyio.Event()
+    started = anyio.Event()
+
+    async def run() -> None:
+        async with gate.running():
+            started.set()
+            await stop.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await started.wait()
+        try:
+            yield stop
+        finally:
+            stop.set()
+
+
+def settled(kit: Kit) -> bool:
+    state = kit.gate.runtime.state
+    return not state.calls and not state.parked and not state.workers
+
+
+# -- R-ADAPT-1 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_1_an_allowed_call_runs_the_framework_tool_through_the_reducer(
+    framework: str,
+) -> None:
+    judged: list[tuple[str, object]] = []
+
+    def policy(tool: str, arguments: Any, _context: Any) -> object:
+        judged.append((tool, arguments))
+        if "path" in arguments:
+            arguments["path"] = "elsewhere"  # its own copy (R-AUTH-5): what runs is unchanged
+        return Allow()
+
+    kit = KITS[framework](policy, check_invariants=True)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("read_file", {"path": "a.txt"})
+        assert result.is_error is not True
+        assert text(result) == "read a.txt"
+        failed = await client.call_tool("boom", {})
+    assert kit.ran == [("read_file", "a.txt"), ("boom", None)]
+    assert judged == [("read_file", {"path": "elsewhere"}), ("boom", {})]
+    assert failed.is_error is True  # the framework's own error result, or callback_failed
+    assert "secret" not in text(failed)
+    assert kit.gate.runtime.steps_checked > 0
+
+
+# -- R-ADAPT-2 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_2_a_deny_is_askgates_deny_and_an_unknown_tool_its_error(
+    framework: str,
+) -> None:
+    def policy(_tool: str, _arguments: Any, _context: Any) -> object:
+        return Deny("read-only day")
+
+    kit = KITS[framework](policy)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("read_file", {"path": "a.txt"})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {})
+    assert denial(result) == {
+        "error": "authorization_required",
+        "tool": "read_file",
+        "decision": "deny",
+        "detail": "read-only day",
+        "message": "read_file was not run: the server's policy denies it (read-only day)",
+    }
+    assert text(result) == (
+        '{"error":"authorization_required","tool":"read_file","decision":"deny",'
+        '"detail":"read-only day","message":"read_file was not run: the server\'s policy '
+        'denies it (read-only day)"}'
+    )
+    assert unknown.value.code == -32601
+    assert kit.ran == []
+
+
+# -- R-ADAPT-3 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        (APPROVE, None),
+        (types.ElicitResult(action="decline"), "declined"),
+        (types.ElicitResult(action="cancel"), "cancelled"),
+        (types.ElicitResult(action="accept", content={"approve": "true"}), "not approved"),
+        (types.ElicitResult(action="accept", content={"approve": 1}), "not approved"),
+        (
+            types.ElicitResult(action="accept", content={"approve": True, "note": "x"}),
+            "not approved",
+        ),
+        (types.ErrorData(code=-32000, message="no"), "elicitation failed"),
+    ],
+    ids=["approve", "decline", "cancel", "string", "one", "extra-key", "error"],
+)
+async def test_R_ADAPT_3_the_framework_elicits_and_the_reducer_judges_the_answer(
+    framework: str, answer: types.ElicitResult | types.ErrorData, detail: str | None
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(answer)
+    async with running(kit.gate), connected(kit, asked) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+    assert asked.asked == ["Delete a.txt?"]
+    if detail is None:
+        assert text(result) == "deleted a.txt"
+        assert kit.ran == [("delete_file", "a.txt")]
+    else:
+        deny = denial(result)
+        assert (deny["decision"], deny["detail"]) == ("ask", detail)
+        assert kit.ran == []
+    assert settled(kit)
+
+
+# -- R-ADAPT-4 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_4_a_client_that_cannot_be_asked_is_denied_and_never_asked(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    async with running(kit.gate), connected(kit, None) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "Delete a.txt?")
+    assert deny["message"] == (
+        "delete_file was not run: it needs approval and this client cannot be asked"
+    )
+    assert kit.ran == []
+
+
+async def test_R_ADAPT_4_silence_times_out_and_the_elicitation_is_withdrawn(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete, elicitation_timeout_ms=200)
+    asked = Asked(None)  # never answers
+    async with running(kit.gate), connected(kit, asked) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+        await asked.until(lambda: asked.withdrawn == ["Delete a.txt?"])
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "elicitation timed out")
+    assert deny["message"] == "delete_file was not run: no one approved it within 200 ms"
+    assert kit.ran == []
+    assert settled(kit)
+
+
+# -- R-ADAPT-5 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_5_caps_and_eviction_are_counted_across_connections(
+    framework: str,
+) -> None:
+    kit = KITS[framework](
+        ask_for_delete, max_parked_elicitations=1, max_parked_elicitations_total=2
+    )
+    a, b, c = Asked(None), Asked(None), Asked(None)
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(client: Any, name: str) -> None:
+        results[name] = await client.call_tool("delete_file", {"path": name})
+
+    async with (
+        running(kit.gate),
+        connected(kit, a) as client_a,
+        connected(kit, b) as client_b,
+        connected(kit, c) as client_c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(call, client_a, "a1")
+        await a.until(lambda: a.waiting == 1)
+        await call(client_a, "a2")  # the connection's cap (R-PARK-1)
+        tg.start_soon(call, client_c, "c1")
+        await c.until(lambda: c.waiting == 1)
+        tg.start_soon(call, client_b, "b1")  # full: a1's connection yields (R-PARK-3)
+        await a.until(lambda: a.withdrawn == ["Delete a1?"])
+        await b.until(lambda: b.waiting == 1)
+        b.release.set()
+        c.release.set()
+    assert denial(results["a2"])["detail"] == "too many elicitations pending"
+    assert denial(results["a1"])["detail"] == "evicted to make room on this server"
+    assert text(results["b1"]) == "deleted b1"
+    assert text(results["c1"]) == "deleted c1"
+    assert sorted(kit.ran) == [("delete_file", "b1"), ("delete_file", "c1")]
+
+
+# -- R-ADAPT-6 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_6_a_cancelled_call_is_dropped_and_its_elicitation_withdrawn(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    async with running(kit.gate), connected(kit, asked) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "delete_file", {"path": "a.txt"})
+            await asked.until(lambda: asked.waiting == 1)
+            tg.cancel_scope.cancel()  # the client abandons it: notifications/cancelled
+        await asked.until(lambda: asked.withdrawn == ["Delete a.txt?"])
+        with anyio.fail_after(10):
+            while not settled(kit):
+                await anyio.sleep(0.01)  # polls the state: the drop has no event to wait on
+        asked.release.set()
+    assert kit.ran == []
+
+
+async def test_R_ADAPT_6_a_connection_that_closes_takes_its_calls_and_entry_with_it(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    async with running(kit.gate):
+        async with connected(kit, asked) as client, anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "delete_file", {"path": "a.txt"})
+            await asked.until(lambda: asked.waiting == 1)
+            assert len(kit.gate.runtime.state.conns) == 1
+            tg.cancel_scope.cancel()
+        state = kit.gate.runtime.state
+        assert not state.conns
+        assert not state.calls
+        assert not state.parked
+    assert kit.ran == []
+
+
+# -- R-ADAPT-7 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_7_the_registry_follows_the_framework_tools(framework: str) -> None:
+    kit = KITS[framework](None, sensitive=["wipe"])  # no authorizer: destructive tools denied
+    async with running(kit.gate), connected(kit) as client:
+        unguarded = await client.call_tool("delete_file", {"path": "a.txt"})
+        kit.add_tool("late")
+        late = await client.call_tool("late", {"path": "x"})
+        kit.add_tool("wipe")
+        wipe = await client.call_tool("wipe", {"path": "x"})
+        kit.remove_tool("late")
+        with pytest.raises(MCPError) as gone:
+            await client.call_tool("late", {"path": "y"})
+    deny = denial(unguarded)
+    assert (deny["decision"], deny["detail"]) == ("deny", "sensitive tool unguarded")
+    assert text(late) == "late x"
+    assert denial(wipe)["detail"] == "sensitive tool unguarded"
+    assert gone.value.code == -32601
+    assert kit.ran == [("late", "x")]
+
+
+# -- R-ADAPT-8 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_8_a_stopping_gate_answers_parked_calls_and_refuses_new_ones(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    results: list[types.CallToolResult] = []
+
+    async def call(client: Any) -> None:
+        results.append(await client.call_tool("delete_file", {"path": "a.txt"}))
+
+    async with connected_with_gate_stopping(kit, asked) as (client, stop):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, client)
+            await asked.until(lambda: asked.waiting == 1)
+            stop.set()
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("read_file", {"path": "b"})
+    deny = denial(results[0])
+    assert (deny["decision"], deny["detail"]) == ("ask", "server stopping")
+    assert refused.value.code == -32603
+    assert refused.value.data == {"error": "gate_not_running"}
+    assert kit.ran == []
+
+
+@asynccontextmanager
+async def connected_with_gate_stopping(
+    kit: Kit, asked: Asked
+) -> AsyncIterator[tuple[Any, anyio.Event]]:
+    """A client of ``kit`` whose gate stops when the event yielded is set; the connection
+    stays up after it."""
+    async with running(kit.gate) as stop, connected(kit, asked) as client:
+        yield client, stop
