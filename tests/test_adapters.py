@@ -7,8 +7,11 @@ lifespan manager holds an ``asyncio.Lock``).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -65,13 +68,14 @@ async def running(gate: Gate) -> AsyncIterator[anyio.Event]:
             started.set()
             await stop.wait()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        await started.wait()
-        try:
-            yield stop
-        finally:
-            stop.set()
+    with anyio.fail_after(20):  # a test whose call is never answered fails instead of hanging
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await started.wait()
+            try:
+                yield stop
+            finally:
+                stop.set()
 
 
 def settled(kit: Kit) -> bool:
@@ -340,3 +344,53 @@ async def connected_with_gate_stopping(
     stays up after it."""
     async with running(kit.gate) as stop, connected(kit, asked) as client:
         yield client, stop
+
+
+# -- the examples ------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"askgate_example_{name}", EXAMPLES / f"{name}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ExampleKit(Kit):
+    """An example's own guarded server, served as the example serves it: its lifespan enters
+    the gate (nothing else does here)."""
+
+    def __init__(self, name: str) -> None:
+        module = _load(name)
+        self.server_obj = getattr(module, "server", None) or module.mcp
+        self.ran = []
+
+    @property
+    def lowlevel(self) -> Any:
+        if hasattr(self.server_obj, "_lowlevel_server"):
+            return self.server_obj._lowlevel_server
+        return self.server_obj._mcp_server
+
+
+@pytest.mark.parametrize("example", ["guard_sdk_server", "guard_fastmcp_server"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_R_ADAPT_3_each_example_asks_before_deleting(example: str) -> None:
+    """Each example's server, entered through its own lifespan (as ``run()`` serves it), asks
+    the official client before ``delete_file`` and runs it on approval only."""
+    kit = ExampleKit(example)
+    asked = Asked(types.ElicitResult(action="decline"))
+    async with connected(kit, asked) as client:
+        read_result = await client.call_tool("read_file", {"path": "a.txt"})
+        declined = await client.call_tool("delete_file", {"path": "a.txt"})
+        asked.answer = APPROVE
+        approved = await client.call_tool("delete_file", {"path": "b.txt"})
+    assert text(read_result) == "read a.txt"
+    assert denial(declined)["detail"] == "declined"
+    assert text(approved) == "deleted b.txt"
+    assert asked.asked == ["Delete a.txt?", "Delete b.txt?"]
