@@ -20,7 +20,7 @@ the rest of fastmcp's chain (the tool itself) runs as the reducer's ``RunTool`` 
 ``Ask`` is sent with the request's session, as fastmcp's own ``Context.elicit`` sends it, but
 with the reducer's schema and without fastmcp's parsing of the answer (spec/adapters.md,
 R-ADAPT-3). It also wraps the lifespan of fastmcp's low-level SDK server so that serving
-enters the gate when nothing else did. fastmcp runs on asyncio only.
+enters the gate when nothing else did.
 
 Uses fastmcp's private ``FastMCP._mcp_server`` (the SDK ``Server`` it serves with; its lifespan
 is outside fastmcp's own, whose shielded teardown must not hold the gate's task groups) and,
