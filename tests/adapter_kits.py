@@ -191,10 +191,11 @@ KITS: dict[str, Callable[..., Kit]] = {
 
 @asynccontextmanager
 async def connected(
-    kit: Kit, elicitation: ElicitationFnT | None = None
+    kit: Kit, elicitation: ElicitationFnT | None = None, *, modern: bool = False
 ) -> AsyncIterator[ClientSession]:
-    """An initialized official client on one connection of ``kit``'s server, in memory. On
-    leaving, the connection is closed and the server's side of it has ended."""
+    """An initialized official client on one connection of ``kit``'s server, in memory (of
+    the 2026-07-28 revision, discovered instead of initialized, when ``modern``). On leaving,
+    the connection is closed and the server's side of it has ended."""
     lowlevel = kit.lowlevel
     async with create_client_server_memory_streams() as (client, server):
         ended = anyio.Event()
@@ -211,7 +212,10 @@ async def connected(
                 async with ClientSession(
                     client[0], client[1], elicitation_callback=elicitation
                 ) as session:
-                    await session.initialize()
+                    if modern:
+                        await session.discover()
+                    else:
+                        await session.initialize()
                     yield session
             finally:
                 await client[1].aclose()

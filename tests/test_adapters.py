@@ -200,6 +200,23 @@ async def test_R_ADAPT_4_a_client_that_cannot_be_asked_is_denied_and_never_asked
     assert kit.ran == []
 
 
+async def test_R_ADAPT_4_a_2026_07_28_request_has_no_back_channel_and_is_never_asked(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(APPROVE)  # it declares elicitation, but nothing can reach it
+    async with running(kit.gate), connected(kit, asked, modern=True) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+        allowed = await client.call_tool("read_file", {"path": "b.txt"})
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "Delete a.txt?")
+    assert text(allowed) == "read b.txt"
+    assert asked.asked == []
+    assert kit.ran == [("read_file", "b.txt")]
+    assert not kit.gate.runtime.state.conns  # each request's connection ended with it
+
+
 async def test_R_ADAPT_4_silence_times_out_and_the_elicitation_is_withdrawn(
     framework: str,
 ) -> None:

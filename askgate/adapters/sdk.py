@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
@@ -124,7 +125,10 @@ class GateMiddleware:
             listed: list[dict[str, Any]] = []
             cursor: object = None
             for _ in range(MAX_TOOL_PAGES):
-                page_params = {} if cursor is None else {"cursor": cursor}
+                # The call's _meta goes along: a 2026-07-28 request is refused without it.
+                page_params = {key: params[key] for key in ("_meta",) if key in params}
+                if cursor is not None:
+                    page_params["cursor"] = cursor
                 page = _json(
                     await call_next(
                         dataclasses.replace(ctx, method="tools/list", params=page_params)
@@ -142,9 +146,13 @@ class GateMiddleware:
 
         site = call_site(ctx.session, ctx.request_id, tools, run)
         try:
-            return await self.gate.call(site, ctx.request_id, name, params.get("arguments"))
+            result = await self.gate.call(site, ctx.request_id, name, params.get("arguments"))
         except GateError as refused:
             raise MCPError(refused.code, refused.message, refused.data) from None
+        if "resultType" in result:  # the framework's own result, as it made it
+            return result
+        # The reducer's (a deny, a failure): the SDK's model, which it renders for the era.
+        return types.CallToolResult.model_validate(result)
 
 
 def guard(
