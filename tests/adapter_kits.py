@@ -32,12 +32,14 @@ GUARDED = {"destructiveHint": True}
 
 
 class Kit:
-    """A guarded server of one framework; ``ran`` lists the tool runs as ``(tool, path)``."""
+    """A guarded server of one framework; ``ran`` lists the tool runs as ``(tool, path)``. Its
+    gate checks the reducer's invariants after every step."""
 
     framework = ""
 
     def __init__(self, authorizer: Authorizer | None, **options: Any) -> None:
         self.ran: list[tuple[str, object]] = []
+        options.setdefault("check_invariants", True)  # R-INV-*, after every step
         self.gate = self.build(authorizer, **options)
 
     def build(self, authorizer: Authorizer | None, **options: Any) -> Gate:

@@ -99,7 +99,7 @@ async def test_R_ADAPT_1_an_allowed_call_runs_the_framework_tool_through_the_red
             arguments["path"] = "elsewhere"  # its own copy (R-AUTH-5): what runs is unchanged
         return Allow()
 
-    kit = KITS[framework](policy, check_invariants=True)
+    kit = KITS[framework](policy)
     async with running(kit.gate), connected(kit) as client:
         result = await client.call_tool("read_file", {"path": "a.txt"})
         assert result.is_error is not True
