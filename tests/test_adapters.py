@@ -18,12 +18,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from askgate import Allow, Ask, Deny
 from askgate.adapters import Gate
 
-from .adapter_kits import APPROVE, KITS, Asked, Kit, connected, denial, text
+from .adapter_kits import APPROVE, KITS, Asked, Kit, MCPServerKit, connected, denial, text
+from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.anyio
 
@@ -417,3 +420,52 @@ async def test_R_ADAPT_3_each_example_asks_before_deleting(example: str) -> None
     assert denial(declined)["detail"] == "declined"
     assert text(approved) == "deleted b.txt"
     assert asked.asked == ["Delete a.txt?", "Delete b.txt?"]
+
+
+# -- over Streamable HTTP ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio
+async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_manager() -> None:
+    """An ``MCPServer`` served over Streamable HTTP (uvicorn on 127.0.0.1): its session
+    manager enters the gate once for every session, the elicitation rides the call's stream,
+    and the caps span the sessions (one session's parked call is evicted for another's)."""
+    kit = MCPServerKit(ask_for_delete, max_parked_elicitations=1, max_parked_elicitations_total=1)
+    a, b = Asked(None), Asked(None)
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(client: ClientSession, name: str) -> None:
+        results[name] = await client.call_tool("delete_file", {"path": name})
+
+    @asynccontextmanager
+    async def session(url: str, asked: Asked) -> AsyncIterator[ClientSession]:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write, elicitation_callback=asked) as client,
+        ):
+            await client.initialize()
+            yield client
+
+    app = kit.server.streamable_http_app()
+    with anyio.fail_after(20):
+        async with (
+            kit.lowlevel.session_manager.run(),
+            uvicorn_serving(lambda _port: app) as (_, port),
+        ):
+            assert kit.gate.is_running
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with (
+                session(url, a) as client_a,
+                session(url, b) as client_b,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(call, client_a, "a1")
+                await a.until(lambda: a.waiting == 1)
+                tg.start_soon(call, client_b, "b1")
+                await a.until(lambda: a.withdrawn == ["Delete a1?"])
+                await b.until(lambda: b.waiting == 1)
+                b.release.set()
+        assert not kit.gate.is_running
+    assert denial(results["a1"])["detail"] == "evicted to make room on this server"
+    assert text(results["b1"]) == "deleted b1"
+    assert kit.ran == [("delete_file", "b1")]
