@@ -1,9 +1,10 @@
 """One guarded server per framework, and the official client connected to it in memory.
 
-A kit builds the same three tools (``read_file``, ``delete_file`` marked ``destructiveHint``,
-``boom`` that raises) with a framework, puts askgate's gate in front of them with that
-framework's adapter, and can add and remove a tool while serving. :func:`connected` serves one
-connection of a kit's low-level server over memory streams to an ``mcp.ClientSession``.
+A kit builds the same four tools (``read_file``, ``delete_file`` marked ``destructiveHint``,
+``boom`` that raises, ``hang`` that never returns) with a framework, puts askgate's gate in
+front of them with that framework's adapter, and can add and remove a tool while serving.
+:func:`connected` serves one connection of a kit's low-level server over memory streams to an
+``mcp.ClientSession``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class MCPServerKit(Kit):
             ran.append(("boom", None))
             raise RuntimeError("secret detail")
 
+        @server.tool()
+        async def hang() -> str:
+            ran.append(("hang", None))
+            await anyio.sleep_forever()
+            return "never"
+
         return sdk_adapter.guard(server, authorizer, **options)
 
     @property
@@ -111,6 +118,7 @@ class LowLevelKit(Kit):
                 annotations=types.ToolAnnotations(destructive_hint=True),
             ),
             "boom": types.Tool(name="boom", input_schema={"type": "object"}),
+            "hang": types.Tool(name="hang", input_schema={"type": "object"}),
         }
 
         async def list_tools(
@@ -125,6 +133,8 @@ class LowLevelKit(Kit):
             self.ran.append((params.name, path))
             if params.name == "boom":
                 raise RuntimeError("secret detail")
+            if params.name == "hang":
+                await anyio.sleep_forever()
             text = {"read_file": "read", "delete_file": "deleted"}.get(params.name, params.name)
             return types.CallToolResult(content=[types.TextContent(text=f"{text} {path}")])
 
@@ -163,6 +173,12 @@ class FastMCPKit(Kit):
         def boom() -> str:
             ran.append(("boom", None))
             raise RuntimeError("secret detail")
+
+        @server.tool()
+        async def hang() -> str:
+            ran.append(("hang", None))
+            await anyio.sleep_forever()
+            return "never"
 
         return fastmcp_adapter.guard(server, authorizer, **options)
 

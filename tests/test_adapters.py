@@ -119,6 +119,19 @@ async def test_R_ADAPT_1_an_allowed_call_runs_the_framework_tool_through_the_red
     assert kit.gate.runtime.steps_checked > 0
 
 
+async def test_R_ADAPT_1_a_tool_past_callback_timeout_is_killed_and_answered(
+    framework: str,
+) -> None:
+    kit = KITS[framework](None, callback_timeout_ms=200)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("hang", {})
+        assert settled(kit)
+        assert not kit.gate.runtime.live_workers
+    assert result.is_error is True
+    assert result.structured_content == {"error": "callback_timeout"}
+    assert kit.ran == [("hang", None)]
+
+
 # -- R-ADAPT-2 ------------------------------------------------------------------------------
 
 
