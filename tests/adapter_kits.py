@@ -37,6 +37,7 @@ class Kit:
     gate checks the reducer's invariants after every step."""
 
     framework = ""
+    server: Any  # the framework's server object
 
     def __init__(self, authorizer: Authorizer | None, **options: Any) -> None:
         self.ran: list[tuple[str, object]] = []
@@ -143,7 +144,8 @@ class LowLevelKit(Kit):
 
     @property
     def lowlevel(self) -> Server[Any]:
-        return self.server
+        lowlevel: Server[Any] = self.server
+        return lowlevel
 
     def add_tool(self, name: str) -> None:
         self.tools[name] = types.Tool(name=name, input_schema={"type": "object"})
