@@ -23,7 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from askgate import Allow, Ask, Deny
-from askgate.adapters import Gate
+from askgate.adapters import CallSite, Gate, GateError
+from askgate.adapters.sdk import guard as sdk_guard
+from askgate.core import OptionError
 
 from .adapter_kits import APPROVE, KITS, Asked, Kit, MCPServerKit, connected, denial, text
 from .listener import uvicorn_serving
@@ -482,3 +484,56 @@ async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_man
     assert denial(results["a1"])["detail"] == "evicted to make room on this server"
     assert text(results["b1"]) == "deleted b1"
     assert kit.ran == [("delete_file", "b1")]
+
+
+# -- the gate itself, driven without a framework ------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_answer() -> None:
+    """Two calls with one id on one connection (which a framework may let through): the second
+    is the reducer's ``-32600`` (R-ADM-1), the first still gets its own answer."""
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async def slow_policy(_tool: str, _arguments: Any, _context: Any) -> object:
+        started.set()
+        await release.wait()
+        return Allow()
+
+    async def tools() -> list[dict[str, Any]]:
+        return [{"name": "echo", "inputSchema": {"type": "object"}}]
+
+    async def run(arguments: object) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": repr(arguments)}]}
+
+    async def elicit(_message: str, _schema: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("nobody is asked here")
+
+    connection = object()
+    site = CallSite(connection, {}, False, lambda _callback: None, tools, run, elicit)
+    gate = Gate(slow_policy, check_invariants=True)
+    answers: list[dict[str, Any]] = []
+
+    async def first() -> None:
+        answers.append(await gate.call(site, 7, "echo", {"n": 1}))
+
+    with anyio.fail_after(10):
+        async with gate.running(), anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await started.wait()
+            with pytest.raises(GateError) as refused:
+                await gate.call(site, 7, "echo", {"n": 2})
+            release.set()
+    assert refused.value.code == -32600
+    assert answers == [{"content": [{"type": "text", "text": "{'n': 1}"}]}]
+
+
+def test_a_gate_refuses_unknown_options_and_a_gate_given_twice() -> None:
+    with pytest.raises(TypeError, match="unknown gate options: page_size"):
+        Gate(None, page_size=3)
+    with pytest.raises(OptionError):
+        Gate(None, max_parked_elicitations=0)
+    kit = KITS["lowlevel"](None)
+    with pytest.raises(TypeError, match="either a gate"):
+        sdk_guard(kit.server, ask_for_delete, gate=kit.gate)
