@@ -1,0 +1,539 @@
+"""spec/adapters.md: askgate's gate in front of the SDK's ``MCPServer`` and low-level ``Server``
+and of fastmcp, end to end with the official ``mcp.ClientSession`` over memory streams.
+
+Every test runs once per framework and anyio backend (asyncio and trio). fastmcp does not say it
+supports trio (its lifespan manager holds an ``asyncio.Lock``, taken here only uncontended); the
+adapter's tests pass on it there too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from askgate import Allow, Ask, Deny
+from askgate.adapters import CallSite, Gate, GateError
+from askgate.adapters.sdk import guard as sdk_guard
+from askgate.core import OptionError
+
+from .adapter_kits import APPROVE, KITS, Asked, Kit, MCPServerKit, connected, denial, text
+from .listener import uvicorn_serving
+
+pytestmark = pytest.mark.anyio
+
+CASES = [
+    ("mcpserver", "asyncio"),
+    ("mcpserver", "trio"),
+    ("lowlevel", "asyncio"),
+    ("lowlevel", "trio"),
+    ("fastmcp", "asyncio"),
+    ("fastmcp", "trio"),
+]
+
+
+@pytest.fixture(params=CASES, ids=[f"{kit}-{backend}" for kit, backend in CASES])
+def case(request: pytest.FixtureRequest) -> tuple[str, str]:
+    framework, backend = request.param
+    return framework, backend
+
+
+@pytest.fixture
+def anyio_backend(case: tuple[str, str]) -> str:
+    return case[1]
+
+
+@pytest.fixture
+def framework(case: tuple[str, str]) -> str:
+    return case[0]
+
+
+def ask_for_delete(tool: str, arguments: Any, _context: Any) -> object:
+    if tool == "delete_file":
+        return Ask(f"Delete {arguments['path']}?")
+    return Allow()
+
+
+@asynccontextmanager
+async def running(gate: Gate) -> AsyncIterator[anyio.Event]:
+    """Runs ``gate`` in a task of its own until the event yielded is set (or the block ends)."""
+    stop = anyio.Event()
+    started = anyio.Event()
+
+    async def run() -> None:
+        async with gate.running():
+            started.set()
+            await stop.wait()
+
+    with anyio.fail_after(20):  # a test whose call is never answered fails instead of hanging
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await started.wait()
+            try:
+                yield stop
+            finally:
+                stop.set()
+
+
+def settled(kit: Kit) -> bool:
+    state = kit.gate.runtime.state
+    return not state.calls and not state.parked and not state.workers
+
+
+# -- R-ADAPT-1 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_1_an_allowed_call_runs_the_framework_tool_through_the_reducer(
+    framework: str,
+) -> None:
+    judged: list[tuple[str, object]] = []
+
+    def policy(tool: str, arguments: Any, _context: Any) -> object:
+        judged.append((tool, arguments))
+        if "path" in arguments:
+            arguments["path"] = "elsewhere"  # its own copy (R-AUTH-5): what runs is unchanged
+        return Allow()
+
+    kit = KITS[framework](policy)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("read_file", {"path": "a.txt"})
+        assert result.is_error is not True
+        assert text(result) == "read a.txt"
+        failed = await client.call_tool("boom", {})
+    assert kit.ran == [("read_file", "a.txt"), ("boom", None)]
+    assert judged == [("read_file", {"path": "elsewhere"}), ("boom", {})]
+    assert failed.is_error is True
+    assert "secret" not in text(failed)
+    if framework == "mcpserver":  # MCPServer makes its own error result of it
+        assert failed.structured_content is None
+    else:  # the handler (fastmcp's chain) raised out: the reducer's failure (R-WORK-3)
+        assert failed.structured_content == {"error": "callback_failed"}
+    assert kit.gate.runtime.steps_checked > 0
+
+
+async def test_R_ADAPT_1_a_tool_past_callback_timeout_is_killed_and_answered(
+    framework: str,
+) -> None:
+    kit = KITS[framework](None, callback_timeout_ms=200)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("hang", {})
+        assert settled(kit)
+        assert not kit.gate.runtime.live_workers
+    assert result.is_error is True
+    assert result.structured_content == {"error": "callback_timeout"}
+    assert kit.ran == [("hang", None)]
+
+
+# -- R-ADAPT-2 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_2_a_deny_is_askgates_deny_and_an_unknown_tool_its_error(
+    framework: str,
+) -> None:
+    def policy(_tool: str, _arguments: Any, _context: Any) -> object:
+        return Deny("read-only day")
+
+    kit = KITS[framework](policy)
+    async with running(kit.gate), connected(kit) as client:
+        result = await client.call_tool("read_file", {"path": "a.txt"})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {})
+    assert denial(result) == {
+        "error": "authorization_required",
+        "tool": "read_file",
+        "decision": "deny",
+        "detail": "read-only day",
+        "message": "read_file was not run: the server's policy denies it (read-only day)",
+    }
+    assert text(result) == (
+        '{"error":"authorization_required","tool":"read_file","decision":"deny",'
+        '"detail":"read-only day","message":"read_file was not run: the server\'s policy '
+        'denies it (read-only day)"}'
+    )
+    assert unknown.value.code == -32601
+    assert kit.ran == []
+
+
+# -- R-ADAPT-3 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        (APPROVE, None),
+        (types.ElicitResult(action="decline"), "declined"),
+        (types.ElicitResult(action="cancel"), "cancelled"),
+        (types.ElicitResult(action="accept", content={"approve": "true"}), "not approved"),
+        (types.ElicitResult(action="accept", content={"approve": 1}), "not approved"),
+        (
+            types.ElicitResult(action="accept", content={"approve": True, "note": "x"}),
+            "not approved",
+        ),
+        (types.ErrorData(code=-32000, message="no"), "elicitation failed"),
+    ],
+    ids=["approve", "decline", "cancel", "string", "one", "extra-key", "error"],
+)
+async def test_R_ADAPT_3_the_framework_elicits_and_the_reducer_judges_the_answer(
+    framework: str, answer: types.ElicitResult | types.ErrorData, detail: str | None
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(answer)
+    async with running(kit.gate), connected(kit, asked) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+    assert asked.asked == ["Delete a.txt?"]
+    if detail is None:
+        assert text(result) == "deleted a.txt"
+        assert kit.ran == [("delete_file", "a.txt")]
+    else:
+        deny = denial(result)
+        assert (deny["decision"], deny["detail"]) == ("ask", detail)
+        assert kit.ran == []
+    assert settled(kit)
+
+
+# -- R-ADAPT-4 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_4_a_client_that_cannot_be_asked_is_denied_and_never_asked(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    async with running(kit.gate), connected(kit, None) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "Delete a.txt?")
+    assert deny["message"] == (
+        "delete_file was not run: it needs approval and this client cannot be asked"
+    )
+    assert kit.ran == []
+
+
+async def test_R_ADAPT_4_a_2026_07_28_request_has_no_back_channel_and_is_never_asked(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(APPROVE)  # it declares elicitation, but nothing can reach it
+    async with running(kit.gate), connected(kit, asked, modern=True) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+        allowed = await client.call_tool("read_file", {"path": "b.txt"})
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "Delete a.txt?")
+    assert text(allowed) == "read b.txt"
+    assert asked.asked == []
+    assert kit.ran == [("read_file", "b.txt")]
+    assert not kit.gate.runtime.state.conns  # each request's connection ended with it
+
+
+async def test_R_ADAPT_4_silence_times_out_and_the_elicitation_is_withdrawn(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete, elicitation_timeout_ms=200)
+    asked = Asked(None)  # never answers
+    async with running(kit.gate), connected(kit, asked) as client:
+        result = await client.call_tool("delete_file", {"path": "a.txt"})
+        await asked.until(lambda: asked.withdrawn == ["Delete a.txt?"])
+    deny = denial(result)
+    assert (deny["decision"], deny["detail"]) == ("ask", "elicitation timed out")
+    assert deny["message"] == "delete_file was not run: no one approved it within 200 ms"
+    assert kit.ran == []
+    assert settled(kit)
+
+
+# -- R-ADAPT-5 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_5_caps_and_eviction_are_counted_across_connections(
+    framework: str,
+) -> None:
+    kit = KITS[framework](
+        ask_for_delete, max_parked_elicitations=1, max_parked_elicitations_total=2
+    )
+    a, b, c = Asked(None), Asked(None), Asked(None)
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(client: Any, name: str) -> None:
+        results[name] = await client.call_tool("delete_file", {"path": name})
+
+    async with (
+        running(kit.gate),
+        connected(kit, a) as client_a,
+        connected(kit, b) as client_b,
+        connected(kit, c) as client_c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(call, client_a, "a1")
+        await a.until(lambda: a.waiting == 1)
+        await call(client_a, "a2")  # the connection's cap (R-PARK-1)
+        tg.start_soon(call, client_c, "c1")
+        await c.until(lambda: c.waiting == 1)
+        tg.start_soon(call, client_b, "b1")  # full: a1's connection yields (R-PARK-3)
+        await a.until(lambda: a.withdrawn == ["Delete a1?"])
+        await b.until(lambda: b.waiting == 1)
+        b.release.set()
+        c.release.set()
+    assert denial(results["a2"])["detail"] == "too many elicitations pending"
+    assert denial(results["a1"])["detail"] == "evicted to make room on this server"
+    assert text(results["b1"]) == "deleted b1"
+    assert text(results["c1"]) == "deleted c1"
+    assert sorted(kit.ran) == [("delete_file", "b1"), ("delete_file", "c1")]
+
+
+# -- R-ADAPT-6 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_6_a_cancelled_call_is_dropped_and_its_elicitation_withdrawn(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    async with running(kit.gate), connected(kit, asked) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "delete_file", {"path": "a.txt"})
+            await asked.until(lambda: asked.waiting == 1)
+            tg.cancel_scope.cancel()  # the client abandons it: notifications/cancelled
+        await asked.until(lambda: asked.withdrawn == ["Delete a.txt?"])
+        with anyio.fail_after(10):
+            while not settled(kit):
+                await anyio.sleep(0.01)  # polls the state: the drop has no event to wait on
+        asked.release.set()
+    assert kit.ran == []
+
+
+async def test_R_ADAPT_6_a_connection_that_closes_takes_its_calls_and_entry_with_it(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    async with running(kit.gate):
+        async with connected(kit, asked) as client, anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "delete_file", {"path": "a.txt"})
+            await asked.until(lambda: asked.waiting == 1)
+            assert len(kit.gate.runtime.state.conns) == 1
+            tg.cancel_scope.cancel()
+        state = kit.gate.runtime.state
+        assert not state.conns
+        assert not state.calls
+        assert not state.parked
+    assert kit.ran == []
+
+
+# -- R-ADAPT-7 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_7_the_registry_follows_the_framework_tools(framework: str) -> None:
+    kit = KITS[framework](None, sensitive=["wipe"])  # no authorizer: destructive tools denied
+    async with running(kit.gate), connected(kit) as client:
+        unguarded = await client.call_tool("delete_file", {"path": "a.txt"})
+        kit.add_tool("late")
+        late = await client.call_tool("late", {"path": "x"})
+        kit.add_tool("wipe")
+        wipe = await client.call_tool("wipe", {"path": "x"})
+        kit.remove_tool("late")
+        with pytest.raises(MCPError) as gone:
+            await client.call_tool("late", {"path": "y"})
+    deny = denial(unguarded)
+    assert (deny["decision"], deny["detail"]) == ("deny", "sensitive tool unguarded")
+    assert text(late) == "late x"
+    assert denial(wipe)["detail"] == "sensitive tool unguarded"
+    assert gone.value.code == -32601
+    assert kit.ran == [("late", "x")]
+
+
+# -- R-ADAPT-8 ------------------------------------------------------------------------------
+
+
+async def test_R_ADAPT_8_a_stopping_gate_answers_parked_calls_and_refuses_new_ones(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(None)
+    results: list[types.CallToolResult] = []
+
+    async def call(client: Any) -> None:
+        results.append(await client.call_tool("delete_file", {"path": "a.txt"}))
+
+    async with connected_with_gate_stopping(kit, asked) as (client, stop):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, client)
+            await asked.until(lambda: asked.waiting == 1)
+            stop.set()
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("read_file", {"path": "b"})
+    deny = denial(results[0])
+    assert (deny["decision"], deny["detail"]) == ("ask", "server stopping")
+    assert refused.value.code == -32603
+    assert refused.value.data == {"error": "gate_not_running"}
+    assert kit.ran == []
+
+
+@asynccontextmanager
+async def connected_with_gate_stopping(
+    kit: Kit, asked: Asked
+) -> AsyncIterator[tuple[Any, anyio.Event]]:
+    """A client of ``kit`` whose gate stops when the event yielded is set; the connection
+    stays up after it."""
+    async with running(kit.gate) as stop, connected(kit, asked) as client:
+        yield client, stop
+
+
+# -- the examples ------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"askgate_example_{name}", EXAMPLES / f"{name}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ExampleKit(Kit):
+    """An example's own guarded server, served as the example serves it: its lifespan enters
+    the gate (nothing else does here)."""
+
+    def __init__(self, name: str) -> None:
+        module = _load(name)
+        self.server_obj = getattr(module, "server", None) or module.mcp
+        self.ran = []
+
+    @property
+    def lowlevel(self) -> Any:
+        if hasattr(self.server_obj, "_lowlevel_server"):
+            return self.server_obj._lowlevel_server
+        return self.server_obj._mcp_server
+
+
+@pytest.mark.parametrize("example", ["guard_sdk_server", "guard_fastmcp_server"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_R_ADAPT_3_each_example_asks_before_deleting(example: str) -> None:
+    """Each example's server, entered through its own lifespan (as ``run()`` serves it), asks
+    the official client before ``delete_file`` and runs it on approval only."""
+    kit = ExampleKit(example)
+    asked = Asked(types.ElicitResult(action="decline"))
+    async with connected(kit, asked) as client:
+        read_result = await client.call_tool("read_file", {"path": "a.txt"})
+        declined = await client.call_tool("delete_file", {"path": "a.txt"})
+        asked.answer = APPROVE
+        approved = await client.call_tool("delete_file", {"path": "b.txt"})
+    assert text(read_result) == "read a.txt"
+    assert denial(declined)["detail"] == "declined"
+    assert text(approved) == "deleted b.txt"
+    assert asked.asked == ["Delete a.txt?", "Delete b.txt?"]
+
+
+# -- over Streamable HTTP ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio
+async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_manager() -> None:
+    """An ``MCPServer`` served over Streamable HTTP (uvicorn on 127.0.0.1): its session
+    manager enters the gate once for every session, the elicitation rides the call's stream,
+    and the caps span the sessions (one session's parked call is evicted for another's)."""
+    kit = MCPServerKit(ask_for_delete, max_parked_elicitations=1, max_parked_elicitations_total=1)
+    a, b = Asked(None), Asked(None)
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(client: ClientSession, name: str) -> None:
+        results[name] = await client.call_tool("delete_file", {"path": name})
+
+    @asynccontextmanager
+    async def session(url: str, asked: Asked) -> AsyncIterator[ClientSession]:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write, elicitation_callback=asked) as client,
+        ):
+            await client.initialize()
+            yield client
+
+    app = kit.server.streamable_http_app()
+    with anyio.fail_after(20):
+        async with (
+            kit.lowlevel.session_manager.run(),
+            uvicorn_serving(lambda _port: app) as (_, port),
+        ):
+            assert kit.gate.is_running
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with (
+                session(url, a) as client_a,
+                session(url, b) as client_b,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(call, client_a, "a1")
+                await a.until(lambda: a.waiting == 1)
+                tg.start_soon(call, client_b, "b1")
+                await a.until(lambda: a.withdrawn == ["Delete a1?"])
+                await b.until(lambda: b.waiting == 1)
+                b.release.set()
+        assert not kit.gate.is_running
+    assert denial(results["a1"])["detail"] == "evicted to make room on this server"
+    assert text(results["b1"]) == "deleted b1"
+    assert kit.ran == [("delete_file", "b1")]
+
+
+# -- the gate itself, driven without a framework ------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_answer() -> None:
+    """Two calls with one id on one connection (which a framework may let through): the second
+    is the reducer's ``-32600`` (R-ADM-1), the first still gets its own answer."""
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async def slow_policy(_tool: str, _arguments: Any, _context: Any) -> object:
+        started.set()
+        await release.wait()
+        return Allow()
+
+    async def tools() -> list[dict[str, Any]]:
+        return [{"name": "echo", "inputSchema": {"type": "object"}}]
+
+    async def run(arguments: object) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": repr(arguments)}]}
+
+    async def elicit(_message: str, _schema: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("nobody is asked here")
+
+    connection = object()
+    site = CallSite(connection, {}, False, lambda _callback: None, tools, run, elicit)
+    gate = Gate(slow_policy, check_invariants=True)
+    answers: list[dict[str, Any]] = []
+
+    async def first() -> None:
+        answers.append(await gate.call(site, 7, "echo", {"n": 1}))
+
+    with anyio.fail_after(10):
+        async with gate.running(), anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await started.wait()
+            with pytest.raises(GateError) as refused:
+                await gate.call(site, 7, "echo", {"n": 2})
+            release.set()
+    assert refused.value.code == -32600
+    assert answers == [{"content": [{"type": "text", "text": "{'n': 1}"}]}]
+
+
+def test_a_gate_refuses_unknown_options_and_a_gate_given_twice() -> None:
+    with pytest.raises(TypeError, match="unknown gate options: page_size"):
+        Gate(None, page_size=3)
+    with pytest.raises(OptionError):
+        Gate(None, max_parked_elicitations=0)
+    kit = KITS["lowlevel"](None)
+    with pytest.raises(TypeError, match="either a gate"):
+        sdk_guard(kit.server, ask_for_delete, gate=kit.gate)
