@@ -638,7 +638,7 @@ class Live:
                 await response.aread()
                 assert response.status_code < 500, (response.status_code, data[:200])
                 return
-            async for line in response.aiter_lines():
+            async for line in _sse_lines(response):
                 if line.startswith("data:") and line[5:].strip():
                     peer.take(json.loads(line[5:]))
                     if first is not None:
@@ -657,6 +657,20 @@ class Live:
     def run_http(self, program: list[Step]) -> None:
         self.inputs["http"] += 1
         self.portal.call(self._http_input, program)
+
+
+async def _sse_lines(response: httpx2.Response) -> AsyncIterator[str]:
+    """The lines of an SSE stream, split where SSE splits them (CR, LF or CRLF) and nowhere
+    else: ``aiter_lines`` also splits on U+0085 and the other Unicode line breaks, which a JSON
+    string may carry unescaped, and would cut a ``data:`` line in two."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8")
+    if pending:
+        yield pending.decode("utf-8")
 
 
 @asynccontextmanager
