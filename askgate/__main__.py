@@ -175,7 +175,37 @@ def _parser() -> argparse.ArgumentParser:
         type=str.lower,
         help="what askgate logs on stderr (default: warning)",
     )
+    _core_parser(commands)
     return parser
+
+
+def _core_parser(commands: Any) -> None:
+    """The ``askgate core`` subcommand's arguments (spec/embedding.md, R-EMB-10)."""
+    sidecar = commands.add_parser(
+        "core",
+        help="run the reducer as a sidecar: events in, effects out, as JSON lines",
+        description="Runs the reducer as a sidecar: reads events as JSON lines and writes one\n"
+        "reply line per input line (the effects, or an error that changed nothing), on\n"
+        "stdin/stdout or, with --socket, on a unix socket (one session per connection).\n"
+        "The encoding is spec/embedding.md's.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sidecar.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="listen on this unix socket instead of stdin/stdout (default: stdio)",
+    )
+    sidecar.add_argument(
+        "--init",
+        metavar="JSON|@FILE",
+        help="the init message every session starts with: options and tools (default: "
+        "askgate's options, no tools)",
+    )
+    sidecar.add_argument(
+        "--reducer",
+        metavar="MODULE:ATTR",
+        help="serve this reducer (initial_state, step) instead of askgate's own (default: none)",
+    )
 
 
 class StartError(Exception):
@@ -489,7 +519,51 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # no command: say what there is, as a usage error
         parser.print_help(sys.stderr)
         return 2
+    if args.command == "core":
+        return _core(args)
     return _serve(args)
+
+
+def _core(args: argparse.Namespace) -> int:
+    """``askgate core``: the reducer as a JSON-lines sidecar (spec/embedding.md). Exit status 0
+    at end of input (or SIGINT on a socket), 2 for a refused start said in one line."""
+    from askgate import sidecar
+    from askgate.core import jsonwire
+
+    try:
+        reducer: Any = None
+        if args.reducer is not None:
+            reducer, _ = load_attribute(args.reducer)
+            if isinstance(reducer, type) or not hasattr(reducer, "step"):
+                reducer = reducer()
+        init = None
+        if args.init is not None:
+            text = args.init
+            if text.startswith("@"):
+                text = Path(text[1:]).read_text(encoding="utf-8")
+            init = jsonwire.loads(text)
+            if type(init) is not dict:
+                raise StartError("askgate: --init must be a JSON object")
+            sidecar.Session(reducer, init)  # refuses a bad init now, not per session
+    except (StartError, jsonwire.WireError, OSError) as refused:
+        print(
+            f"askgate core: {refused}".replace("askgate core: askgate: ", "askgate core: "),
+            file=sys.stderr,
+        )
+        return 2
+    if args.socket is None:
+        sidecar.serve_stdio(reducer, init)
+        return 0
+    if os.path.exists(args.socket):
+        print(f"askgate core: {args.socket} exists; remove it first", file=sys.stderr)
+        return 2
+
+    def ready() -> None:
+        print(f"askgate core: listening on {args.socket}", file=sys.stderr, flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        sidecar.serve_socket(args.socket, reducer, init, ready)
+    return 0
 
 
 def _exit(status: int) -> None:
