@@ -29,7 +29,11 @@ from askgate.core import jsonwire
 from askgate.core.jsonwire import VERSION, WireError
 
 KEEP: Final = 64
-"""How many states a session keeps to be stepped from again by ``"from"`` (R-EMB-12)."""
+"""How many states a session keeps to be stepped from again by ``"from"``, unless its init
+says otherwise (R-EMB-12)."""
+
+MAX_KEEP: Final = 10_000_000
+"""The most states an init may ask a session to keep (R-EMB-12)."""
 
 MAX_LINE: Final = 8 * 1024 * 1024
 """The longest input line read (bytes, newline included); a longer one is refused (R-EMB-13)."""
@@ -40,11 +44,17 @@ REQUESTS: Final = ("init", "observe", "check", "timers")
 
 class CoreReducer:
     """askgate's own reducer, as the sidecar serves it by default: a fresh random ``id_key``
-    for every initial state (R-ID-1)."""
+    for every initial state unless the init gives one (R-ID-1)."""
 
-    def initial_state(self, options: core.Options, tools: tuple[tuple[str, bool], ...]) -> Any:
+    def initial_state(
+        self,
+        options: core.Options,
+        tools: tuple[tuple[str, bool], ...],
+        id_key: bytes | None = None,
+    ) -> Any:
         infos = tuple(core.ToolInfo(name, sensitive, False) for name, sensitive in tools)
-        return core.initial_state(options, id_key=os.urandom(32), tools=infos)
+        key = os.urandom(32) if id_key is None else id_key
+        return core.initial_state(options, id_key=key, tools=infos)
 
     def step(self, state: Any, event: Any) -> tuple[Any, list[Any]]:
         return core.step(state, event)
@@ -70,6 +80,7 @@ class Session:
         self.reducer = CoreReducer() if reducer is None else reducer
         self.lines = 0
         self.states: dict[int, Any] = {}
+        self.keep = KEEP
         self.current = -1
         self.next_handle = 0
         self._init(init or {})
@@ -150,7 +161,7 @@ class Session:
     # -- states --------------------------------------------------------------------------------
 
     def _init(self, message: dict[str, Any]) -> int:
-        unknown = sorted(set(message) - {"v", "kind", "options", "tools"})
+        unknown = sorted(set(message) - {"v", "kind", "options", "tools", "id_key", "keep"})
         if unknown:
             raise WireError(f"init: unknown member(s) {unknown} (R-EMB-11)")
         raw = message.get("options", {})
@@ -170,11 +181,21 @@ class Session:
             for t in tools
         ):
             raise WireError("init.tools: must be a list of [name, sensitive] pairs (R-EMB-11)")
+        keep = message.get("keep", KEEP)
+        if type(keep) is not int or not 1 <= keep <= MAX_KEEP:
+            raise WireError(f"init.keep: must be an integer from 1 to {MAX_KEEP} (R-EMB-12)")
+        extra = {}
+        if "id_key" in message:
+            id_key = jsonwire.decode_value(message["id_key"], "init.id_key")
+            if type(id_key) is not bytes:
+                raise WireError("init.id_key: must be bytes (R-EMB-11)")
+            extra["id_key"] = id_key
         try:
-            state = self.reducer.initial_state(options, tuple((n, s) for n, s in tools))
+            state = self.reducer.initial_state(options, tuple((n, s) for n, s in tools), **extra)
         except core.OptionError as refused:
             raise WireError(f"init: {refused}") from None
         self.states.clear()
+        self.keep = keep
         return self._keep(state)
 
     def _keep(self, state: Any) -> int:
@@ -182,7 +203,7 @@ class Session:
         self.next_handle += 1
         self.states[handle] = state
         self.current = handle
-        while len(self.states) > KEEP:
+        while len(self.states) > self.keep:
             del self.states[next(iter(self.states))]
         return handle
 
@@ -297,13 +318,24 @@ class CommandReducer:
             raise SidecarError(f"{self.command[0]} answered {line.decode(errors='replace')}")
         return cast(dict[str, Any], reply)
 
-    def initial_state(self, options: core.Options, tools: tuple[tuple[str, bool], ...]) -> Handle:
-        init = {
+    def initial_state(
+        self,
+        options: core.Options,
+        tools: tuple[tuple[str, bool], ...],
+        id_key: bytes | None = None,
+        keep: int | None = None,
+    ) -> Handle:
+        init: dict[str, Any] = {
             "v": VERSION,
             "kind": "init",
             "options": attrs.asdict(options),
             "tools": [[name, sensitive] for name, sensitive in tools],
         }
+        if id_key is not None:
+            init["id_key"] = jsonwire.encode_value(id_key)
+        if keep is not None:
+            init["keep"] = keep
+        self._inspections.clear()
         return Handle(self.request(init)["state"])
 
     def step(self, state: Handle, event: Any) -> tuple[Handle, list[Any]]:
@@ -351,3 +383,43 @@ class CommandReducer:
         if self.process.stdout is not None:
             self.process.stdout.close()
         return status
+
+
+class Lockstep:
+    """askgate's ``step`` in this process and a sidecar process's, in step: ``step`` returns
+    askgate's result after checking that the process gave the same effects (``related`` too)
+    from the same state (R-EMB-15). For the explorer (``askgate.models.explore``), which steps
+    from any state it reached: the process keeps every state (``keep``) and starts from the
+    explorer's own options, tools and ``id_key``, so its ids must be minted as R-ID-1 says."""
+
+    def __init__(self, command: CommandReducer, keep: int = MAX_KEEP) -> None:
+        self.command = command
+        self.keep = keep
+        self.handles: dict[int, tuple[Any, Handle]] = {}  # id(state) -> (state, its handle)
+        self.steps = 0
+
+    def _handle(self, state: Any) -> Handle:
+        kept = self.handles.get(id(state))
+        if kept is not None and kept[0] is state:
+            return kept[1]
+        if state.next_seq or len(state.conns):
+            raise AssertionError("lockstep: a state that neither started nor was stepped here")
+        tools = tuple((t.name, t.sensitive) for t in state.tools.values())
+        handle = self.command.initial_state(state.options, tools, state.id_key, self.keep)
+        self.handles[id(state)] = (state, handle)
+        return handle
+
+    def step(self, state: Any, event: Any) -> tuple[Any, list[Any]]:
+        before = self._handle(state)
+        after, effects = core.step(state, event)
+        theirs, their_effects = self.command.step(before, event)
+        related = [getattr(e, "related", None) for e in effects]
+        their_related = [getattr(e, "related", None) for e in their_effects]
+        if their_effects != effects or their_related != related:
+            raise AssertionError(
+                f"{self.command.command[0]} answered {event!r} with {their_effects!r}, "
+                f"askgate with {effects!r}"
+            )
+        self.handles[id(after)] = (after, theirs)
+        self.steps += 1
+        return after, effects

@@ -8,6 +8,11 @@ wraps the reducer can check it against the same spec::
     python examples/check_your_reducer.py --reducer path/to/gate.py:reducer
     python examples/check_your_reducer.py --command "node my_gate.js"
 
+``--command CMD --explore DEPTH`` runs the explorer's configurations to DEPTH instead, with the
+process stepped in lockstep with askgate's own reducer from every state it reaches: it starts
+from the explorer's options, tools and ``id_key``, so it must mint its ids as R-ID-1 says, and
+give the same effects as askgate on every transition.
+
 ``--command`` checks a process instead of a Python object: a program that speaks the sidecar
 protocol of spec/embedding.md on its standard input and output (``askgate core`` does, and so
 must a reimplementation in another language), driven through
@@ -54,8 +59,9 @@ from hypothesis.stateful import run_state_machine_as_test
 from askgate import core
 from askgate.__main__ import StartError, load_attribute
 from askgate.core import Effect, Event, Options, State, ToolInfo
+from askgate.models import explore
 from askgate.models.machine import ContextMachine, ReducerMachine, machine_for
-from askgate.sidecar import CommandReducer
+from askgate.sidecar import CommandReducer, Lockstep, SidecarError
 
 
 class YourReducer:
@@ -126,6 +132,27 @@ def check(reducer: Any, examples: int, shrink: bool = True) -> None:
         )
 
 
+def explore_in_lockstep(command: CommandReducer, depth: int, configs: list[str] | None) -> int:
+    """Runs every configuration of the explorer (``askgate.models.explore``) to ``depth`` with
+    ``command`` stepped in lockstep with askgate's reducer (:class:`askgate.sidecar.Lockstep`):
+    every transition's checks, and the process's effects equal to askgate's (``configs``: only
+    those). 0 when they agree everywhere, 1 with the first path where they do not."""
+    lockstep = Lockstep(command)
+    for name in configs or sorted(explore.CONFIGS):
+        options = explore.CONFIGS[name]
+        try:
+            report = explore.explore(
+                options, depth, step_fn=lockstep.step, modern=name in explore.MODERN_CONFIGS
+            )
+        except (explore.ExplorationError, AssertionError, SidecarError) as failure:
+            print(f"{name}: {failure}", file=sys.stderr)
+            print("the process disagreed with askgate's reducer (above)", file=sys.stderr)
+            return 1
+        print(f"{name}: {report.states} states, {report.transitions} transitions in lockstep")
+    print(f"the process agreed with askgate's reducer on {lockstep.steps} steps")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument(
@@ -140,6 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--examples", type=int, default=100, help="runs per machine (default: 100)")
     parser.add_argument(
+        "--explore",
+        type=int,
+        metavar="DEPTH",
+        help="with --command: instead of the machines, run the explorer's configurations to "
+        "DEPTH with the process in lockstep with askgate's own step (default: off)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        choices=sorted(explore.CONFIGS),
+        help="with --explore: only this configuration of the explorer (default: all of them)",
+    )
+    parser.add_argument(
         "--no-shrink",
         action="store_true",
         help="report the first failing sequence as found, unshrunk (shrinking through a "
@@ -149,13 +189,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is not None and args.reducer is not None:
         print("give --reducer or --command, not both", file=sys.stderr)
         return 2
+    if args.explore is not None and args.command is None:
+        print("--explore needs --command", file=sys.stderr)
+        return 2
+    if args.config and args.explore is None:
+        print("--config needs --explore", file=sys.stderr)
+        return 2
     if args.command is not None:
         try:
-            command = CommandReducer(shlex.split(args.command))
+            command = CommandReducer(shlex.split(args.command), inspect=args.explore is None)
         except (OSError, ValueError) as failed:
             print(f"--command {args.command!r}: {failed}", file=sys.stderr)
             return 2
         try:
+            if args.explore is not None:
+                return explore_in_lockstep(command, args.explore, args.config)
             return _check_counted(command, args.examples, not args.no_shrink)
         finally:
             command.close()

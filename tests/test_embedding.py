@@ -390,11 +390,16 @@ def test_R_EMB_11_the_initial_state_comes_from_init_flags_or_defaults(tmp_path: 
         ({"tools": [["rm", True]]}, "authorizer"),
         ({"tools": ["rm"]}, r"\[name, sensitive\]"),
         ({"extra": 1}, "unknown member"),
+        ({"id_key": "abc"}, "id_key: must be bytes"),
+        ({"keep": 0}, "keep: must be an integer"),
     ]
     for extra, says in bad_inits:
         reply = _reply(session, json.dumps({"v": 1, "kind": "init", **extra}))
         assert reply["kind"] == "error", reply
         assert re.search(says, reply["error"]), reply
+    key = {"$": "bytes", "b64": "a2V5LWtleS1rZXkta2V5LWtleS1rZXk="}
+    _reply(session, json.dumps({**GUARDED, "id_key": key}))
+    assert session.states[session.current].id_key == b"key-key-key-key-key-key"
     (tmp_path / "init.json").write_text(json.dumps(GUARDED))
     done = _run(["--init", f"@{tmp_path / 'init.json'}"], [_call()])
     assert json.loads(done.stdout)["effects"][0]["fields"]["job"]["$"] == "Authorize"
@@ -420,6 +425,11 @@ def test_R_EMB_12_a_step_names_its_state_and_kept_states_can_be_stepped_from() -
     gone = _reply(session, json.dumps({**json.loads(_call(rid=2)), "from": start}))
     assert gone["kind"] == "error"
     assert "no state" in gone["error"]
+    keeping = sidecar.Session(init={**GUARDED, "keep": 2})
+    first_kept = keeping.current
+    for _ in range(2):
+        _reply(keeping, _line("ServerStopping", now=1))
+    assert sorted(keeping.states) == [first_kept + 1, first_kept + 2]
     effect = _reply(session, json.dumps(jsonwire.encode(core.KillWorker(1))))
     assert effect["kind"] == "error"
     assert "is an effect" in effect["error"]
@@ -524,10 +534,11 @@ from askgate.core import jsonwire as ours
 class Copy:
     '''The copy of the reducer, converting askgate's events to its own classes and back.'''
 
-    def initial_state(self, options, tools):
+    def initial_state(self, options, tools, id_key=None):
         opts = theirs.Options(**attrs.asdict(options))
         infos = tuple(theirs.ToolInfo(n, s, False) for n, s in tools)
-        return theirs.initial_state(opts, id_key=os.urandom(32), tools=infos)
+        key = os.urandom(32) if id_key is None else id_key
+        return theirs.initial_state(opts, id_key=key, tools=infos)
 
     def step(self, state, event):
         state, effects = theirs.step(state, theirs.jsonwire.decode(ours.encode(event)))
@@ -552,15 +563,9 @@ def test_R_EMB_15_the_model_based_suite_checks_a_sidecar_and_catches_a_planted_b
     assert example.main(["--command", command, "--examples", "3"]) == 0
     assert "agreed with the reference model on" in capsys.readouterr().out
 
-    shutil.copytree(
-        ROOT / "core", tmp_path / "buggycore", ignore=shutil.ignore_patterns("__pycache__")
+    served = _copy_with_bug(
+        tmp_path, "decide.py", "    if total >= max_total:", "    if total > max_total:"
     )
-    decide = tmp_path / "buggycore" / "decide.py"
-    text = decide.read_text(encoding="utf-8")
-    assert text.count("    if total >= max_total:\n") == 1
-    decide.write_text(text.replace("    if total >= max_total:", "    if total > max_total:"))
-    (tmp_path / "copy_gate.py").write_text(_COPY_GATE)
-    served = f"{sys.executable} -m askgate core --reducer {tmp_path / 'copy_gate.py'}:reducer"
     status = example.main(["--command", served, "--examples", "200", "--no-shrink"])
     err = capsys.readouterr().err
     assert status == 1
@@ -568,6 +573,41 @@ def test_R_EMB_15_the_model_based_suite_checks_a_sidecar_and_catches_a_planted_b
     assert "state.start(" in err
     assert "state.teardown()" in err
     assert "server_busy" in err  # the cap the planted bug lets through
+
+
+def _copy_with_bug(tmp_path: Path, module: str, old: str, new: str) -> str:
+    """A copy of core/ as ``buggycore`` with ``old`` replaced by ``new`` once in ``module``,
+    and the command that serves it through ``askgate core --reducer``."""
+    shutil.copytree(
+        ROOT / "core", tmp_path / "buggycore", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    path = tmp_path / "buggycore" / module
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    (tmp_path / "copy_gate.py").write_text(_COPY_GATE)
+    return f"{sys.executable} -m askgate core --reducer {tmp_path / 'copy_gate.py'}:reducer"
+
+
+def test_R_EMB_15_the_explorer_steps_a_sidecar_in_lockstep_with_askgate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = _load_example()
+    command = f"{sys.executable} -m askgate core"
+    assert example.main(["--command", command, "--explore", "1", "--config", "tight"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"tight: \d+ states, \d+ transitions in lockstep", out)
+    assert re.search(r"agreed with askgate's reducer on [1-9]\d* steps", out)
+
+    served = _copy_with_bug(
+        tmp_path, "messages.py", 'f"Tool not found: {tool}"', 'f"No tool: {tool}"'
+    )
+    assert example.main(["--command", served, "--explore", "1", "--config", "tight"]) == 1
+    err = capsys.readouterr().err
+    assert "'message': 'No tool: nope'" in err  # theirs
+    assert "'message': 'Tool not found: nope'" in err  # askgate's
+    assert "after:\n  ToolCallReceived(conn='a', request_id=3, tool='nope'" in err  # the path
+    assert example.main(["--explore", "1"]) == 2
 
 
 def test_R_EMB_16_a_node_host_drives_one_guarded_tool_end_to_end() -> None:
