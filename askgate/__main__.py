@@ -182,6 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_commands(commands)
     _policy_parser(commands)
     _spec_parser(commands)
+    _core_parser(commands)
     return parser
 
 
@@ -297,6 +298,35 @@ def _audit_command(args: argparse.Namespace) -> int:
     except (OSError, TraceError, KeyError, TypeError, ValueError) as bad:
         print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)
         return 2
+
+
+def _core_parser(commands: Any) -> None:
+    """The ``askgate core`` subcommand's arguments (spec/embedding.md, R-EMB-10)."""
+    sidecar = commands.add_parser(
+        "core",
+        help="run the reducer as a sidecar: events in, effects out, as JSON lines",
+        description="Runs the reducer as a sidecar: reads events as JSON lines and writes one\n"
+        "reply line per input line (the effects, or an error that changed nothing), on\n"
+        "stdin/stdout or, with --socket, on a unix socket (one session per connection).\n"
+        "The encoding is spec/embedding.md's.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sidecar.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="listen on this unix socket instead of stdin/stdout (default: stdio)",
+    )
+    sidecar.add_argument(
+        "--init",
+        metavar="JSON|@FILE",
+        help="the init message every session starts with: options and tools (default: "
+        "askgate's options, no tools)",
+    )
+    sidecar.add_argument(
+        "--reducer",
+        metavar="MODULE:ATTR",
+        help="serve this reducer (initial_state, step) instead of askgate's own (default: none)",
+    )
 
 
 class StartError(Exception):
@@ -617,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
         return _policy(args)
     if args.command == "spec":
         return _spec(args)
+    if args.command == "core":
+        return _core(args)
     return _serve(args)
 
 
@@ -791,6 +823,48 @@ def _spec(args: argparse.Namespace) -> int:
         print()
     if args.only != "matrix":
         print(specdoc.render_transitions(), end="")
+    return 0
+
+
+def _core(args: argparse.Namespace) -> int:
+    """``askgate core``: the reducer as a JSON-lines sidecar (spec/embedding.md). Exit status 0
+    at end of input (or SIGINT on a socket), 2 for a refused start said in one line."""
+    from askgate import sidecar
+    from askgate.core import jsonwire
+
+    try:
+        reducer: Any = None
+        if args.reducer is not None:
+            reducer, _ = load_attribute(args.reducer)
+            if isinstance(reducer, type) or not hasattr(reducer, "step"):
+                reducer = reducer()
+        init = None
+        if args.init is not None:
+            text = args.init
+            if text.startswith("@"):
+                text = Path(text[1:]).read_text(encoding="utf-8")
+            init = jsonwire.loads(text)
+            if type(init) is not dict:
+                raise StartError("askgate: --init must be a JSON object")
+            sidecar.Session(reducer, init)  # refuses a bad init now, not per session
+    except (StartError, jsonwire.WireError, OSError) as refused:
+        print(
+            f"askgate core: {refused}".replace("askgate core: askgate: ", "askgate core: "),
+            file=sys.stderr,
+        )
+        return 2
+    if args.socket is None:
+        sidecar.serve_stdio(reducer, init)
+        return 0
+    if os.path.exists(args.socket):
+        print(f"askgate core: {args.socket} exists; remove it first", file=sys.stderr)
+        return 2
+
+    def ready() -> None:
+        print(f"askgate core: listening on {args.socket}", file=sys.stderr, flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        sidecar.serve_socket(args.socket, reducer, init, ready)
     return 0
 
 
