@@ -1,4 +1,3 @@
-# mypy: disable-error-code="untyped-decorator"
 """A fastmcp server: ``echo`` and ``guarded_echo``.
 
     .bench-peers/fastmcp/bin/python bench/peers/fastmcp_server.py                # stdio
@@ -15,7 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from fastmcp import Context, FastMCP  # type: ignore[import-not-found]
+from fastmcp import Context, FastMCP
 
 
 @dataclass
