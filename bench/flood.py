@@ -47,7 +47,7 @@ def free_port() -> int:
 async def warm_up(url: str) -> None:
     """One session, one call asked and approved, the session ended."""
     async with httpx2.AsyncClient(timeout=20) as http:
-        session = Session(http, url, "victim")
+        session = Session(http, url, "victim-0")
         await session.open()
         done = anyio.Event()
 

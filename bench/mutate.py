@@ -161,9 +161,9 @@ _SEALING_PRIMITIVE = (
 )
 
 _ROOM = """\
-    room = _make_room(d, call, call.conn, now, out)
+    room = _make_room(d, call, owner, now, out)
     if room is not None:
-        _park(d, call, room, prompt, now, out)
+        _park(d, call, owner, room, c.version, prompt, now, out)
 """
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -322,9 +322,9 @@ MUTANTS: tuple[Mutant, ...] = (
         _ROOM,
         _ROOM.replace(
             "    room = ",
-            "    if park_verdict(len(_get_conn(d, call.conn).parked), d.options.max_parked_elicit"
+            "    if park_verdict(len(_get_conn(d, owner).parked), d.options.max_parked_elicit"
             "ations, d.parked_total, d.options.max_parked_elicitations_total, d.top) == 'evict':"
-            "\n        _park(d, call, _get_conn(d, call.conn), prompt, now, out)"
+            "\n        _park(d, call, owner, _get_conn(d, owner), c.version, prompt, now, out)"
             "\n        _evict(d, call.conn, now, out)\n        return\n    room = ",
         ),
         ("R-PARK-4",),
@@ -868,8 +868,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "check-misses-unsubscribed-parked-owner",
         INVARIANTS,
-        "        if n > stateless_parked[conn] and not c.subscribed:\n",
-        "        if False:\n",
+        "            if c is None or not c.subscribed:\n",
+        "            if False:\n",
         ("R-INV-5",),
         "check_invariants does not check that a parked call's owner is subscribed",
         outside_model=_CHECKER,

@@ -539,6 +539,7 @@ class ReducerMachine(RuleBasedStateMachine):
         self.awaiting_reply: set[CallKey] = set()
         self.awaiting_push: set[CallKey] = set()
         self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
+        self.principal_of: dict[Hashable, str] = {}  # conn -> its subscriber's principal
         self.stopped = False  # ServerStopping was fed: only late events come (R-STOP-1)
 
     @initialize(data=st.data())
@@ -600,14 +601,16 @@ class ReducerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def subscriber_attached(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        self.apply(SubscriberAttached(conn, self.now))
+        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
+        self.apply(SubscriberAttached(conn, self.now, principal))
 
     @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
     def connected(self, data: st.DataObject) -> None:
         """A client's usual start: a push channel, then ``initialize``."""
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        self.apply(SubscriberAttached(conn, self.now))
+        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
+        self.apply(SubscriberAttached(conn, self.now, principal))
         self.client_initialized(data, conn)
 
     @precondition(lambda self: not self.stopped and bool(self._subscribed()))
@@ -615,8 +618,9 @@ class ReducerMachine(RuleBasedStateMachine):
     def subscriber_rebound(self, data: st.DataObject, after_ms: int) -> None:
         """R-SUB-2: another subscriber takes over a live connection."""
         conn = data.draw(st.sampled_from(self._subscribed()), label="conn")
+        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
         self.now += after_ms
-        self.apply(SubscriberAttached(conn, self.now))
+        self.apply(SubscriberAttached(conn, self.now, principal))
 
     @rule(conn=st.sampled_from(CONNS), after_ms=AFTER_MS)
     def subscriber_detached(self, conn: str, after_ms: int) -> None:
@@ -1078,6 +1082,10 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, WorkerFinished | WorkerFailed):
             self.running.pop(ev.ref, None)  # the worker reported: its task is over
         model_ev = self._model_event(ev)
+        if isinstance(ev, SubscriberAttached | SubscriberDetached):  # the oracle's R-SUB-1
+            self.principal_of.pop(ev.conn, None)
+        if isinstance(ev, SubscriberAttached) and isinstance(ev.principal, str):
+            self.principal_of[ev.conn] = ev.principal
         if isinstance(ev, ToolCallReceived):  # R-MRTR-9, read before the step
             key = (ev.conn, ev.request_id)
             modern = isinstance(ev.meta, dict) and META_VERSION in ev.meta
@@ -1437,6 +1445,7 @@ class ReducerMachine(RuleBasedStateMachine):
         assert set(obs.caps_live) <= obs.subscribed, "R-INV-3: a live entry without subscriber"
         assert not set(obs.caps_unsubscribed) & obs.subscribed, "R-INV-3: entry in wrong group"
         holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open} | nonce_owners
+        holders |= set(counts)  # R-PARK-1: an owner is kept while it holds parking places
         assert obs.known == holders, f"R-INV-6: kept {set(obs.known)}, holding {holders}"
         assert obs.can_sample.keys() == obs.can_elicit.keys(), "R-CAP-4: sampling flag per entry"
         listed: list[str] = []
@@ -1656,7 +1665,7 @@ class ReducerMachine(RuleBasedStateMachine):
         opts = self.options
         conn = asker[0]
         counts = {c: len(eids) for c, eids in before.parked.items()}
-        mine = counts.get(conn, 0)
+        mine = counts.get(self._owner(conn), 0)  # R-PARK-1: counted by owner
         top = max(counts.values(), default=0)
         delivered: dict[CallKey, dict[str, Any] | None] = {}
         for e in effects:
@@ -1699,8 +1708,8 @@ class ReducerMachine(RuleBasedStateMachine):
         elif mine < top:
             assert len(evicted) + len(silent) == 1, f"R-PARK-3: {evicted}, {silent} for one ASK"
             victim = evicted[0] if evicted else before.elicitations[silent[0]]
-            holder = victim[0]
-            assert holder != conn, "R-PARK-4: the asker was its own victim"
+            holder = self._owner(victim[0]) if evicted else victim[0]
+            assert holder != self._owner(conn), "R-PARK-4: the asker was its own victim"
             assert counts.get(holder) == top, f"R-PARK-4: evicted from {holder!r}, not a top holder"
             oldest = before.elicitations[before.parked[holder][0]]
             assert victim == oldest, f"R-PARK-4: evicted {victim!r}, the oldest is {oldest!r}"
@@ -1729,6 +1738,11 @@ class ReducerMachine(RuleBasedStateMachine):
             assert not silent, "R-PARK-3: refused, yet evicted"
             assert not parked, "R-PARK-3: refused, yet parked"
             verdict("refused: server full")
+
+    def _owner(self, conn: Hashable) -> Hashable:
+        """R-PARK-1, the oracle's own: the principal the connection attached with, else itself."""
+        principal = self.principal_of.get(conn)
+        return conn if principal is None else ("principal", principal)
 
     def _note_count_changes(self, before: Observation, after: Observation) -> None:
         """The oracle's clock for R-PARK-4: the step at which each parked count last changed.
