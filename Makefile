@@ -33,7 +33,8 @@ spec: $(STAMP)
 
 # Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes): the cap
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
-# capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep. Each run
+# capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep, parking
+# owners shared by a principal's sessions 6 deep. Each run
 # writes its figures into bench/results/verify.json and rewrites the README's table from that
 # file.
 VERIFY_RECORD := --record bench/results/verify.json --readme README.md
@@ -42,6 +43,7 @@ verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config edges $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 9 --config open $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 7 --config modern $(VERIFY_RECORD)
+	$(BIN)/python -m askgate.models.explore --depth 6 --config principals $(VERIFY_RECORD)
 
 # CrossHair checks every pre:/post: contract in core/ (the reducer's decision functions, option
 # validation, version negotiation, the sealed approval state's verdict), 20 s per postcondition

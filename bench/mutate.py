@@ -330,6 +330,40 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-PARK-4",),
         "the new call parks before the eviction that makes room for it (effects out of order)",
     ),
+    # --- parking owners (R-PARK-1, R-SUB-1) ----------------------------------------------------
+    Mutant(
+        "park-owner-is-the-connection",
+        REDUCER,
+        "    owner = owner_of(call.conn, c.principal)  # R-PARK-1\n",
+        "    owner = call.conn  # R-PARK-1\n",
+        ("R-PARK-1", "R-PARK-3"),
+        "a 2025 parked call counts against its connection, not its principal: a principal's "
+        "sessions each get a cap, and fresh ones evict every other principal",
+    ),
+    Mutant(
+        "attach-forgets-the-principal",
+        REDUCER,
+        "    _put_conn(d, conn, attrs.evolve(c, subscribed=True, principal=principal))  # R-SUB-1\n",
+        "    _put_conn(d, conn, attrs.evolve(c, subscribed=True))  # R-SUB-1\n",
+        ("R-SUB-1", "R-PARK-1"),
+        "the principal a subscriber attached with is not kept: every connection is its own owner",
+    ),
+    Mutant(
+        "rebind-keeps-the-old-principal",
+        REDUCER,
+        "    _attach(d, ev.conn, c, ev.principal if isinstance(ev.principal, str) else None)\n",
+        "    _attach(d, ev.conn, c, ev.principal if isinstance(ev.principal, str) else c.principal)\n",
+        ("R-SUB-1", "R-SUB-2"),
+        "a connection rebound by no one keeps the principal of its previous subscriber",
+    ),
+    Mutant(
+        "unpark-frees-the-connections-place",
+        REDUCER,
+        "    owner = p.owner\n",
+        "    owner = p.key[0]\n",
+        ("R-PARK-1", "R-CLOSE-3"),
+        "a closed parked call frees a place of its connection, not of the owner it counted against",
+    ),
     # --- timers, workers and drops ----------------------------------------------------------
     Mutant(
         "answer-keeps-timer",
@@ -872,6 +906,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if False:\n",
         ("R-INV-5",),
         "check_invariants does not check that a parked call's owner is subscribed",
+        outside_model=_CHECKER,
+    ),
+    Mutant(
+        "check-misses-a-parked-call-of-another-owner",
+        INVARIANTS,
+        "            if p.owner != owner_of(call.conn, c.principal):\n",
+        "            if False:\n",
+        ("R-INV-5",),
+        "check_invariants does not check that a parked call counts against its connection's owner",
         outside_model=_CHECKER,
     ),
     # --- a running tool's context (R-CTX) -----------------------------------------------------
