@@ -897,6 +897,16 @@ class Report:
     outcomes: frozenset[str]  # every deny detail and error kind some transition produced
 
 
+def _with_principal(event: Event) -> Event:
+    """A prelude event of the principals configuration: attached with :data:`PRINCIPAL_OF`'s
+    principal, initialized able to be asked."""
+    if isinstance(event, SubscriberAttached):
+        return SubscriberAttached(event.conn, 0, PRINCIPAL_OF.get(str(event.conn)))
+    if isinstance(event, ClientInitialized):
+        return ClientInitialized(event.conn, {"elicitation": {}})
+    return event
+
+
 def _owner_shared(state: State) -> bool:
     """Whether one owner holds parked calls of two connections (R-PARK-1)."""
     for c in state.conns.values():
@@ -963,11 +973,7 @@ def explore(
     began = time.perf_counter()
     start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
     for event in PRELUDE:
-        if principals and isinstance(event, SubscriberAttached):
-            event = SubscriberAttached(event.conn, 0, PRINCIPAL_OF.get(str(event.conn)))
-        if principals and isinstance(event, ClientInitialized):
-            event = ClientInitialized(event.conn, {"elicitation": {}})
-        start, _ = step_fn(start, event)
+        start, _ = step_fn(start, _with_principal(event) if principals else event)
     check_invariants(start)
     seen = {canonical(start)}
     frontier: deque[Node] = deque([(start, (), ())])
@@ -1044,7 +1050,9 @@ def main(argv: list[str] | None = None) -> int:
         "modern calls (from a connection, from a principal; each also asked at once), every "
         "retry of every kept state (as asked or replayed, declined, another principal, another "
         "connection, changed arguments, tampered, expired), nonce timeouts, ServerStopping and "
-        "the late reports of the workers it killed. Every client event also goes through the "
+        "the late reports of the workers it killed; principals attaches b and c as sessions of "
+        "one principal, every connection askable, every new call asked at once. Every client "
+        "event also goes through the "
         "wire (MessageReceived) and must do the same"
     )
     for name in args.config or sorted(CONFIGS):
@@ -1057,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
             principals=name in PRINCIPAL_CONFIGS,
         )
         print(
-            f"{name} (parked {options.max_parked_elicitations} per connection, "
+            f"{name} (parked {options.max_parked_elicitations} per owner, "
             f"{options.max_parked_elicitations_total} in total): {report.states} distinct states, "
             f"{report.transitions} transitions, depth {report.depth}, {report.seconds:.1f}s, "
             f"{'complete' if report.complete else 'cut at --max-states'}; "
