@@ -35,9 +35,11 @@
   timed out) is resolved, one whose tool ended is not;
 * **the eviction oracle** (R-AUTH-3, R-PARK-1, R-PARK-3, R-PARK-4), on every ASK the reducer
   receives, from the observed state before the step and independently of the model: a call
-  evicted to make room was the oldest parked call of a connection holding the most, one that
-  reached that count no later than any other holder, the asker held fewer and parked in its
-  place; a deny that did not evict was right to refuse (and a park that did not evict had room).
+  evicted to make room was the oldest parked call of an owner holding the most, one that
+  reached that count no later than any other holder, the asker's owner held fewer and parked in
+  its place; a deny that did not evict was right to refuse (and a park that did not evict had
+  room). Owners are the oracle's own (R-PARK-1): attaches draw a principal (none, ``alice`` or
+  ``bob``), and a principal's connections are one owner.
 
 The universe is small so that histories collide: connections ``a``, ``b``, ``c``; request ids
 ``0``, ``1``, ``2``, ``"x"`` (and invalid ones); a plain tool, a sensitive one and an unknown

@@ -1,11 +1,12 @@
 """A reference model of spec/rules.md, written to be obviously right rather than fast.
 
 :class:`ReferenceModel` keeps plain records in plain lists and dicts and answers every question
-by a linear scan: the open calls are one list in admission order, a connection's parked calls
-are the calls of that list that are parked (sorted by when they parked), the capability entries
-are one list. Nothing is shared with :mod:`askgate.core` but the event, effect and decision
-classes and :class:`~askgate.core.Options`; the wire messages are written out here from the
-spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
+by a linear scan: the open calls are one list in admission order, an owner's parked calls are
+the calls of that list that are parked under it (sorted by when they parked; R-PARK-1: the owner
+is the principal its connection's subscriber attached with, else the connection), the
+capability entries are one list. Nothing is shared with :mod:`askgate.core` but the event,
+effect and decision classes and :class:`~askgate.core.Options`; the wire messages are written
+out here from the spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
 
 The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failure`` value) and
 R-PROTO-8 (``tools/list``: every tool without a visibility hook, else what the hook's verdicts
