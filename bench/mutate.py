@@ -349,12 +349,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "the principal a subscriber attached with is not kept: every connection is its own owner",
     ),
     Mutant(
-        "rebind-keeps-the-old-principal",
+        "owner-per-connection-in-both-eras",
         REDUCER,
-        "isinstance(ev.principal, str) else None)\n",
-        "isinstance(ev.principal, str) else c.principal)\n",
-        ("R-SUB-1", "R-SUB-2"),
-        "a connection rebound by no one keeps the principal of its previous subscriber",
+        "    return conn if principal is None else (PRINCIPAL_OWNER, principal)\n",
+        "    return conn if principal is None else (PRINCIPAL_OWNER, principal, conn)\n",
+        ("R-PARK-1", "R-MRTR-12"),
+        "a principal's connections are owners apart, in both eras: its 2025 sessions and its "
+        "modern requests each get a cap of their own",
     ),
     Mutant(
         "unpark-frees-the-connections-place",
