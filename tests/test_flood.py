@@ -1,7 +1,8 @@
 """A bounded flood over Streamable HTTP (tests/flood_clients.py; bench/flood.py is the measured
 one): many sessions asking past their caps, one session asking ten times the total cap, one
-principal spreading ten times the total cap over many sessions, against sessions that each
-park one call. The server runs in debug mode (every step checked by ``check_invariants``,
+principal spreading ten times the total cap over many sessions or sending it as 2026-07-28
+ASKs, against sessions that each park one call, each session of a principal of its own
+unless said otherwise. The server runs in debug mode (every step checked by ``check_invariants``,
 caps included), on 127.0.0.1."""
 
 from __future__ import annotations
