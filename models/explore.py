@@ -273,8 +273,8 @@ def alphabet(
         for rid in REQUEST_IDS:
             if (conn, rid) not in state.calls:
                 if principals:  # every call asked at once: parking places fill fast
-                    mode = "push" if rid == 2 else "reply"
-                    yield Asked(ToolCallReceived(conn, rid, "echo", {}, 0, mode=mode, caller=conn))
+                    new = ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
+                    yield Asked(attrs.evolve(new, mode="push") if rid == 2 else new)
                 elif rid == 2:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, mode="push", caller=conn)
                 else:
