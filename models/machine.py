@@ -461,6 +461,9 @@ class ReducerMachine(RuleBasedStateMachine):
     # A drawn stop rule stops one time in STOP_ODDS (1: every time; 0, the default: never, so
     # that a profile's run is not cut short by a stop unless it asks for stops).
     STOP_ODDS: ClassVar[int] = 0
+    # The principals a subscriber attaches with (R-SUB-1, R-PARK-1): a principal's connections
+    # are one parking owner.
+    ATTACH_PRINCIPALS: ClassVar[tuple[str | None, ...]] = PRINCIPALS
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -603,7 +606,7 @@ class ReducerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def subscriber_attached(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
+        principal = self._attach_principal(data)  # R-SUB-1
         self.apply(SubscriberAttached(conn, self.now, principal))
 
     @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
@@ -611,7 +614,7 @@ class ReducerMachine(RuleBasedStateMachine):
     def connected(self, data: st.DataObject) -> None:
         """A client's usual start: a push channel, then ``initialize``."""
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
+        principal = self._attach_principal(data)  # R-SUB-1
         self.apply(SubscriberAttached(conn, self.now, principal))
         self.client_initialized(data, conn)
 
@@ -620,7 +623,7 @@ class ReducerMachine(RuleBasedStateMachine):
     def subscriber_rebound(self, data: st.DataObject, after_ms: int) -> None:
         """R-SUB-2: another subscriber takes over a live connection."""
         conn = data.draw(st.sampled_from(self._subscribed()), label="conn")
-        principal = data.draw(st.sampled_from(PRINCIPALS), label="principal")  # R-SUB-1
+        principal = self._attach_principal(data)  # R-SUB-1
         self.now += after_ms
         self.apply(SubscriberAttached(conn, self.now, principal))
 
@@ -1740,6 +1743,13 @@ class ReducerMachine(RuleBasedStateMachine):
             assert not silent, "R-PARK-3: refused, yet evicted"
             assert not parked, "R-PARK-3: refused, yet parked"
             verdict("refused: server full")
+
+    def _attach_principal(self, data: st.DataObject) -> str | None:
+        """The principal a subscriber attaches with: drawn from :attr:`ATTACH_PRINCIPALS`, with
+        no draw when it offers one (a profile whose derandomized histories must not move)."""
+        if len(self.ATTACH_PRINCIPALS) == 1:
+            return self.ATTACH_PRINCIPALS[0]
+        return data.draw(st.sampled_from(self.ATTACH_PRINCIPALS), label="principal")
 
     def _owner(self, conn: Hashable) -> Hashable:
         """R-PARK-1, the oracle's own: the principal the connection attached with, else itself."""
