@@ -33,7 +33,8 @@ spec: $(STAMP)
 
 # Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes): the cap
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
-# capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep. Each run
+# capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep, parking
+# owners shared by a principal's sessions 6 deep. Each run
 # writes its figures into bench/results/verify.json and rewrites the README's table from that
 # file.
 VERIFY_RECORD := --record bench/results/verify.json --readme README.md
@@ -42,6 +43,7 @@ verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config edges $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 9 --config open $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 7 --config modern $(VERIFY_RECORD)
+	$(BIN)/python -m askgate.models.explore --depth 6 --config principals $(VERIFY_RECORD)
 
 # CrossHair checks every pre:/post: contract in core/ (the reducer's decision functions, option
 # validation, version negotiation, the sealed approval state's verdict), 20 s per postcondition
@@ -73,11 +75,13 @@ fuzz: $(STAMP)
 
 # The flood, measured (bench/flood.py): victims' sessions parking one call each, a crowd of
 # sessions asking past their caps, one session asking ten times the total cap, then one principal
-# spreading ten times the total cap over many sessions, three rounds on one server in debug mode;
-# RSS and descriptors before, at the peak and after each round (a minute or so).
+# spreading ten times the total cap over many sessions, then one principal sending ten times the
+# total cap of 2026-07-28 ASKs, three rounds on one server in debug mode; RSS and descriptors
+# before, at the peak and after each round (a few minutes).
 flood: $(STAMP)
 	$(BIN)/python bench/flood.py --out bench/results/flood.json
 	$(BIN)/python bench/flood.py --mallory --out bench/results/flood_mallory.json
+	$(BIN)/python bench/flood.py --modern --out bench/results/flood_modern.json
 
 # A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
 # it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 _OPTION_FLAGS = (
     ("--elicitation-timeout-ms", "elicitation_timeout_ms", "how long a parked call waits (ms)"),
-    ("--max-parked", "max_parked_elicitations", "parked calls per connection"),
+    ("--max-parked", "max_parked_elicitations", "parked calls per owner (principal or connection)"),
     ("--max-parked-total", "max_parked_elicitations_total", "parked calls in total"),
     ("--max-in-flight", "max_in_flight", "callback workers in total"),
     ("--max-in-flight-per-connection", "max_in_flight_per_connection", "workers per connection"),

@@ -1,10 +1,13 @@
 """The flood, measured: `askgate serve --demo --http` on 127.0.0.1 in a subprocess, in debug mode
 (``ASKGATE_CHECK_INVARIANTS=1``: every step checked, caps included), under the clients of
 tests/flood_clients.py: sessions that park one call each (the victims), a crowd of sessions each
-asking three times its cap, one session asking ten times the total cap, and (``--mallory``) one
-principal spreading ten times the total cap over as many sessions as the total cap.
+asking three times its cap, one session asking ten times the total cap, (``--mallory``) one
+principal spreading ten times the total cap over as many sessions as the total cap, and
+(``--modern``) one principal sending ten times the total cap of stateless 2026-07-28 ASKs at once
+(each answered at once with an input-required result or a deny, never retried). Each victim and
+crowd session is a principal of its own; parking places are counted by principal (R-PARK-1).
 
-    python bench/flood.py --per-conn 4 --total 32 --victims 8 --crowd 16 --mallory
+    python bench/flood.py --per-conn 4 --total 32 --victims 8 --crowd 16 --mallory --modern
 
 It prints the calls parked and denied by detail, the victims served after the flood, the largest
 state the server saw, and the server's RSS before (after a warm-up session), at its peak
@@ -47,7 +50,7 @@ def free_port() -> int:
 async def warm_up(url: str) -> None:
     """One session, one call asked and approved, the session ended."""
     async with httpx2.AsyncClient(timeout=20) as http:
-        session = Session(http, url, "victim")
+        session = Session(http, url, "victim-0")
         await session.open()
         done = anyio.Event()
 
@@ -133,6 +136,7 @@ async def main(args: argparse.Namespace) -> int:
                         mallory_sessions=args.total if args.mallory else 0,
                         deadline=120,
                         during=phases.append,
+                        modern_asks=10 * args.total if args.modern else 0,
                     )
                     took = time.monotonic() - started
                     sampling = False
@@ -166,6 +170,7 @@ async def main(args: argparse.Namespace) -> int:
         "victims": args.victims,
         "crowd_sessions": args.crowd,
         "mallory_sessions": args.total if args.mallory else 0,
+        "modern_asks": 10 * args.total if args.modern else 0,
         "before": {"rss_kib": before[0], "fds": before[1]},
         "rounds": rounds,
         "largest_state": largest,
@@ -186,6 +191,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--crowd", type=int, default=16)
     parser.add_argument(
         "--mallory", action="store_true", help="add one principal with as many sessions as --total"
+    )
+    parser.add_argument(
+        "--modern",
+        action="store_true",
+        help="add one principal sending ten times --total stateless 2026-07-28 ASKs at once",
     )
     parser.add_argument(
         "--rounds", type=int, default=3, help="floods in a row on the same server (default 3)"

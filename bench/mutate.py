@@ -161,9 +161,9 @@ _SEALING_PRIMITIVE = (
 )
 
 _ROOM = """\
-    room = _make_room(d, call, call.conn, now, out)
+    room = _make_room(d, call, owner, now, out)
     if room is not None:
-        _park(d, call, room, prompt, now, out)
+        _park(d, call, owner, room, c.version, prompt, now, out)
 """
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -322,13 +322,48 @@ MUTANTS: tuple[Mutant, ...] = (
         _ROOM,
         _ROOM.replace(
             "    room = ",
-            "    if park_verdict(len(_get_conn(d, call.conn).parked), d.options.max_parked_elicit"
+            "    if park_verdict(len(_get_conn(d, owner).parked), d.options.max_parked_elicit"
             "ations, d.parked_total, d.options.max_parked_elicitations_total, d.top) == 'evict':"
-            "\n        _park(d, call, _get_conn(d, call.conn), prompt, now, out)"
+            "\n        _park(d, call, owner, _get_conn(d, owner), c.version, prompt, now, out)"
             "\n        _evict(d, call.conn, now, out)\n        return\n    room = ",
         ),
         ("R-PARK-4",),
         "the new call parks before the eviction that makes room for it (effects out of order)",
+    ),
+    # --- parking owners (R-PARK-1, R-SUB-1) ----------------------------------------------------
+    Mutant(
+        "park-owner-is-the-connection",
+        REDUCER,
+        "    owner = owner_of(call.conn, c.principal)  # R-PARK-1\n",
+        "    owner = call.conn  # R-PARK-1\n",
+        ("R-PARK-1", "R-PARK-3"),
+        "a 2025 parked call counts against its connection, not its principal: a principal's "
+        "sessions each get a cap, and fresh ones evict every other principal",
+    ),
+    Mutant(
+        "attach-forgets-the-principal",
+        REDUCER,
+        "attrs.evolve(c, subscribed=True, principal=principal))  # R-SUB-1\n",
+        "attrs.evolve(c, subscribed=True))  # R-SUB-1\n",
+        ("R-SUB-1", "R-PARK-1"),
+        "the principal a subscriber attached with is not kept: every connection is its own owner",
+    ),
+    Mutant(
+        "owner-per-connection-in-both-eras",
+        REDUCER,
+        "    return conn if principal is None else (PRINCIPAL_OWNER, principal)\n",
+        "    return conn if principal is None else (PRINCIPAL_OWNER, principal, conn)\n",
+        ("R-PARK-1", "R-MRTR-12"),
+        "a principal's connections are owners apart, in both eras: its 2025 sessions and its "
+        "modern requests each get a cap of their own",
+    ),
+    Mutant(
+        "unpark-frees-the-connections-place",
+        REDUCER,
+        "    owner = p.owner\n",
+        "    owner = p.key[0]\n",
+        ("R-PARK-1", "R-CLOSE-3"),
+        "a closed parked call frees a place of its connection, not of the owner it counted against",
     ),
     # --- timers, workers and drops ----------------------------------------------------------
     Mutant(
@@ -868,10 +903,19 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "check-misses-unsubscribed-parked-owner",
         INVARIANTS,
-        "        if n > stateless_parked[conn] and not c.subscribed:\n",
-        "        if False:\n",
+        "            if c is None or not c.subscribed:\n",
+        "            if False:\n",
         ("R-INV-5",),
         "check_invariants does not check that a parked call's owner is subscribed",
+        outside_model=_CHECKER,
+    ),
+    Mutant(
+        "check-misses-a-parked-call-of-another-owner",
+        INVARIANTS,
+        "            if p.owner != owner_of(call.conn, c.principal):\n",
+        "            if False:\n",
+        ("R-INV-5",),
+        "check_invariants does not check that a parked call counts against its connection's owner",
         outside_model=_CHECKER,
     ),
     # --- a running tool's context (R-CTX) -----------------------------------------------------

@@ -141,11 +141,19 @@ def free_port() -> int:
         return port
 
 
-def server_command(http_port: int | None) -> list[str]:
+def server_command(http_port: int | None, tokens: Path | None = None) -> list[str]:
     command = [sys.executable, "-m", "askgate", "serve", "--demo", *CAPS]
     if http_port is not None:
         command += ["--http", f"127.0.0.1:{http_port}"]
+    if tokens is not None:
+        command += ["--auth", "bearer", "--tokens", str(tokens)]
     return command
+
+
+def client_token(n: int) -> str:
+    """The bearer token of HTTP client ``n``: each client is a principal of its own, so that
+    its parked calls count against its own parking owner (R-PARK-1)."""
+    return f"soak-client-{n}-token-0123456789abcdef"
 
 
 class Sampler:
@@ -354,16 +362,18 @@ async def soak_stdio(duration: float, clients: int, seed: int, log: Path) -> dic
 class HttpClient:
     """One client over raw Streamable HTTP: sessions, calls, answers, dropped streams."""
 
-    def __init__(self, url: str, tally: Tally, rng: random.Random) -> None:
+    def __init__(self, url: str, tally: Tally, rng: random.Random, token: str) -> None:
         self.url = url
         self.tally = tally
         self.rng = rng
         self.sid = ""
+        self.token = token
 
     def headers(self, **extra: str) -> dict[str, str]:
         headers = {
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
+            "authorization": f"Bearer {self.token}",
             "mcp-protocol-version": "2025-11-25",
             **extra,
         }
@@ -479,7 +489,7 @@ class HttpClient:
 
 async def http_client(url: str, n: int, tally: Tally, seed: int, until: float) -> None:
     rng = random.Random(seed)
-    client = HttpClient(url, tally, rng)
+    client = HttpClient(url, tally, rng, client_token(n))
     limits = httpx2.Limits(max_connections=8, max_keepalive_connections=4)
     async with httpx2.AsyncClient(timeout=WAIT, limits=limits) as http:
         for op in range(MAX_OPS_PER_CLIENT):
@@ -512,9 +522,15 @@ async def soak_http(duration: float, clients: int, seed: int, log: Path) -> dict
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     env = {**os.environ, CHECK_ENV: "1"}
+    tokens = log.with_name(log.name + ".tokens")
+    tokens.write_text("".join(f"client-{n} {client_token(n)}\n" for n in range(clients)))
     with open(log, "wb") as stderr:
         process = await anyio.open_process(
-            server_command(port), stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env
+            server_command(port, tokens),
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            env=env,
         )
     sampler = Sampler(process.pid)
     async with process:

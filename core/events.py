@@ -39,10 +39,13 @@ class ClientInitialized:
 
 @attrs.frozen(slots=True)
 class SubscriberAttached:
-    """A push channel to the connection now exists (R-SUB-1)."""
+    """A push channel to the connection now exists (R-SUB-1); ``principal`` is who the shell
+    authenticated for the connection (an HTTP session's principal), ``None`` for no one: it
+    names the connection's parking owner (R-PARK-1)."""
 
     conn: ConnId
     now: int = 0
+    principal: str | None = None
 
 
 @attrs.frozen(slots=True)

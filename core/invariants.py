@@ -11,6 +11,12 @@ from collections.abc import Hashable
 
 from .state import WORKER_STAGES, Stage, State
 
+
+def owner_of(conn: Hashable, principal: str | None) -> Hashable:
+    """R-PARK-1, recomputed: a principal's connections share one owner, any other is its own."""
+    return conn if principal is None else ("principal", principal)
+
+
 TimerKey = tuple[str, Hashable]
 
 
@@ -49,7 +55,14 @@ def check_invariants(state: State) -> None:
             p = state.parked.get(call.elicitation_id)
             if p is None or p.key != key:
                 _fail("R-INV-4", f"parked call {key!r} has no elicitation entry")
-            per_conn_parked[call.conn] += 1
+            c = state.conns.get(call.conn)
+            if c is None or not c.subscribed:
+                _fail("R-INV-5", f"parked call {key!r} has no subscriber")
+            assert p is not None
+            assert c is not None
+            if p.owner != owner_of(call.conn, c.principal):
+                _fail("R-INV-5", f"parked call {key!r} counts against {p.owner!r}")
+            per_conn_parked[p.owner] += 1
             if call.worker != -1:
                 _fail("R-INV-3", f"parked call {key!r} holds worker {call.worker}")
         else:
@@ -69,13 +82,11 @@ def check_invariants(state: State) -> None:
             _fail("R-DLV-3", f"call {key!r} answered with nothing before it parked")
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
-    stateless_parked: Counter[Hashable] = Counter()
     for eid, p in state.parked.items():
         if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
-            if p.key[1] != eid:
-                _fail("R-INV-3", f"nonce {eid} is parked under {p.key!r}")
+            if p.key[1] != eid or p.owner != p.key[0]:
+                _fail("R-INV-3", f"nonce {eid} is parked under {p.key!r} for {p.owner!r}")
             per_conn_parked[p.key[0]] += 1
-            stateless_parked[p.key[0]] += 1
             continue
         owner = state.calls.get(p.key)
         if owner is None or owner.elicitation_id != eid:
@@ -100,11 +111,9 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-2", f"{conn!r} counts {n} parked, holds {per_conn_parked[conn]}")
         if n > opts.max_parked_elicitations:
             _fail("R-INV-1", f"{conn!r} has {n} parked over its cap")
-        if n > stateless_parked[conn] and not c.subscribed:
-            _fail("R-INV-5", f"{conn!r} has parked calls but no subscriber")
         c.parked.check()
         for pos, eid in c.parked.items.items():
-            if state.parked[eid].pos != pos or state.parked[eid].key[0] != conn:
+            if state.parked[eid].pos != pos or state.parked[eid].owner != conn:
                 _fail("R-INV-3", f"{conn!r}'s parked queue disagrees with elicitation {eid}")
         if set(c.requests) != per_conn_requests.get(conn, set()):
             _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")

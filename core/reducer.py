@@ -259,12 +259,12 @@ def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out
         )
 
 
-def _attach(d: _Draft, conn: ConnId, c: Conn) -> None:
+def _attach(d: _Draft, conn: ConnId, c: Conn, principal: str | None) -> None:
     if c.cap_group == "unsubscribed":  # R-CAP-3: the entry joins the live group, newest
         d.cap_unsubscribed = d.cap_unsubscribed.remove(c.cap_pos)
         d.cap_live, pos = d.cap_live.push(conn)
         c = attrs.evolve(c, cap_group="live", cap_pos=pos)
-    _put_conn(d, conn, attrs.evolve(c, subscribed=True))
+    _put_conn(d, conn, attrs.evolve(c, subscribed=True, principal=principal))  # R-SUB-1
 
 
 def _on_subscriber_attached(d: _Draft, ev: SubscriberAttached, out: Out) -> None:
@@ -272,7 +272,7 @@ def _on_subscriber_attached(d: _Draft, ev: SubscriberAttached, out: Out) -> None
     if c.subscribed:  # R-SUB-2: a rebind inherits nothing
         _drop_connection(d, ev.conn, ev.now, out)
         c = _get_conn(d, ev.conn)
-    _attach(d, ev.conn, c)
+    _attach(d, ev.conn, c, ev.principal if isinstance(ev.principal, str) else None)
 
 
 def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None:
@@ -292,7 +292,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
     if not c.is_empty():  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
         _forget_protocol_state(d, conn, c)
-        c = attrs.evolve(c, version="", log_level="", subscriptions=Map())
+        c = attrs.evolve(c, version="", log_level="", subscriptions=Map(), principal=None)
     _put_conn(d, conn, c)
 
 
@@ -661,7 +661,7 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if era is None:
         _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
     else:  # R-MRTR-9: served statelessly
-        owner: ConnId = conn if ev.principal is None else (PRINCIPAL_OWNER, ev.principal)
+        owner = owner_of(conn, ev.principal)  # R-PARK-1, R-MRTR-12
         principal = "" if ev.principal is None else ev.principal
         caps = era.capabilities
         st = StatelessCall(era.revision, can_elicit(caps), principal, owner, False, era.log_level)
@@ -1046,16 +1046,22 @@ def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Co
     return c.with_parked(parked, pos)
 
 
+def owner_of(conn: ConnId, principal: str | None) -> Hashable:
+    """R-PARK-1: whose parking places a call of ``conn`` takes: its principal's, else its own."""
+    return conn if principal is None else (PRINCIPAL_OWNER, principal)
+
+
 def _unpark(d: _Draft, call: Call) -> None:
     """Frees a parked call's slot; the caller cancels or has lost its timer (R-CLOSE-3)."""
-    _unpark_entry(d, call.elicitation_id, call.conn)
+    _unpark_entry(d, call.elicitation_id)
 
 
-def _unpark_entry(d: _Draft, eid: str, owner: ConnId) -> None:
-    """Frees the parking place ``eid`` of ``owner`` (a call's or a modern nonce's)."""
+def _unpark_entry(d: _Draft, eid: str) -> None:
+    """Frees the parking place ``eid`` (a call's or a modern nonce's) of its owner."""
     p = d.parked[eid]
     d.parked = d.parked.delete(eid)
     d.parked_total -= 1
+    owner = p.owner
     c = _get_conn(d, owner)
     _put_conn(d, owner, _set_parked_count(d, owner, c, c.parked.remove(p.pos)))
 
@@ -1071,9 +1077,10 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
         _cannot_ask(d, call, prompt, now, out)
         return
-    room = _make_room(d, call, call.conn, now, out)
+    owner = owner_of(call.conn, c.principal)  # R-PARK-1
+    room = _make_room(d, call, owner, now, out)
     if room is not None:
-        _park(d, call, room, prompt, now, out)
+        _park(d, call, owner, room, c.version, prompt, now, out)
 
 
 def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
@@ -1124,19 +1131,23 @@ def _evict(d: _Draft, evictor: ConnId, now: int, out: Out) -> None:
     _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)
 
 
-def _park(d: _Draft, call: Call, c: Conn, prompt: str, now: int, out: Out) -> None:
+def _park(
+    d: _Draft, call: Call, owner: Hashable, c: Conn, version: str, prompt: str, now: int, out: Out
+) -> None:
+    """Parks ``call`` in a place of ``owner`` (whose entry is ``c``, R-PARK-1) and prompts its
+    connection, in the connection's ``version`` (R-PARK-2)."""
     eid = mint_elicitation_id(d.id_key, d.next_elicitation)
     d.next_elicitation += 1
     parked, pos = c.parked.push(eid)
-    _put_conn(d, call.conn, _set_parked_count(d, call.conn, c, parked))
+    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
     deadline = now + d.options.elicitation_timeout_ms
     key = (call.conn, call.request_id)
-    d.parked = d.parked.set(eid, Parked(key, pos, deadline))
+    d.parked = d.parked.set(eid, Parked(key, pos, deadline, owner))
     d.parked_total += 1
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
-    request = revision_for(c.version).ask(eid, call.name, prompt)  # R-REV-2
+    request = revision_for(version).ask(eid, call.name, prompt)  # R-REV-2
     out.append(Push(call.conn, request, call.request_id))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
@@ -1288,7 +1299,7 @@ def _ask_stateless(
     parked, pos = c.parked.push(nid)
     _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
     deadline = now + opts.elicitation_timeout_ms
-    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, True))
+    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, owner, True))
     d.parked_total += 1
     out.append(StartTimer((ELICITATION_TIMER, nid), deadline))
     assert d.keyring is not None
@@ -1312,7 +1323,7 @@ def _nonce_closed(
     """A modern nonce leaves its parking place (used, evicted or timed out): nothing is sent
     (R-MRTR-15); ``why`` is remembered for a later retry (R-MRTR-14). A timed-out nonce's
     state is expired from that moment, so nothing is remembered for it (``why`` ``None``)."""
-    _unpark_entry(d, nid, p.key[0])
+    _unpark_entry(d, nid)
     if timer:
         out.append(CancelTimer((ELICITATION_TIMER, nid)))
     if why is None:

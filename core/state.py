@@ -169,6 +169,9 @@ class Parked:
     key: CallKey
     pos: int
     deadline: int
+    # Whose parking place it takes (R-PARK-1): ``(PRINCIPAL_OWNER, principal)``, or the
+    # connection.
+    owner: Hashable
     # A modern approval (R-MRTR-12): no call waits; ``key`` is (owner, nonce id) and the
     # entry only holds the owner's parking place until a retry closes it.
     stateless: bool = False
@@ -212,6 +215,8 @@ class Conn:
     version: str = ""
     log_level: str = ""
     subscriptions: Map[str, bool] = attrs.field(factory=Map)
+    # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
+    principal: str | None = None
 
     def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
         """This connection with other open requests (hot path)."""
@@ -227,6 +232,7 @@ class Conn:
             self.version,
             self.log_level,
             self.subscriptions,
+            self.principal,
         )
 
     def with_parked(self, parked: Fifo[str], bucket_pos: int) -> Conn:
@@ -243,6 +249,7 @@ class Conn:
             self.version,
             self.log_level,
             self.subscriptions,
+            self.principal,
         )
 
     @property

@@ -176,10 +176,28 @@ MODERN = SHARED
 three in all, shared by 2025 parked calls and modern nonces, so that either era evicts the
 other's oldest entry (R-MRTR-12, R-PARK-3); ``ServerStopping`` in every state (R-STOP-1)."""
 
-CONFIGS = {"tight": TIGHT, "shared": SHARED, "edges": EDGES, "open": OPEN, "modern": MODERN}
+PRINCIPALS = SHARED
+"""Parking owners (R-PARK-1): "b" and "c" are two sessions of the principal "alice", one owner
+with one cap; "a" has no principal and is its own owner. Every connection can be asked, and
+every new call is asked at once (:class:`Asked`), so that within a few steps alice's two sessions
+fill her cap between them, and "a" evicts her oldest call on whichever session it is."""
+
+CONFIGS = {
+    "tight": TIGHT,
+    "shared": SHARED,
+    "edges": EDGES,
+    "open": OPEN,
+    "modern": MODERN,
+    "principals": PRINCIPALS,
+}
 MODERN_CONFIGS = frozenset({"modern"})
 """The configurations whose alphabet adds the modern flow and ``ServerStopping``
 (:func:`modern_alphabet`)."""
+PRINCIPAL_CONFIGS = frozenset({"principals"})
+"""The configurations whose connections attach with :data:`PRINCIPAL_OF`'s principals."""
+PRINCIPAL_OF: dict[str, str] = {"b": "alice", "c": "alice"}
+SHARED_OWNER = "parked: one owner, two connections"
+"""The outcome name of a state where one owner holds parked calls of two connections."""
 
 # The modern flow (spec/modern.md). Modern requests come from connections that never
 # initialize (R-MRTR-9): "m" authenticates no one (its approvals park under the connection),
@@ -239,17 +257,25 @@ class Asked:
 Step = Event | Asked
 
 
-def alphabet(state: State, issued: tuple[Issued, ...] = (), modern: bool = False) -> Iterator[Step]:
+def alphabet(
+    state: State, issued: tuple[Issued, ...] = (), modern: bool = False, principals: bool = False
+) -> Iterator[Step]:
     """Every event tried from ``state``: connection events, new calls, and each open call's
     possible next events (worker outcomes, answers from owner and stranger, timers, cancels);
-    with ``modern``, also :func:`modern_alphabet`'s, and 2025 calls from "a" only."""
+    with ``modern``, also :func:`modern_alphabet`'s, and 2025 calls from "a" only; with
+    ``principals``, connections attach with :data:`PRINCIPAL_OF`'s principals, every one can
+    be asked, and every new call is asked at once."""
     for conn in CONNS[:1] if modern else CONNS:
-        yield SubscriberAttached(conn)
+        yield SubscriberAttached(conn, 0, PRINCIPAL_OF.get(conn) if principals else None)
         yield SubscriberDetached(conn)
-        yield ClientInitialized(conn, {"elicitation": {}} if conn != "c" else {}, 0, INIT_ID)
+        askable = principals or conn != "c"
+        yield ClientInitialized(conn, {"elicitation": {}} if askable else {}, 0, INIT_ID)
         for rid in REQUEST_IDS:
             if (conn, rid) not in state.calls:
-                if rid == 2:
+                if principals:  # every call asked at once: parking places fill fast
+                    new = ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
+                    yield Asked(attrs.evolve(new, mode="push") if rid == 2 else new)
+                elif rid == 2:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, mode="push", caller=conn)
                 else:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
@@ -412,6 +438,7 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
             (
                 str(conn),
                 c.subscribed,
+                c.principal,
                 c.can_elicit,
                 c.cap_group,
                 tuple(names.get(eid) or parked[eid].key for eid in c.parked),
@@ -721,7 +748,7 @@ def check_modern(
                 raise AssertionError(f"R-STOP-1: {call.elicitation_id} not withdrawn once")
     if isinstance(event, WorkerFinished) and isinstance(event.value, Ask):  # R-PARK-3, R-PARK-4
         for eid in set(before.parked) - set(after.parked):
-            owner = before.parked[eid].key[0]
+            owner = before.parked[eid].owner
             held = before.conns[owner].parked
             if held.first() != eid or len(held) != before.top:
                 raise AssertionError(f"evicted {eid} of {owner!r}, not a top holder's oldest")
@@ -870,6 +897,24 @@ class Report:
     outcomes: frozenset[str]  # every deny detail and error kind some transition produced
 
 
+def _with_principal(event: Event) -> Event:
+    """A prelude event of the principals configuration: attached with :data:`PRINCIPAL_OF`'s
+    principal, initialized able to be asked."""
+    if isinstance(event, SubscriberAttached):
+        return SubscriberAttached(event.conn, 0, PRINCIPAL_OF.get(str(event.conn)))
+    if isinstance(event, ClientInitialized):
+        return ClientInitialized(event.conn, {"elicitation": {}})
+    return event
+
+
+def _owner_shared(state: State) -> bool:
+    """Whether one owner holds parked calls of two connections (R-PARK-1)."""
+    for c in state.conns.values():
+        if len({state.parked[eid].key[0] for eid in c.parked}) > 1:
+            return True
+    return False
+
+
 def outcome_names(effects: list[Effect]) -> set[str]:
     """The deny details and error kinds in ``effects``: what situations a path reached."""
     names: set[str] = set()
@@ -916,17 +961,19 @@ def explore(
     step_fn: StepFn = step,
     *,
     modern: bool = False,
+    principals: bool = False,
 ) -> Report:
     """Breadth-first to ``depth`` steps; raises :class:`ExplorationError` with the path.
 
     ``step_fn`` is the reducer under test (the real one by default); ``modern`` adds the modern
-    flow and the stop (:func:`modern_alphabet`). A step is one event, or the two of an
+    flow and the stop (:func:`modern_alphabet`); ``principals`` attaches the connections with
+    :data:`PRINCIPAL_OF`'s principals (R-PARK-1). A step is one event, or the two of an
     :class:`Asked` call (each checked); a transition is one event.
     """
     began = time.perf_counter()
     start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
     for event in PRELUDE:
-        start, _ = step_fn(start, event)
+        start, _ = step_fn(start, _with_principal(event) if principals else event)
     check_invariants(start)
     seen = {canonical(start)}
     frontier: deque[Node] = deque([(start, (), ())])
@@ -936,7 +983,7 @@ def explore(
     for _ in range(depth):
         next_frontier: deque[Node] = deque()
         for state, path, issued in frontier:
-            for move in alphabet(state, issued, modern):
+            for move in alphabet(state, issued, modern, principals):
                 after, done = state, path
                 events: list[Event] = [move.call] if isinstance(move, Asked) else [move]
                 kept = issued
@@ -950,6 +997,8 @@ def explore(
                         check_transition(before, event, after, effects)
                         kept = check_modern(before, event, after, effects, kept)
                         outcomes |= outcome_names(effects)
+                        if principals and _owner_shared(after):
+                            outcomes.add(SHARED_OWNER)
                         if issued or kept or before.stateless:
                             outcomes |= modern_outcomes(before, event, after, effects)
                     except Exception as failure:  # any failure is reported with its path
@@ -1001,14 +1050,22 @@ def main(argv: list[str] | None = None) -> int:
         "modern calls (from a connection, from a principal; each also asked at once), every "
         "retry of every kept state (as asked or replayed, declined, another principal, another "
         "connection, changed arguments, tampered, expired), nonce timeouts, ServerStopping and "
-        "the late reports of the workers it killed. Every client event also goes through the "
+        "the late reports of the workers it killed; principals attaches b and c as sessions of "
+        "one principal, every connection askable, every new call asked at once. Every client "
+        "event also goes through the "
         "wire (MessageReceived) and must do the same"
     )
     for name in args.config or sorted(CONFIGS):
         options = CONFIGS[name]
-        report = explore(options, args.depth, args.max_states, modern=name in MODERN_CONFIGS)
+        report = explore(
+            options,
+            args.depth,
+            args.max_states,
+            modern=name in MODERN_CONFIGS,
+            principals=name in PRINCIPAL_CONFIGS,
+        )
         print(
-            f"{name} (parked {options.max_parked_elicitations} per connection, "
+            f"{name} (parked {options.max_parked_elicitations} per owner, "
             f"{options.max_parked_elicitations_total} in total): {report.states} distinct states, "
             f"{report.transitions} transitions, depth {report.depth}, {report.seconds:.1f}s, "
             f"{'complete' if report.complete else 'cut at --max-states'}; "

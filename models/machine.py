@@ -35,9 +35,11 @@
   timed out) is resolved, one whose tool ended is not;
 * **the eviction oracle** (R-AUTH-3, R-PARK-1, R-PARK-3, R-PARK-4), on every ASK the reducer
   receives, from the observed state before the step and independently of the model: a call
-  evicted to make room was the oldest parked call of a connection holding the most, one that
-  reached that count no later than any other holder, the asker held fewer and parked in its
-  place; a deny that did not evict was right to refuse (and a park that did not evict had room).
+  evicted to make room was the oldest parked call of an owner holding the most, one that
+  reached that count no later than any other holder, the asker's owner held fewer and parked in
+  its place; a deny that did not evict was right to refuse (and a park that did not evict had
+  room). Owners are the oracle's own (R-PARK-1): attaches draw a principal (none, ``alice`` or
+  ``bob``), and a principal's connections are one owner.
 
 The universe is small so that histories collide: connections ``a``, ``b``, ``c``; request ids
 ``0``, ``1``, ``2``, ``"x"`` (and invalid ones); a plain tool, a sensitive one and an unknown
@@ -459,6 +461,9 @@ class ReducerMachine(RuleBasedStateMachine):
     # A drawn stop rule stops one time in STOP_ODDS (1: every time; 0, the default: never, so
     # that a profile's run is not cut short by a stop unless it asks for stops).
     STOP_ODDS: ClassVar[int] = 0
+    # The principals a subscriber attaches with (R-SUB-1, R-PARK-1): a principal's connections
+    # are one parking owner.
+    ATTACH_PRINCIPALS: ClassVar[tuple[str | None, ...]] = PRINCIPALS
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -539,6 +544,7 @@ class ReducerMachine(RuleBasedStateMachine):
         self.awaiting_reply: set[CallKey] = set()
         self.awaiting_push: set[CallKey] = set()
         self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
+        self.principal_of: dict[Hashable, str] = {}  # conn -> its subscriber's principal
         self.stopped = False  # ServerStopping was fed: only late events come (R-STOP-1)
 
     @initialize(data=st.data())
@@ -600,14 +606,16 @@ class ReducerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def subscriber_attached(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        self.apply(SubscriberAttached(conn, self.now))
+        principal = self._attach_principal(data)  # R-SUB-1
+        self.apply(SubscriberAttached(conn, self.now, principal))
 
     @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
     def connected(self, data: st.DataObject) -> None:
         """A client's usual start: a push channel, then ``initialize``."""
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
-        self.apply(SubscriberAttached(conn, self.now))
+        principal = self._attach_principal(data)  # R-SUB-1
+        self.apply(SubscriberAttached(conn, self.now, principal))
         self.client_initialized(data, conn)
 
     @precondition(lambda self: not self.stopped and bool(self._subscribed()))
@@ -615,8 +623,9 @@ class ReducerMachine(RuleBasedStateMachine):
     def subscriber_rebound(self, data: st.DataObject, after_ms: int) -> None:
         """R-SUB-2: another subscriber takes over a live connection."""
         conn = data.draw(st.sampled_from(self._subscribed()), label="conn")
+        principal = self._attach_principal(data)  # R-SUB-1
         self.now += after_ms
-        self.apply(SubscriberAttached(conn, self.now))
+        self.apply(SubscriberAttached(conn, self.now, principal))
 
     @rule(conn=st.sampled_from(CONNS), after_ms=AFTER_MS)
     def subscriber_detached(self, conn: str, after_ms: int) -> None:
@@ -1078,6 +1087,10 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, WorkerFinished | WorkerFailed):
             self.running.pop(ev.ref, None)  # the worker reported: its task is over
         model_ev = self._model_event(ev)
+        if isinstance(ev, SubscriberAttached | SubscriberDetached):  # the oracle's R-SUB-1
+            self.principal_of.pop(ev.conn, None)
+        if isinstance(ev, SubscriberAttached) and isinstance(ev.principal, str):
+            self.principal_of[ev.conn] = ev.principal
         if isinstance(ev, ToolCallReceived):  # R-MRTR-9, read before the step
             key = (ev.conn, ev.request_id)
             modern = isinstance(ev.meta, dict) and META_VERSION in ev.meta
@@ -1437,6 +1450,7 @@ class ReducerMachine(RuleBasedStateMachine):
         assert set(obs.caps_live) <= obs.subscribed, "R-INV-3: a live entry without subscriber"
         assert not set(obs.caps_unsubscribed) & obs.subscribed, "R-INV-3: entry in wrong group"
         holders = obs.subscribed | set(entries) | {conn for conn, _ in obs.open} | nonce_owners
+        holders |= set(counts)  # R-PARK-1: an owner is kept while it holds parking places
         assert obs.known == holders, f"R-INV-6: kept {set(obs.known)}, holding {holders}"
         assert obs.can_sample.keys() == obs.can_elicit.keys(), "R-CAP-4: sampling flag per entry"
         listed: list[str] = []
@@ -1656,7 +1670,7 @@ class ReducerMachine(RuleBasedStateMachine):
         opts = self.options
         conn = asker[0]
         counts = {c: len(eids) for c, eids in before.parked.items()}
-        mine = counts.get(conn, 0)
+        mine = counts.get(self._owner(conn), 0)  # R-PARK-1: counted by owner
         top = max(counts.values(), default=0)
         delivered: dict[CallKey, dict[str, Any] | None] = {}
         for e in effects:
@@ -1699,8 +1713,8 @@ class ReducerMachine(RuleBasedStateMachine):
         elif mine < top:
             assert len(evicted) + len(silent) == 1, f"R-PARK-3: {evicted}, {silent} for one ASK"
             victim = evicted[0] if evicted else before.elicitations[silent[0]]
-            holder = victim[0]
-            assert holder != conn, "R-PARK-4: the asker was its own victim"
+            holder = self._owner(victim[0]) if evicted else victim[0]
+            assert holder != self._owner(conn), "R-PARK-4: the asker was its own victim"
             assert counts.get(holder) == top, f"R-PARK-4: evicted from {holder!r}, not a top holder"
             oldest = before.elicitations[before.parked[holder][0]]
             assert victim == oldest, f"R-PARK-4: evicted {victim!r}, the oldest is {oldest!r}"
@@ -1729,6 +1743,18 @@ class ReducerMachine(RuleBasedStateMachine):
             assert not silent, "R-PARK-3: refused, yet evicted"
             assert not parked, "R-PARK-3: refused, yet parked"
             verdict("refused: server full")
+
+    def _attach_principal(self, data: st.DataObject) -> str | None:
+        """The principal a subscriber attaches with: drawn from :attr:`ATTACH_PRINCIPALS`, with
+        no draw when it offers one (a profile whose derandomized histories must not move)."""
+        if len(self.ATTACH_PRINCIPALS) == 1:
+            return self.ATTACH_PRINCIPALS[0]
+        return data.draw(st.sampled_from(self.ATTACH_PRINCIPALS), label="principal")
+
+    def _owner(self, conn: Hashable) -> Hashable:
+        """R-PARK-1, the oracle's own: the principal the connection attached with, else itself."""
+        principal = self.principal_of.get(conn)
+        return conn if principal is None else ("principal", principal)
 
     def _note_count_changes(self, before: Observation, after: Observation) -> None:
         """The oracle's clock for R-PARK-4: the step at which each parked count last changed.

@@ -1,11 +1,12 @@
 """A reference model of spec/rules.md, written to be obviously right rather than fast.
 
 :class:`ReferenceModel` keeps plain records in plain lists and dicts and answers every question
-by a linear scan: the open calls are one list in admission order, a connection's parked calls
-are the calls of that list that are parked (sorted by when they parked), the capability entries
-are one list. Nothing is shared with :mod:`askgate.core` but the event, effect and decision
-classes and :class:`~askgate.core.Options`; the wire messages are written out here from the
-spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
+by a linear scan: the open calls are one list in admission order, an owner's parked calls are
+the calls of that list that are parked under it (sorted by when they parked; R-PARK-1: the owner
+is the principal its connection's subscriber attached with, else the connection), the
+capability entries are one list. Nothing is shared with :mod:`askgate.core` but the event,
+effect and decision classes and :class:`~askgate.core.Options`; the wire messages are written
+out here from the spec and ``wire-shapes.md``, so comparing effects also checks the shapes.
 
 The model covers the events of spec/rules.md, plus R-PROTO-14 (a read's ``Failure`` value) and
 R-PROTO-8 (``tools/list``: every tool without a visibility hook, else what the hook's verdicts
@@ -603,6 +604,7 @@ class ModelCall:
     decision: str = ""
     approval: str | None = None
     modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
+    owner: Hashable = None  # while PARKED: whose parking place it takes (R-PARK-1)
 
     @property
     def key(self) -> CallKey:
@@ -707,6 +709,7 @@ class ReferenceModel:
         self.requests: list[ModelRequest] = []  # a running tool's outstanding requests (R-CTX-4)
         self.next_request = 0
         self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
+        self.principals: dict[Hashable, str] = {}  # conn -> its subscriber's principal (R-SUB-1)
         self.now = 0  # the now of the event being applied (R-LOG-2)
         # The 2026-07-28 revision (spec/modern.md): outstanding nonces, the record of closed ones
         # (id, why, expiry; oldest first), the model's own keyring and its nonces' bytes.
@@ -725,9 +728,14 @@ class ReferenceModel:
             return max(1, self.options.max_in_flight // 2)
         return share
 
-    def parked_calls(self, conn: Hashable) -> list[ModelCall]:
-        """The connection's parked calls, oldest first."""
-        mine = [c for c in self.calls if c.conn == conn and c.stage == PARKED]
+    def owner(self, conn: Hashable) -> Hashable:
+        """R-PARK-1: the principal of the connection's subscriber, else the connection."""
+        principal = self.principals.get(conn)
+        return conn if principal is None else ("principal", principal)
+
+    def parked_calls(self, owner: Hashable) -> list[ModelCall]:
+        """The owner's parked calls, oldest first."""
+        mine = [c for c in self.calls if c.owner == owner and c.stage == PARKED]
         return sorted(mine, key=lambda c: c.parked_at)
 
     def parked_places(self, owner: Hashable) -> list[ModelCall | ModelNonce]:
@@ -744,7 +752,7 @@ class ReferenceModel:
         return len([c for c in self.calls if c.stage == PARKED]) + len(self.nonces)
 
     def owners(self) -> set[Hashable]:
-        return {c.conn for c in self.calls if c.stage == PARKED} | {n.owner for n in self.nonces}
+        return {c.owner for c in self.calls if c.stage == PARKED} | {n.owner for n in self.nonces}
 
     def top(self) -> int:
         """The most parking places any owner holds."""
@@ -773,6 +781,7 @@ class ReferenceModel:
         known.update(e.conn for e in self.entries)
         known.update(c.conn for c in self.calls)
         known.update(n.owner for n in self.nonces)  # R-INV-6: a parked nonce holds its owner
+        known.update(c.owner for c in self.calls if c.stage == PARKED)  # and a parked call
         return known
 
     def live_timers(self) -> set[tuple[str, object]]:
@@ -837,7 +846,7 @@ class ReferenceModel:
             if self._admit(event.conn, event.request_id, out):  # R-PROTO-4
                 out.append(Reply(event.conn, event.request_id, _result(event.request_id, {})))
         elif isinstance(event, SubscriberAttached):
-            self._subscriber_attached(event.conn, out)
+            self._subscriber_attached(event.conn, event.principal, out)
         elif isinstance(event, SubscriberDetached):
             self._connection_gone(event.conn, out)
         elif isinstance(event, ToolRegistered):
@@ -926,10 +935,12 @@ class ReferenceModel:
             }
             out.append(Emit("client_capabilities_evicted", fields))
 
-    def _subscriber_attached(self, conn: Hashable, out: list[Effect]) -> None:
+    def _subscriber_attached(self, conn: Hashable, principal: object, out: list[Effect]) -> None:
         if conn in self.subscribed:
             self._connection_gone(conn, out)  # R-SUB-2
         self.subscribed.add(conn)  # R-SUB-1
+        if isinstance(principal, str):
+            self.principals[conn] = principal
         e = self.entry(conn)
         if e is not None and not e.live:
             e.live = True
@@ -942,6 +953,7 @@ class ReferenceModel:
         self.entries = [e for e in self.entries if e.conn != conn]
         self.subscribed.discard(conn)
         self.versions.pop(conn, None)  # R-SUB-2: a rebound connection negotiates again
+        self.principals.pop(conn, None)
 
     # -- admission (R-ADM-*, R-READ-1) ---------------------------------------------------------
 
@@ -1302,7 +1314,7 @@ class ReferenceModel:
         """The call leaves its owner's parked calls (its count changes, R-CLOSE-3)."""
         call.stage = "unparked"
         call.elicitation_id = None
-        self._set_count_changed(call.conn)
+        self._set_count_changed(call.owner)
 
     def _ask(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
         if call.modern is not None:
@@ -1311,7 +1323,7 @@ class ReferenceModel:
         if not self.can_be_asked(call.conn):  # R-AUTH-3: deny-on-ASK; the record hides the prompt
             self._deny(call, "ask", prompt, out, CANNOT_ASK, recorded=CANNOT_ASK_DETAIL)
             return
-        if self._room(call, call.conn, out):
+        if self._room(call, self.owner(call.conn), out):  # R-PARK-1: counted by owner
             self._park(call, prompt, now, out)
 
     def _room(self, call: ModelCall, owner: Hashable, out: list[Effect]) -> bool:
@@ -1462,7 +1474,8 @@ class ReferenceModel:
         call.decision = "ask"
         call.approval = eid
         call.parked_at = self._tick()
-        self._set_count_changed(call.conn)
+        call.owner = self.owner(call.conn)
+        self._set_count_changed(call.owner)
         deadline = now + self.options.elicitation_timeout_ms
         out.append(StartTimer(("elicitation", eid), deadline))
         prompt_message = elicitation_create_message(

@@ -4,11 +4,15 @@ server process, tests/test_flood.py runs a small one in process).
 Against a server whose tool ``guarded_echo`` asks, with per-session cap ``per_conn`` and total
 cap ``total``, in this order:
 
-1. victims: ``victims`` sessions of principal ``victim`` park one call each;
-2. a crowd: ``crowd`` sessions of principal ``crowd`` each ask three times their cap at once;
+1. victims: ``victims`` sessions, each of its own principal ``victim-<n>``, park one call each;
+2. a crowd: ``crowd`` sessions, each of its own principal ``crowd-<n>``, each ask three times
+   their cap at once;
 3. one connection: one session of principal ``single`` asks ten times the total cap at once;
 4. one principal with many sessions: ``mallory`` spreads ten times the total cap over
-   ``mallory_sessions`` sessions (none: no such phase).
+   ``mallory_sessions`` sessions (none: no such phase);
+5. one principal in the modern era: ``modern`` sends ``modern_asks`` stateless 2026-07-28
+   ``tools/call`` requests at once, each answered at once (an input-required result whose nonce
+   holds a parking place, R-MRTR-12, or a deny), never retried (none: no such phase).
 
 Every ask of a phase is sent at once and the phase ends when each has its first answer (its
 elicitation, or its result). The parked calls of the flood are never answered. Then every victim
@@ -27,13 +31,52 @@ import anyio
 import anyio.abc
 import httpx2
 
+MAX_SESSIONS = 64  # victims and crowd sessions, each its own principal
 TOKENS = {
-    "victim": "victim-token-0123456789abcdef",
-    "crowd": "crowd-token-0123456789abcdef",
+    **{f"victim-{n}": f"victim-{n}-token-0123456789abcdef" for n in range(MAX_SESSIONS)},
+    **{f"crowd-{n}": f"crowd-{n}-token-0123456789abcdef" for n in range(MAX_SESSIONS)},
     "single": "single-token-0123456789abcdef",
     "mallory": "mallory-token-0123456789abcdef",
+    "modern": "modern-token-0123456789abcdef",
 }
 VERSION = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+async def modern_ask(
+    http: httpx2.AsyncClient, url: str, principal: str, request_id: str
+) -> dict[str, Any]:
+    """One stateless 2026-07-28 ``guarded_echo`` call (no session); its one answer."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "flood", "version": "0"},
+    }
+    params = {"name": "guarded_echo", "arguments": {"text": request_id}, "_meta": meta}
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "authorization": f"Bearer {TOKENS[principal]}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "guarded_echo",
+    }
+    try:
+        response = await http.post(url, json=call, headers=headers)
+    except httpx2.HTTPError as exc:
+        return {"client error": type(exc).__name__}
+    if response.status_code != 200:
+        return {"status": response.status_code}
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        found: list[dict[str, Any]] = [
+            json.loads(line[5:])
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
+        return next((m for m in found if m.get("id") == request_id), {"status": 200})
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 class Figures:
@@ -144,6 +187,7 @@ async def flood(
     mallory_sessions: int,
     deadline: float,
     during: Callable[[str], None] | None = None,
+    modern_asks: int = 0,
 ) -> Figures:
     """Runs the flood against ``url``; ``during(phase)`` is called after each phase."""
     figures = Figures()
@@ -187,7 +231,7 @@ async def flood(
         with anyio.fail_after(deadline):
             # 1. the victims park one call each, and wait
             for n in range(victims):
-                session = await opened("victim")
+                session = await opened(f"victim-{n}")
                 asked: list[object] = []
                 ended = anyio.Event()
                 outcome: list[str] = []
@@ -214,7 +258,7 @@ async def flood(
             if during is not None:
                 during("victims")
             # 2. a crowd of sessions, each asking three times its cap
-            crowd_sessions = [await opened("crowd") for _ in range(crowd)]
+            crowd_sessions = [await opened(f"crowd-{n}") for n in range(crowd)]
             await phase(
                 "crowd",
                 [
@@ -234,6 +278,24 @@ async def flood(
                     "mallory",
                     [(s, f"m-{i}-{k}") for i, s in enumerate(spread) for k in range(each)],
                 )
+            # 5. one principal flooding modern ASKs, each answered at once, never retried
+            if modern_asks:
+                answers: list[dict[str, Any]] = []
+
+                async def modern(request_id: str) -> None:
+                    answers.append(await modern_ask(http, url, "modern", request_id))
+
+                async with anyio.create_task_group() as asks:
+                    for k in range(modern_asks):
+                        asks.start_soon(modern, f"modern-{k}")
+                for answer in answers:
+                    result = answer.get("result") or {}
+                    if result.get("resultType") == "input_required":
+                        figures.parked["modern"] += 1
+                    else:
+                        figures.denied[detail_of(answer)] += 1
+                if during is not None:
+                    during("modern")
         # the victims approve: each gets its result
         with anyio.fail_after(deadline):
             for session, asked, ended, outcome in victim_asks:

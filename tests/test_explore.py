@@ -2,8 +2,9 @@
 
 ``make test`` explores every event sequence of 6 events after the prelude under the tight caps
 (one parked call per connection, two in all) and 5 under the shared caps, the edge cases,
-with no authorizer, and the 2026-07-28 flow with the stop (``modern``: modern calls, every
-retry of every state a client keeps, ``ServerStopping``); ``make verify`` goes deeper.
+with no authorizer, the 2026-07-28 flow with the stop (``modern``: modern calls, every
+retry of every state a client keeps, ``ServerStopping``), and parking owners (``principals``,
+4 deep: two sessions of one principal, one connection of none); ``make verify`` goes deeper.
 Every state reached passes ``check_invariants``; every transition is checked for
 closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and a
 running tool's own requests: sent to the owner or refused, resolved once, only while the tool
@@ -44,7 +45,9 @@ from askgate.models.explore import (
     EDGES,
     MODERN,
     OPEN,
+    PRINCIPALS,
     SHARED,
+    SHARED_OWNER,
     TIGHT,
     ExplorationError,
     Report,
@@ -76,6 +79,22 @@ def open_() -> Report:
 @functools.cache
 def modern() -> Report:
     return explore(MODERN, depth=5, modern=True)
+
+
+@functools.cache
+def principals() -> Report:
+    return explore(PRINCIPALS, depth=4, principals=True)
+
+
+def test_R_PARK_1_exhaustive_a_principals_sessions_are_one_owner() -> None:
+    """Two sessions of one principal fill its one cap between them (the deny reached), one
+    owner holds calls of both, and the connection without a principal evicts from it: every
+    eviction on the way took a top owner's oldest place (checked on each transition)."""
+    report = principals()
+    assert report.complete
+    assert SHARED_OWNER in report.outcomes
+    assert "too many elicitations pending" in report.outcomes
+    assert "evicted to make room on this server" in report.outcomes
 
 
 def test_exploration_is_complete_and_large() -> None:

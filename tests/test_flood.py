@@ -1,7 +1,8 @@
 """A bounded flood over Streamable HTTP (tests/flood_clients.py; bench/flood.py is the measured
 one): many sessions asking past their caps, one session asking ten times the total cap, one
-principal spreading ten times the total cap over many sessions, against sessions that each
-park one call. The server runs in debug mode (every step checked by ``check_invariants``,
+principal spreading ten times the total cap over many sessions or sending it as 2026-07-28
+ASKs, against sessions that each park one call, each session of a principal of its own
+unless said otherwise. The server runs in debug mode (every step checked by ``check_invariants``,
 caps included), on 127.0.0.1."""
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def anyio_backend() -> str:
     return "asyncio"  # uvicorn runs on asyncio
 
 
-async def run_flood(mallory_sessions: int) -> tuple[list[tuple[str, int, int]], Figures]:
+async def run_flood(
+    mallory_sessions: int, modern_asks: int = 0, crowd: int = 4
+) -> tuple[list[tuple[str, int, int]], Figures]:
     """The flood against the demo (caps 2 per session, 8 in total) in debug mode; checks that
     the caps held at every step and that everything is back to empty once the sessions end.
     Returns, after each phase, (phase, parked in total, victims' calls still parked)."""
@@ -52,15 +55,20 @@ async def run_flood(mallory_sessions: int) -> tuple[list[tuple[str, int, int]], 
         figures = await flood(
             f"http://127.0.0.1:{port}/mcp",
             victims=VICTIMS,
-            crowd=4,
+            crowd=crowd,
             per_conn=PER_CONN,
             total=TOTAL,
             mallory_sessions=mallory_sessions,
             deadline=60,
             during=during,
+            modern_asks=modern_asks,
         )
         state = runtime.state
-        assert (len(state.calls), len(state.parked), state.parked_total) == (0, 0, 0)
+        # What stays parked is the modern nonces, each waiting for a retry or its timeout
+        # (R-MRTR-12); every 2025 parked call ended with its session.
+        nonces = sum(1 for p in state.parked.values() if p.stateless)
+        assert (len(state.calls), state.parked_total) == (0, nonces)
+        assert nonces == figures.parked["modern"], figures.as_dict()
         assert len(app.sessions) == 0
         assert runtime.steps_checked > 0
         assert runtime.largest["parked"] == TOTAL  # the cap was reached, never passed
@@ -91,18 +99,35 @@ async def test_R_PARK_3_a_flood_over_many_sessions_crowds_out_only_the_flooders(
     }, denied
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="R-PARK-3 shares the total by connection: over HTTP one principal with as many "
-    "sessions as the total cap, one parked call each, evicts every other principal's parked "
-    "calls (the victims hold 1, the flooder's fresh sessions 0). Found by this flood; the "
-    "fix belongs in the reducer (share by principal).",
-)
 @pytest.mark.anyio
-async def test_flood_one_principal_with_many_sessions_does_not_evict_the_others(
+async def test_R_PARK_1_one_principal_with_many_sessions_does_not_evict_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """R-PARK-1, R-PARK-3: a principal spreading ten times the total cap over as many sessions
+    as the total cap is one owner: it takes at most its cap, from the top holders (two crowd
+    principals hold two each), and none of the victims' places, each of which holds one.
+    Counted by connection, its fresh sessions (holding none) evicted every victim."""
     monkeypatch.setenv(CHECK_ENV, "1")
-    phases, figures = await run_flood(mallory_sessions=TOTAL)
-    assert phases[-1] == ("mallory", TOTAL, VICTIMS), phases
+    phases, figures = await run_flood(mallory_sessions=TOTAL, crowd=2)
+    assert phases == [
+        ("victims", VICTIMS, VICTIMS),
+        ("crowd", VICTIMS + 2 * PER_CONN, VICTIMS),
+        ("single", TOTAL, VICTIMS),
+        ("mallory", TOTAL, VICTIMS),
+    ], phases
+    assert figures.parked["mallory"] == PER_CONN, figures.as_dict()
     assert figures.victims_served == VICTIMS, figures.as_dict()
+
+
+@pytest.mark.anyio
+async def test_R_MRTR_12_a_modern_flood_from_one_principal_does_not_evict_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R-MRTR-12, R-PARK-1: ten times the total cap of modern ASKs from one principal, on a full
+    server, hold at most that principal's cap of nonces and evict none of the victims."""
+    monkeypatch.setenv(CHECK_ENV, "1")
+    phases, figures = await run_flood(mallory_sessions=0, modern_asks=10 * TOTAL, crowd=2)
+    assert phases[-1] == ("modern", TOTAL, VICTIMS), phases
+    assert figures.victims_served == VICTIMS, figures.as_dict()
+    assert figures.parked["modern"] == PER_CONN, figures.as_dict()
+    assert figures.denied["too many elicitations pending"] > 0, figures.as_dict()

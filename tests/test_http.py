@@ -803,11 +803,19 @@ async def test_R_PARK_1_the_per_session_cap_holds_over_http() -> None:
 
 @pytest.mark.anyio
 async def test_R_PARK_3_on_a_full_server_the_biggest_holder_yields_its_oldest() -> None:
+    """Two sessions of two principals (R-PARK-1: sessions of one principal are one owner)."""
     options = {"max_parked_elicitations": 2, "max_parked_elicitations_total": 2}
-    async with serving(**options) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+
+    def bearer(server: Any, port: int) -> HttpApp:
+        return HttpApp(server, auth=BearerAuth(TOKENS), options=rules.HttpOptions(port=port))
+
+    async with (
+        serving(bearer, **options) as (app, url),
+        httpx2.AsyncClient(timeout=DEADLINE) as http,
+    ):
         with anyio.fail_after(DEADLINE):
-            a = await Raw(http, url).start()
-            b = await Raw(http, url).start()
+            a = await Raw(http, url, {"authorization": f"Bearer {TOKENS['alice']}"}).start()
+            b = await Raw(http, url, {"authorization": f"Bearer {TOKENS['mallory']}"}).start()
             a1, a2, b1 = CallStream(), CallStream(), CallStream()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(a1.run, a, _call(1))

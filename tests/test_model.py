@@ -589,6 +589,7 @@ def test_R_PROTO_8_model_machine_lists_tools_as_the_visibility_hook_says() -> No
     class Machine(General):
         seen: ClassVar[Counter[str]] = Counter()
         READ_METHODS = ("tools/list",)
+        ATTACH_PRINCIPALS = (None,)  # no draw: the derandomized histories reach the counts
 
         def options_strategy(self) -> st.SearchStrategy[Options]:
             return small_options(min_in_flight=2).map(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from askgate.core import (
@@ -37,10 +38,12 @@ from askgate.core import (
     ToolUnregistered,
     UnknownToolReply,
     WorkerFailed,
+    check_invariants,
     initial_state,
     live_timers,
     mint_elicitation_id,
 )
+from askgate.core.invariants import InvariantError
 from askgate.core.messages import WHY
 from tests.harness import (
     APPROVE,
@@ -642,6 +645,89 @@ def test_R_PARK_3_asker_holding_as_many_as_the_top_gets_the_deny_itself() -> Non
     h2.call("b", 2)  # b holds 1 = top: per-connection cap first
     effects = h2.finish(h2.worker(), Ask("ok?"))
     assert deny_payload(only_reply(effects))["detail"] == "too many elicitations pending"
+
+
+def _connect_as(h: Harness, conn: str, principal: str | None) -> None:
+    h.feed(SubscriberAttached(conn, 0, principal))
+    h.feed(ClientInitialized(conn, {"elicitation": {}}))
+
+
+def test_R_PARK_1_the_cap_is_per_owner_a_principals_sessions_share_it() -> None:
+    """Two sessions of one principal are one owner; a connection without one is its own."""
+    h = Harness(has_authorizer=True, max_parked_elicitations=2, max_parked_elicitations_total=8)
+    _connect_as(h, "s1", "mallory")
+    _connect_as(h, "s2", "mallory")
+    _connect_as(h, "x", None)
+    first = h.park("s1", 1)
+    second = h.park("s2", 1)
+    owner = ("principal", "mallory")
+    assert list(h.state.conns[owner].parked) == [first, second]
+    assert "s1" in h.state.conns
+    assert h.state.conns["s1"].parked_count == 0
+    h.call("s2", 2)
+    effects = h.finish(h.worker(), Ask("ok?"))
+    assert deny_payload(only_reply(effects))["detail"] == "too many elicitations pending"
+    # the prompt went to the call's own session, which alone may answer it
+    assert h.answer("s1", second, APPROVE) == []
+    assert [e for e in h.answer("s2", second, APPROVE) if isinstance(e, StartWorker)]
+    assert list(h.state.conns[owner].parked) == [first]
+    h.park("x", 1)
+    h.park("x", 2)  # a connection without a principal has a cap of its own
+    assert h.state.conns["x"].parked_count == 2
+
+
+def test_R_PARK_3_one_principal_over_many_sessions_evicts_only_itself() -> None:
+    """A principal opening a fresh session per ASK is one holder: on a full server its fresh
+    sessions cannot evict another principal holding fewer places."""
+    h = Harness(has_authorizer=True, max_parked_elicitations=4, max_parked_elicitations_total=4)
+    _connect_as(h, "victim", "alice")
+    h.park("victim", 1)
+    for n in range(3):
+        _connect_as(h, f"m{n}", "mallory")
+        h.park(f"m{n}", 1)
+    assert h.state.parked_total == 4
+    _connect_as(h, "m3", "mallory")
+    h.call("m3", 1)
+    effects = h.finish(h.worker(), Ask("ok?"))
+    assert (
+        deny_payload(only_reply(effects))["detail"]
+        == "too many elicitations pending on this server"
+    )
+    assert h.state.conns[("principal", "alice")].parked_count == 1
+    # alice, holding fewer, evicts mallory's oldest, whoever's session it was on
+    _connect_as(h, "a2", "alice")
+    h.call("a2", 1)
+    effects = h.finish(h.worker(), Ask("ok?"))
+    denied = [(r.conn, r.request_id) for r in replies(effects) if r.message]
+    assert denied == [("m0", 1)]
+    assert h.state.conns[("principal", "alice")].parked_count == 2
+    assert h.state.conns[("principal", "mallory")].parked_count == 2
+
+
+def test_R_SUB_1_the_principal_lasts_until_the_connection_is_dropped_or_rebound() -> None:
+    h = Harness(has_authorizer=True, max_parked_elicitations=1, max_parked_elicitations_total=8)
+    _connect_as(h, "s", "alice")
+    assert h.state.conns["s"].principal == "alice"
+    h.park("s", 1)
+    assert ("principal", "alice") in h.state.conns
+    h.feed(SubscriberAttached("s", 0, None))  # R-SUB-2: rebound, by no one
+    assert ("principal", "alice") not in h.state.conns
+    assert h.state.conns["s"].principal is None
+    h.feed(ClientInitialized("s", {"elicitation": {}}))
+    h.park("s", 2)
+    assert h.state.conns["s"].parked_count == 1
+    h.feed(SubscriberDetached("s", 0))
+    assert "s" not in h.state.conns
+
+
+def test_R_INV_5_a_parked_call_counted_against_another_owner_is_caught() -> None:
+    h = Harness(has_authorizer=True)
+    _connect_as(h, "s", "alice")
+    eid = h.park("s", 1)
+    moved = attrs.evolve(h.state.parked[eid], owner="s")
+    broken = attrs.evolve(h.state, parked=h.state.parked.set(eid, moved))
+    with pytest.raises(InvariantError, match="R-INV-5"):
+        check_invariants(broken)
 
 
 def test_R_PARK_4_tie_break_is_the_connection_longest_at_the_top() -> None:

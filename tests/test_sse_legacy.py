@@ -441,14 +441,16 @@ async def test_R_HTTP_16_closing_the_stream_drops_its_parked_call_and_ends_the_s
 
 @pytest.mark.anyio
 async def test_R_HTTP_14_caps_and_eviction_hold_across_both_transports() -> None:
+    """Two principals, one on each transport: the caps and the eviction count by principal
+    (R-PARK-1) whichever transport each came by."""
     options = {"max_parked_elicitations": 2, "max_parked_elicitations_total": 2}
     async with (
-        serving(**options) as (app, _pair, base),
+        serving(BearerAuth(TOKENS), **options) as (app, _pair, base),
         httpx2.AsyncClient(timeout=DEADLINE) as http,
     ):
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
-                old = await Events(http, base, {}).start(tg)
+                old = await Events(http, base, as_("alice")).start(tg)
                 for request_id in (1, 2):
                     assert (await old.post(_call(request_id))).status_code == 202
                     assert (await old.next_message())["method"] == "elicitation/create"
@@ -456,6 +458,7 @@ async def test_R_HTTP_14_caps_and_eviction_hold_across_both_transports() -> None
                 # A Streamable HTTP session asks on the full server: the legacy connection, the
                 # biggest holder, loses its oldest prompt (R-PARK-3), on its own stream.
                 headers = {**JSON, "accept": "application/json, text/event-stream"}
+                headers.update(as_("mallory"))
                 init = await http.post(f"{base}/mcp", json=_init(), headers=headers)
                 headers["mcp-session-id"] = init.headers["mcp-session-id"]
                 headers["mcp-protocol-version"] = "2025-06-18"

@@ -630,7 +630,7 @@ class HttpTransport:
             runtime.route(session.conn, self._router(live))
             runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
-            runtime.feed(SubscriberAttached(session.conn, now))
+            runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
         self.sessions = rules.touch(self.sessions, session.id, now)
         event = MessageReceived(session.conn, decoded, now, mode="reply")
@@ -786,7 +786,7 @@ class HttpTransport:
 
         runtime.route(conn, deliver)
         runtime.set_principal(conn, principal)  # for the log and Context
-        runtime.feed(SubscriberAttached(conn, now))
+        runtime.feed(SubscriberAttached(conn, now, principal))  # R-SUB-1
         live.feeding = (key, stream)
         try:
             event = MessageReceived(conn, decoded, now, mode="reply", principal=principal)

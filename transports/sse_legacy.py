@@ -165,7 +165,7 @@ class LegacySse:
         app.sessions = rules.touch(app.sessions, session.id, now, +1)  # open: never idle
         runtime.attach(session.conn, stream.put)
         runtime.set_principal(session.conn, principal)  # for the log and Context
-        runtime.feed(SubscriberAttached(session.conn, now))
+        runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
         try:
             await self._stream_out(scope, session.id, stream, receive, send)
         finally:
