@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from askgate.core.codec import MAX_BYTES
-from askgate.transports.stdio import LineSplitter
+from askgate.transports.stdio import CHUNK_BYTES, FdReceiveStream, LineSplitter
 
 from .stdio_peer import (
     CANNOT_ASK,
@@ -430,3 +431,32 @@ def test_line_splitting_does_not_depend_on_how_the_input_is_chunked(
     got.extend(splitter.finish())
     assert got == expected
     assert all(type(line) is bytes for line in got)
+
+
+async def test_a_read_from_a_pipe_allocates_only_the_bytes_it_read() -> None:
+    """Each chunk read from a pipe is the bytes read, copied out of one kept buffer: no read
+    allocates ``CHUNK_BYTES`` to shrink it afterwards, which fragmented the heap (RSS grew
+    about 130 KiB a minute under the stdio soak while the bytes in use stayed flat)."""
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    read_fd, write_fd = os.pipe()
+    stream = FdReceiveStream(read_fd)
+    try:
+        assert stream.polled
+        os.write(write_fd, line)
+        assert await stream.receive() == line  # the first read makes the kept buffer
+        tracemalloc.start()
+        try:
+            for _ in range(20):
+                os.write(write_fd, line)
+                assert await stream.receive() == line
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < CHUNK_BYTES // 4, peak
+        os.write(write_fd, b"x" * 1000)  # within the pipe's capacity: the write cannot block
+        assert await stream.receive(10) == b"x" * 10  # at most what was asked for
+        assert await stream.receive(2 * CHUNK_BYTES) == b"x" * 990
+    finally:
+        await stream.aclose()
+        os.close(read_fd)
+        os.close(write_fd)

@@ -232,25 +232,32 @@ def test_R_STOP_1_stdio_answers_a_parked_call_and_exits_0(
             proc.wait(timeout=DEADLINE)
 
 
-def test_R_STOP_1_http_answers_a_parked_call_on_its_stream_and_exits_0() -> None:
+def _http_demo() -> tuple[subprocess.Popen[str], str]:
+    """``askgate serve --demo --http`` on a free port of 127.0.0.1, once it listens, and its
+    base URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "askgate", "serve", "--demo", "--http", f"127.0.0.1:{port}"]
     proc = subprocess.Popen([*command, "--log-level", "info"], stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}/mcp"
+    assert proc.stderr is not None
+    for _ in range(200):  # bounded: the server says when it listens
+        line = proc.stderr.readline()
+        if not line or "serving Streamable HTTP on" in line:
+            break
+    assert proc.poll() is None, "the server did not start"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_R_STOP_1_http_answers_a_parked_call_on_its_stream_and_exits_0() -> None:
+    proc, base = _http_demo()
+    url = f"{base}/mcp"
     headers = {
         "content-type": "application/json",
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2025-06-18",
     }
     try:
-        assert proc.stderr is not None
-        for _ in range(200):  # bounded: the server says when it listens
-            line = proc.stderr.readline()
-            if not line or "serving Streamable HTTP on" in line:
-                break
-        assert proc.poll() is None, "the server did not start"
         with httpx2.Client(timeout=DEADLINE) as http:
             started = http.post(url, json=INITIALIZE, headers=headers)
             headers["mcp-session-id"] = started.headers["mcp-session-id"]
@@ -269,6 +276,45 @@ def test_R_STOP_1_http_answers_a_parked_call_on_its_stream_and_exits_0() -> None
         _check_stopped_call(messages[1:], str(messages[0]["id"]))
         assert proc.wait(timeout=SHUTDOWN_GRACE_S + 20) == 0
         # The call was answered at once: no open response made uvicorn wait out its grace.
+        assert time.monotonic() - began < SHUTDOWN_GRACE_S, time.monotonic() - began
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+
+
+def test_R_STOP_1_http_ends_a_legacy_sse_stream_with_its_answers_and_exits_0() -> None:
+    """A 2024-11-05 ``/sse`` stream ends once it carries the stop's answers, so uvicorn has
+    no open response to wait its grace out for."""
+    proc, base = _http_demo()
+    try:
+        with httpx2.Client(timeout=DEADLINE) as http:
+            messages: list[dict[str, Any]] = []
+            began = 0.0
+            with http.stream("GET", f"{base}/sse") as stream:
+                event = ""
+                for line in stream.iter_lines():  # ends when the server ends the stream
+                    if line.startswith("event: "):
+                        event = line[len("event: ") :]
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[len("data: ") :]
+                    if event == "endpoint":
+                        post = f"{base}{data}"
+                        for message in (INITIALIZE, INITIALIZED, CALL):
+                            assert http.post(post, json=message).status_code == 202
+                        continue
+                    messages.append(json.loads(data))
+                    if messages[-1].get("method") == "elicitation/create":
+                        began = time.monotonic()
+                        proc.send_signal(signal.SIGTERM)  # the prompt is never answered
+            ended = time.monotonic() - began
+        assert messages[0]["id"] == 1  # the initialize answer
+        assert messages[1]["method"] == "elicitation/create"
+        _check_stopped_call(messages[2:], str(messages[1]["id"]))
+        assert proc.wait(timeout=SHUTDOWN_GRACE_S + 20) == 0
+        # The stream ended with its answers, not when uvicorn's grace ran out.
+        assert ended < SHUTDOWN_GRACE_S, ended
         assert time.monotonic() - began < SHUTDOWN_GRACE_S, time.monotonic() - began
     finally:
         if proc.poll() is None:

@@ -402,9 +402,9 @@ class HttpTransport:
 
     def stop(self) -> None:
         """The server was told to stop (R-STOP-1): every open call is ended with its answer
-        (a parked one denied, its prompt withdrawn), the session streams end once they carry
-        it, and later requests are 503. Called on the event loop's thread; what is not
-        running does nothing."""
+        (a parked one denied, its prompt withdrawn), the session streams and the ``/sse``
+        streams end once they carry it, and later requests are 503. Called on the event
+        loop's thread; what is not running does nothing."""
         runtime = self._runtime
         if runtime is None or self._stopping:
             return
@@ -412,6 +412,8 @@ class HttpTransport:
         runtime.feed(ServerStopping(runtime.now()))
         for live in self._live.values():
             live.close_all()  # each stream ends after what it was given
+        if self.legacy is not None:
+            self.legacy.finish_all()  # so does each 2024-11-05 /sse stream
 
     async def _reap_forever(self) -> None:
         every = min(REAP_EVERY_MS, max(1, self.options.idle_ms // 4)) / 1000

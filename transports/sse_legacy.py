@@ -124,6 +124,13 @@ class LegacySse:
     def __len__(self) -> int:
         return len(self._streams)
 
+    def finish_all(self) -> None:
+        """The server is stopping (R-STOP-1): every open ``/sse`` stream ends once it has
+        written what it was given (the answers of the stop included); each session then ends
+        as when its client closes the stream (R-HTTP-16)."""
+        for stream in self._streams.values():
+            stream.finish(None)
+
     def close_all(self) -> None:
         """The app is stopping: ends every open session now, while the runtime still runs, so
         each connection is detached and its calls dropped (R-HTTP-16); the streams finish."""
