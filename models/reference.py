@@ -133,6 +133,7 @@ from askgate.core.jobs import (
     AuthorizeRead,
     FilterTools,
     Job,
+    Round,
     RunRead,
     RunTool,
     UnknownToolReply,
@@ -255,7 +256,8 @@ WITHDRAWN_CANCELLED = "request cancelled"
 # Not normative (see the module docstring): the message of each failure handed to a tool.
 FAILURE_MESSAGES = {
     NOT_RUNNING: "only a running tool can send requests",
-    STATELESS_REQUEST: "a tool serving a 2026-07-28 request cannot send requests to its client",
+    STATELESS_REQUEST: "a tool serving a 2026-07-28 request cannot send requests to its client: "
+    "it ends a round instead (raise InputRequired)",
     INVALID_REQUEST: (
         "elicitation/create needs a string message and an object requestedSchema; "
         "sampling/createMessage needs an array of messages and an integer maxTokens"
@@ -617,6 +619,12 @@ class Modern:
     can_elicit: bool
     principal: str
     owner: Hashable
+    capabilities: object = None
+
+    def round(self, approved: bool = False) -> Round:
+        """What its tool is told of its rounds (R-MRTR-20): the request's capabilities, and
+        whether its approval was granted (R-MRTR-21)."""
+        return Round(self.capabilities, approved=approved)
 
 
 @dataclass
@@ -1014,7 +1022,7 @@ class ReferenceModel:
         if era is not None:  # R-MRTR-12: the owner is the principal, or the connection
             principal = "" if ev.principal is None else ev.principal
             owner = ev.conn if ev.principal is None else ("principal", ev.principal)
-            modern = Modern(advertises_form_elicitation(era), principal, owner)
+            modern = Modern(advertises_form_elicitation(era), principal, owner, era)
             if ev.request_state is not None and ev.tool in self.tools:  # R-MRTR-13
                 self._retry(ev, modern, out)
                 return
@@ -1035,7 +1043,8 @@ class ReferenceModel:
             record = call_ended(call, ev.now, "denied", SENSITIVE_UNGUARDED, decision="deny")
             out.append(record)
         else:  # R-ADM-4
-            self._open(call, RUNNING, RunTool(ev.tool, ev.arguments), ev.now, out)
+            round_ = None if modern is None else modern.round()  # R-MRTR-20
+            self._open(call, RUNNING, RunTool(ev.tool, ev.arguments, round_), ev.now, out)
 
     def _read(self, ev: ReadRequested, out: list[Effect]) -> None:
         if not self._admit(ev.conn, ev.request_id, out):
@@ -1291,7 +1300,8 @@ class ReferenceModel:
             message = unknown_tool_message(call.request_id, call.name)
             self._close(call, message, out, "unknown_tool")
             return
-        self._next_stage(call, RUNNING, RunTool(call.name, call.arguments), now, out)
+        round_ = None if call.modern is None else call.modern.round()  # R-MRTR-20
+        self._next_stage(call, RUNNING, RunTool(call.name, call.arguments, round_), now, out)
 
     # -- parking (R-AUTH-3, R-PARK-*) -----------------------------------------------------------
 
@@ -1449,7 +1459,8 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
         call.started = now
         call.modern = modern
-        self._open(call, RUNNING, RunTool(tool, ev.arguments), now, out)  # R-ADM-5
+        job = RunTool(tool, ev.arguments, modern.round(approved=True))  # R-MRTR-21
+        self._open(call, RUNNING, job, now, out)  # R-ADM-5
         if any(c is call for c in self.calls):
             call.decision, call.approval = "approved", nid
 
