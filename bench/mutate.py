@@ -154,9 +154,9 @@ _NOT_DRAWN = (
 
 _LISTEN = "subscriptions/listen (R-MRTR-19) is not modelled: the machines send no listen"
 
-_ROUNDS = (
-    "a callback's own input-required rounds (R-MRTR-20 .. R-MRTR-24) are not modelled: the "
-    "machines' workers never end a round (NeedsInput); tests/test_modern.py covers them"
+_READ_ROUNDS = (
+    "the rounds of a modern prompts/get or resources/read (R-MRTR-24) are not modelled: the "
+    "machines send no modern read; tests/test_modern.py covers them"
 )
 
 _SEALING_PRIMITIVE = (
@@ -1383,7 +1383,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    requests = needs.requests if isinstance(needs.requests, dict) else None\n",
         ("R-MRTR-20",),
         "a round's input requests go on the wire whatever they are (any method, none at all)",
-        outside_model=_ROUNDS,
     ),
     Mutant(
         "round-state-reusable",
@@ -1392,7 +1391,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    pass  # single use\n",
         ("R-MRTR-21", "R-MRTR-23"),
         "a round's state is not taken: a replayed retry runs the callback again",
-        outside_model=_ROUNDS,
     ),
     Mutant(
         "round-approved-without-flag",
@@ -1401,7 +1399,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if True:  # R-MRTR-21: asked and approved once, never asked again\n",
         ("R-MRTR-21",),
         "every round's retry runs its tool without its authorizer, approved or not",
-        outside_model=_ROUNDS,
     ),
     Mutant(
         "round-skips-the-capability-check",
@@ -1410,7 +1407,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:  # R-MRTR-22\n",
         ("R-MRTR-22",),
         "a round asks what the request did not declare instead of answering -32021",
-        outside_model=_ROUNDS,
     ),
     Mutant(
         "round-state-of-any-prompt",
@@ -1419,7 +1415,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return method, _digest(arguments)\n",
         ("R-MRTR-24",),
         "a prompt's round state opens for any prompt of the same method",
-        outside_model=_ROUNDS,
+        outside_model=_READ_ROUNDS,
     ),
 )
 

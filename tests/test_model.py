@@ -293,12 +293,22 @@ class Rounds(ReducerMachine):
 def test_R_MRTR_20_model_machine_rounds() -> None:
     """A modern tool's own rounds meet the model at every step: asked, refused for a capability
     the request did not declare, retried (at once when approved, else through the authorizer)
-    and refused when forged, replayed or late. Runs of 150 histories here reached each."""
-    seen = run(Rounds, 150)
-    assert seen["modern round asked"], seen
-    assert seen["modern round missing capability"], seen
-    assert any(key.startswith("modern round refused") for key in seen), seen
-    assert any(key.startswith("modern round retried") for key in seen), seen
+    and refused when forged, replayed or late. A run of 150 histories here missed the retry
+    that runs once in two runs, so the run goes on, in batches of 100 and at most 5, until each
+    path was reached; every history is checked step by step all the same."""
+
+    def missing(seen: Counter[str]) -> list[str]:
+        wanted = ("modern round asked", "modern round missing capability")
+        prefixes = ("modern round refused", "modern round retried")
+        return [key for key in wanted if not seen[key]] + [
+            prefix for prefix in prefixes if not any(key.startswith(prefix) for key in seen)
+        ]
+
+    for _ in range(5):  # bounded
+        seen = run(Rounds, 100)
+        if not missing(seen):
+            break
+    assert not missing(seen), (missing(seen), seen)
 
 
 class Stopping(Modern):
