@@ -9,7 +9,15 @@ authorizer, then serve.
 __version__ = "0.1.0"
 
 from askgate.core import Allow, Ask, Deny
-from askgate.server import ClientRequestError, Context, Server
+from askgate.server import (
+    ClientRequestError,
+    Context,
+    InputRequired,
+    Server,
+    elicitation_request,
+    roots_request,
+    sampling_request,
+)
 from askgate.transports.runtime import completes_without_suspending
 
 __all__ = [
@@ -18,7 +26,11 @@ __all__ = [
     "ClientRequestError",
     "Context",
     "Deny",
+    "InputRequired",
     "Server",
     "__version__",
     "completes_without_suspending",
+    "elicitation_request",
+    "roots_request",
+    "sampling_request",
 ]

@@ -52,8 +52,10 @@ from askgate.core import (
     Deny,
     FilterTools,
     Job,
+    NeedsInput,
     Options,
     Raised,
+    Round,
     RunRead,
     RunTool,
     State,
@@ -88,6 +90,7 @@ __all__ = [
     "ClientRequestError",
     "Context",
     "Deny",
+    "InputRequired",
     "Server",
     "Visibility",
 ]
@@ -176,6 +179,38 @@ class ClientRequestError(Exception):
         )
 
 
+class InputRequired(Exception):  # noqa: N818 (what it means on the wire, not an error)
+    """Raised by a tool, prompt or resource serving a 2026-07-28 request to end this round: the
+    client is answered with ``requests`` (by key, each ``{"method": ..., "params": ...}``; see
+    :func:`elicitation_request`, :func:`sampling_request`, :func:`roots_request`) and a sealed
+    ``requestState`` carrying ``state`` (a small JSON value, readable by the client, never
+    secret); on its retry the callback runs again from the start, and
+    :attr:`Context.input_responses` and :attr:`Context.round_state` hold the answers and
+    ``state`` (spec/modern.md, R-MRTR-20). Raised while serving a 2025 request, the call fails
+    as a callback that raised does."""
+
+    def __init__(self, requests: dict[str, dict[str, Any]], state: object = None) -> None:
+        super().__init__(f"input required: {', '.join(map(str, requests))}")
+        self.requests = requests
+        self.state = state
+
+
+def elicitation_request(message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+    """An input request for a form elicitation (``elicitation/create``)."""
+    params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
+    return {"method": "elicitation/create", "params": params}
+
+
+def sampling_request(params: dict[str, Any]) -> dict[str, Any]:
+    """An input request for sampling (``sampling/createMessage`` with ``params``)."""
+    return {"method": "sampling/createMessage", "params": params}
+
+
+def roots_request() -> dict[str, Any]:
+    """An input request for the client's roots (``roots/list``)."""
+    return {"method": "roots/list", "params": {}}
+
+
 def _number(value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number, not {type(value).__name__}")
@@ -201,6 +236,33 @@ class Context:
     principal: str | None = None
     _runtime: Runtime | None = attrs.field(default=None, eq=False, repr=False, alias="runtime")
     _worker: int | None = attrs.field(default=None, eq=False, repr=False, alias="worker")
+    _round: Round | None = attrs.field(default=None, eq=False, repr=False, alias="round")
+
+    @property
+    def modern(self) -> bool:
+        """Whether this callback serves a 2026-07-28 request that may end in a round
+        (:class:`InputRequired`); ``ctx.elicit`` and ``ctx.sample`` are refused there
+        (spec/modern.md, R-MRTR-17, R-MRTR-20)."""
+        return self._round is not None
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """The capabilities the 2026-07-28 request declared in its ``_meta`` (``{}`` for a
+        2025 request): a round may only ask what they declare (R-MRTR-22)."""
+        caps = None if self._round is None else self._round.capabilities
+        return caps if isinstance(caps, dict) else {}
+
+    @property
+    def input_responses(self) -> dict[str, Any]:
+        """The answers of the retry of this callback's last round, by key, as the client sent
+        them (check each before use); ``{}`` on a first call (R-MRTR-20)."""
+        responses = None if self._round is None else self._round.responses
+        return responses if isinstance(responses, dict) else {}
+
+    @property
+    def round_state(self) -> object:
+        """The ``state`` this callback's last round carried, or ``None`` (R-MRTR-20)."""
+        return None if self._round is None else self._round.state
 
     def _channel(self) -> tuple[Runtime, int]:
         if self._runtime is None or self._worker is None:
@@ -974,10 +1036,13 @@ class Server:
                 return self._completion
         return None
 
-    def _context(self, conn: Hashable) -> Context:
+    def _context(self, conn: Hashable, round_: Round | None = None) -> Context:
         runtime = self._runtime
         principal = None if runtime is None else runtime.principal_of(conn)
-        return Context(conn, self._transport, principal, runtime=runtime, worker=current_worker())
+        worker = current_worker()
+        return Context(
+            conn, self._transport, principal, runtime=runtime, worker=worker, round=round_
+        )
 
     async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
         return await call_user(func, *args, limiter=self._limiter, **kwargs)
@@ -998,10 +1063,16 @@ class Server:
             params = copy.deepcopy(job.params)  # R-AUTH-5
             return await self._call(self._read_authorizer, job.method, params, context)
         if isinstance(job, RunTool):
-            return await self._run_tool(conn, job.tool, job.arguments)
+            try:
+                return await self._run_tool(conn, job.tool, job.arguments, job.round)
+            except InputRequired as ended:  # R-MRTR-20: the reducer decides what it means
+                return NeedsInput(copy.deepcopy(ended.requests), copy.deepcopy(ended.state))
         if isinstance(job, RunRead):
             params = job.params if isinstance(job.params, dict) else {}
-            return _ensure_json(await self._run_read(conn, job.method, params))
+            try:
+                return _ensure_json(await self._run_read(conn, job.method, params, job.round))
+            except InputRequired as ended:  # R-MRTR-24
+                return NeedsInput(copy.deepcopy(ended.requests), copy.deepcopy(ended.state))
         if isinstance(job, FilterTools):
             return await self._filter_tools(conn, job.names)
         if isinstance(job, UnknownToolReply):
@@ -1010,16 +1081,23 @@ class Server:
         raise TypeError(f"unknown job {job!r}")
 
     def _kwargs(
-        self, conn: Hashable, arguments: object, context_param: str | None
+        self,
+        conn: Hashable,
+        arguments: object,
+        context_param: str | None,
+        round_: Round | None = None,
     ) -> dict[str, Any]:
         kwargs = dict(arguments) if isinstance(arguments, dict) else {}
         if context_param is not None:
-            kwargs[context_param] = self._context(conn)
+            kwargs[context_param] = self._context(conn, round_)
         return kwargs
 
-    async def _run_tool(self, conn: Hashable, name: str, arguments: object) -> dict[str, Any]:
+    async def _run_tool(
+        self, conn: Hashable, name: str, arguments: object, round_: Round | None = None
+    ) -> dict[str, Any]:
         tool = self._tools[name]
-        value = await self._call(tool.func, **self._kwargs(conn, arguments, tool.context_param))
+        kwargs = self._kwargs(conn, arguments, tool.context_param, round_)
+        value = await self._call(tool.func, **kwargs)
         if type(value) is str:
             # The common case, checked without encoding the whole result: a str is strict JSON
             # unless it holds a lone surrogate, which UTF-8 refuses as the encoder would.
@@ -1071,11 +1149,18 @@ class Server:
             filter_in_thread, abandon_on_cancel=True, limiter=self._limiter
         )
 
-    async def _run_read(self, conn: Hashable, method: str, params: Mapping[str, Any]) -> object:
+    async def _run_read(
+        self,
+        conn: Hashable,
+        method: str,
+        params: Mapping[str, Any],
+        round_: Round | None = None,
+    ) -> object:
         if method == "resources/read":
-            return await self._read_resource(conn, str(params.get("uri")))
+            return await self._read_resource(conn, str(params.get("uri")), round_)
         if method == "prompts/get":
-            return await self._get_prompt(conn, str(params.get("name")), params.get("arguments"))
+            name, arguments = str(params.get("name")), params.get("arguments")
+            return await self._get_prompt(conn, name, arguments, round_)
         if method == "completion/complete":
             if self._completion is None:
                 return protocol.no_completion()
@@ -1083,23 +1168,25 @@ class Server:
             return protocol.completion_result(value)
         raise TypeError(f"askgate has no callback for {protocol.clip(method, 64)}")
 
-    async def _read_resource(self, conn: Hashable, uri: str) -> object:
+    async def _read_resource(self, conn: Hashable, uri: str, round_: Round | None = None) -> object:
         """Calls the resource registered at ``uri``, else the first template matching it."""
         resource = self._resources.get(uri)
         if resource is not None:
             value = await self._call(
-                resource.func, **self._kwargs(conn, {}, resource.context_param)
+                resource.func, **self._kwargs(conn, {}, resource.context_param, round_)
             )
             return protocol.resource_result(uri, resource.mime_type, value)
         for template in self._templates.values():
             variables = protocol.template_variables(template.uri_template, uri)
             if variables is not None:
-                kwargs = self._kwargs(conn, variables, template.context_param)
+                kwargs = self._kwargs(conn, variables, template.context_param, round_)
                 value = await self._call(template.func, **kwargs)
                 return protocol.resource_result(uri, template.mime_type, value)
         return Failure(*protocol.unknown_resource(uri))
 
-    async def _get_prompt(self, conn: Hashable, name: str, arguments: object) -> object:
+    async def _get_prompt(
+        self, conn: Hashable, name: str, arguments: object, round_: Round | None = None
+    ) -> object:
         """Calls the prompt ``name``; the arguments its function cannot take (it alone knows
         whether it takes undeclared ones) answer as R-PROTO-19 says."""
         prompt = self._prompts.get(name)
@@ -1110,7 +1197,8 @@ class Server:
             return Failure(INVALID_PARAMS, problem)
         assert prompt is not None  # an unknown prompt is a problem
         given = dict(arguments) if isinstance(arguments, dict) else {}
-        value = await self._call(prompt.func, **self._kwargs(conn, given, prompt.context_param))
+        kwargs = self._kwargs(conn, given, prompt.context_param, round_)
+        value = await self._call(prompt.func, **kwargs)
         return protocol.prompt_result(value, prompt.definition.get("description"))
 
 

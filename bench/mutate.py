@@ -154,6 +154,11 @@ _NOT_DRAWN = (
 
 _LISTEN = "subscriptions/listen (R-MRTR-19) is not modelled: the machines send no listen"
 
+_READ_ROUNDS = (
+    "the rounds of a modern prompts/get or resources/read (R-MRTR-24) are not modelled: the "
+    "machines send no modern read; tests/test_modern.py covers them"
+)
+
 _SEALING_PRIMITIVE = (
     "the reference model seals and opens approval states with core/sealing.py itself, as a "
     "trusted primitive (tests/test_sealing.py checks it alone), so a mutant of it changes the "
@@ -440,8 +445,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "elicitation-deadline-not-from-now",
         REDUCER,
-        "    deadline = now + d.options.elicitation_timeout_ms\n",
-        "    deadline = d.options.elicitation_timeout_ms\n",
+        "    deadline = now + d.options.elicitation_timeout_ms\n    key = (call.conn,",
+        "    deadline = d.options.elicitation_timeout_ms\n    key = (call.conn,",
         ("R-PARK-2",),
         "the elicitation deadline ignores the event's clock",
     ),
@@ -1243,8 +1248,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mrtr-accepts-a-replayed-nonce",
         REDUCER,
-        "    if p is None or not p.stateless:  # R-MRTR-14\n",
-        "    if p is not None and not p.stateless:  # R-MRTR-14\n",
+        "\n    if p is None or not p.stateless:  # R-MRTR-14\n",
+        "\n    if p is not None and not p.stateless:  # R-MRTR-14\n",
         ("R-MRTR-13", "R-MRTR-14"),
         "a valid state whose nonce was already closed runs the tool again",
     ),
@@ -1259,8 +1264,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mrtr-ttl-plus-one",
         REDUCER,
-        "    deadline = now + opts.elicitation_timeout_ms\n    d.parked = d.parked.set(nid,",
-        "    deadline = now + opts.elicitation_timeout_ms + 1\n    d.parked = d.parked.set(nid,",
+        "    deadline = now + d.options.elicitation_timeout_ms\n    d.parked = d.parked.set(nid,",
+        "    deadline = now + d.options.elicitation_timeout_ms + 1\n"
+        "    d.parked = d.parked.set(nid,",
         ("R-MRTR-12", "R-MRTR-5"),
         "a nonce's timer fires one millisecond after its state expired",
     ),
@@ -1353,7 +1359,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sealing-no-length-bound",
         SEALING,
-        "    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:\n",
+        "    if not isinstance(token, str) or len(token) > max_chars:\n",
         "    if not isinstance(token, str):\n",
         ("R-MRTR-7",),
         "a huge token is decoded before it is refused",
@@ -1412,6 +1418,48 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-MRTR-19",),
         "a list change sent on a listen does not name its subscription",
         outside_model=_LISTEN,
+    ),
+    # --- a callback's own input-required rounds (spec/modern.md, R-MRTR-20 ..) ----------------
+    Mutant(
+        "round-requests-unchecked",
+        REDUCER,
+        "    requests = round_requests(needs.requests)\n",
+        "    requests = needs.requests if isinstance(needs.requests, dict) else None\n",
+        ("R-MRTR-20",),
+        "a round's input requests go on the wire whatever they are (any method, none at all)",
+    ),
+    Mutant(
+        "round-state-reusable",
+        REDUCER,
+        "    _nonce_closed(d, nid, p, m.ALREADY_USED, now, out)  # single use\n",
+        "    pass  # single use\n",
+        ("R-MRTR-21", "R-MRTR-23"),
+        "a round's state is not taken: a replayed retry runs the callback again",
+    ),
+    Mutant(
+        "round-approved-without-flag",
+        REDUCER,
+        "    if opened.approved:  # R-MRTR-21: asked and approved once, never asked again\n",
+        "    if True:  # R-MRTR-21: asked and approved once, never asked again\n",
+        ("R-MRTR-21",),
+        "every round's retry runs its tool without its authorizer, approved or not",
+    ),
+    Mutant(
+        "round-skips-the-capability-check",
+        REDUCER,
+        "    if missing:  # R-MRTR-22\n",
+        "    if False:  # R-MRTR-22\n",
+        ("R-MRTR-22",),
+        "a round asks what the request did not declare instead of answering -32021",
+    ),
+    Mutant(
+        "round-state-of-any-prompt",
+        REDUCER,
+        '    return f"{method} {named}", _digest(arguments)\n',
+        "    return method, _digest(arguments)\n",
+        ("R-MRTR-24",),
+        "a prompt's round state opens for any prompt of the same method",
+        outside_model=_READ_ROUNDS,
     ),
 )
 

@@ -6,7 +6,7 @@ happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS`
 :data:`EVENT_TRANSITIONS` are rendered into spec/transitions.md.
 """
 
-from .decisions import Allow, Ask, Decision, Deny, Failure, Raised
+from .decisions import Allow, Ask, Decision, Deny, Failure, NeedsInput, Raised
 from .effects import (
     RECORDS,
     CancelTimer,
@@ -45,7 +45,16 @@ from .events import (
     WorkerFinished,
 )
 from .invariants import InvariantError, check_invariants, live_timers
-from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
+from .jobs import (
+    Authorize,
+    AuthorizeRead,
+    FilterTools,
+    Job,
+    Round,
+    RunRead,
+    RunTool,
+    UnknownToolReply,
+)
 from .options import OptionError, Options
 from .reducer import (
     CALL_TRANSITIONS,
@@ -90,6 +99,7 @@ __all__ = [
     "KillWorker",
     "LogEmitted",
     "MessageReceived",
+    "NeedsInput",
     "OptionError",
     "Options",
     "PingReceived",
@@ -99,6 +109,7 @@ __all__ = [
     "Reply",
     "Resolve",
     "ResourceUpdated",
+    "Round",
     "RunRead",
     "RunTool",
     "ServerStopping",

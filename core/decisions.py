@@ -51,3 +51,13 @@ class Raised:
     R-PROTO-8)."""
 
     kind: str
+
+
+@attrs.frozen(slots=True)
+class NeedsInput:
+    """A callback serving a modern request ended a round instead of answering (R-MRTR-20):
+    ``requests`` are its input requests by key (each ``{"method": ..., "params": ...}``), and
+    ``state`` is the JSON value it wants back on the retry."""
+
+    requests: object
+    state: object = None

@@ -192,7 +192,7 @@ def _request(
         return ClientInitialized(conn, capabilities, now, rid, p.get("protocolVersion"))
     if method == "ping" and not _names_a_version(request.params):  # R-PROTO-4
         return PingReceived(conn, rid, now)
-    return ReadRequested(conn, rid, method, request.params, now, caller)  # R-PROTO-5, 7
+    return ReadRequested(conn, rid, method, request.params, now, caller, principal)  # R-PROTO-5, 7
 
 
 def _names_a_version(params: object) -> bool:
@@ -275,5 +275,5 @@ def wire_event(event: Event) -> MessageReceived | None:
     conn: ConnId = event.conn  # type: ignore[union-attr]
     mode: Mode = event.mode if isinstance(event, ToolCallReceived) else "reply"
     caller = event.caller if isinstance(event, ToolCallReceived | ReadRequested) else None
-    principal = event.principal if isinstance(event, ToolCallReceived) else None
+    principal = event.principal if isinstance(event, ToolCallReceived | ReadRequested) else None
     return MessageReceived(conn, data, event.now, mode, caller, principal)

@@ -115,7 +115,9 @@ class PingReceived:
 class ReadRequested:
     """A request for any method but ``tools/call``, ``initialize`` and ``ping`` arrived: one of
     the read methods (``resources/read``, ``prompts/get``, ..., R-READ-*, R-PROTO-7), or a method
-    askgate does not serve, answered ``-32601`` once its id is admitted (R-PROTO-5)."""
+    askgate does not serve, answered ``-32601`` once its id is admitted (R-PROTO-5).
+    ``principal`` is who the shell authenticated for the request, as on a ``ToolCallReceived``
+    (a modern read's round state binds it, R-MRTR-24)."""
 
     conn: ConnId
     request_id: object
@@ -123,6 +125,7 @@ class ReadRequested:
     params: object
     now: int
     caller: CallerId | None = None
+    principal: str | None = None
 
 
 @attrs.frozen(slots=True)

@@ -18,11 +18,27 @@ class Authorize:
 
 
 @attrs.frozen(slots=True)
+class Round:
+    """What a callback serving a modern request is told of its input-required rounds
+    (spec/modern.md, R-MRTR-20 .. R-MRTR-23): the client capabilities the request declared, the
+    ``inputResponses`` and the callback's own state of a retry whose round state was valid
+    (``None`` on a first call), and whether the call's approval was already granted."""
+
+    capabilities: object = None
+    responses: object = None
+    state: object = None
+    approved: bool = False
+
+
+@attrs.frozen(slots=True)
 class RunTool:
-    """Job: run ``tool``; the worker's value is the ``tools/call`` result object."""
+    """Job: run ``tool``; the worker's value is the ``tools/call`` result object, or a
+    :class:`~askgate.core.decisions.NeedsInput` ending a round. ``round`` is set for a modern
+    call (R-MRTR-20), ``None`` for a 2025 one."""
 
     tool: str
     arguments: object
+    round: Round | None = None
 
 
 @attrs.frozen(slots=True)
@@ -35,10 +51,12 @@ class AuthorizeRead:
 
 @attrs.frozen(slots=True)
 class RunRead:
-    """Job: perform the read method; the worker's value is its result object."""
+    """Job: perform the read method; the worker's value is its result object. ``round`` is set
+    for a modern ``prompts/get`` or ``resources/read`` (R-MRTR-24), ``None`` otherwise."""
 
     method: str
     params: object
+    round: Round | None = None
 
 
 @attrs.frozen(slots=True)

@@ -33,7 +33,7 @@ from immutables import Map
 from . import codec, door, protocol, sealing
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
-from .decisions import Allow, Ask, Deny, Failure
+from .decisions import Allow, Ask, Deny, Failure, NeedsInput
 from .effects import (
     CancelTimer,
     Effect,
@@ -73,12 +73,22 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
-from .jobs import Authorize, AuthorizeRead, FilterTools, Job, RunRead, RunTool, UnknownToolReply
+from .jobs import (
+    Authorize,
+    AuthorizeRead,
+    FilterTools,
+    Job,
+    Round,
+    RunRead,
+    RunTool,
+    UnknownToolReply,
+)
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
     LEGACY_ONLY,
     LISTEN,
+    ROUND_READS,
     Refusal,
     Revision,
     Stateless,
@@ -86,10 +96,15 @@ from .revisions import (
     complete,
     discover_result,
     input_required,
+    invalid_state,
     listen_ended,
     listen_kinds,
+    missing_capabilities,
+    missing_capability,
     request_era,
     revision_for,
+    round_requests,
+    round_result,
     tagged,
 )
 from .state import (
@@ -664,12 +679,18 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         owner = owner_of(conn, ev.principal)  # R-PARK-1, R-MRTR-12
         principal = "" if ev.principal is None else ev.principal
         caps = era.capabilities
-        st = StatelessCall(era.revision, can_elicit(caps), principal, owner, False, era.log_level)
+        st = StatelessCall(
+            era.revision, can_elicit(caps), principal, owner, False, era.log_level, Round(caps)
+        )
         sub: Out = []
-        if ev.request_state is not None:  # R-MRTR-13
-            _retry(d, conn, rid, ev, st, sub)
-        else:
-            _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, sub)
+        if ev.request_state is None:
+            _tool_call(
+                d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, sub, st.round
+            )
+        elif sealing.token_version(ev.request_state) == sealing.ROUND_VERSION:  # R-MRTR-21
+            st = _round_retry(d, conn, rid, ev, st, sub)
+        else:  # R-MRTR-13
+            st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
     meta = ev.meta
     if isinstance(meta, dict) and (conn, rid) in d.calls:
@@ -693,8 +714,10 @@ def _tool_call(
     mode: Mode,
     caller: Hashable | None,
     out: Out,
+    round_: Round | None = None,
 ) -> None:
-    """An admitted ``tools/call`` (R-ADM-2 .. R-ADM-5, R-AUTH-1, R-PROTO-6)."""
+    """An admitted ``tools/call`` (R-ADM-2 .. R-ADM-5, R-AUTH-1, R-PROTO-6); ``round_`` is what
+    a modern call's tool is told of its rounds (R-MRTR-20)."""
     tool = d.tools.get(name)
     opts = d.options
     if tool is None:  # R-ADM-2
@@ -720,7 +743,7 @@ def _tool_call(
             out.append(_record(conn, rid, name, "deny", "denied", detail, "", None, now, now))
             return
         else:  # R-ADM-4
-            job, stage = RunTool(name, arguments), Stage.RUNNING
+            job, stage = RunTool(name, arguments, round_), Stage.RUNNING
     _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out)
 
 
@@ -751,7 +774,10 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
-    st = StatelessCall(era.revision, False, "", conn, cacheable)
+    owner: ConnId = conn if ev.principal is None else (PRINCIPAL_OWNER, ev.principal)
+    principal = "" if ev.principal is None else ev.principal
+    rounds = Round(era.capabilities) if method in ROUND_READS else None  # R-MRTR-24
+    st = StatelessCall(era.revision, False, principal, owner, cacheable, None, rounds)
     if method == DISCOVER:  # R-MRTR-11
         found = m.result(rid, discover_result(d.options.instructions))
         out.append(Reply(conn, rid, complete(found, _server_info(d), True)))
@@ -763,8 +789,10 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
     if method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
         shown = str(method)[:64]
         sub.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
+    elif rounds is not None and params is not None and "requestState" in params:  # R-MRTR-24
+        st = _read_round_retry(d, conn, rid, method, params, ev.now, ev.caller, st, sub)
     else:
-        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, sub)
+        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, sub, rounds)
     _served_statelessly(d, conn, rid, st, sub, out)
 
 
@@ -777,12 +805,13 @@ def _read_or_unknown(
     now: int,
     caller: Hashable | None,
     out: Out,
+    round_: Round | None = None,
 ) -> None:
     if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-5, 7
         shown = str(method)[:64]
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
         return
-    _read(d, conn, rid, method, params, now, caller, out)
+    _read(d, conn, rid, method, params, now, caller, out, round_)
 
 
 def _read(
@@ -794,9 +823,10 @@ def _read(
     now: int,
     caller: Hashable | None,
     out: Out,
+    round_: Round | None = None,
 ) -> None:
     """An admitted read request: its params checked, gated, then answered here or by a worker
-    (R-PROTO-7, R-READ-1)."""
+    (R-PROTO-7, R-READ-1); ``round_`` as for ``tools/call`` (R-MRTR-24)."""
     problem_reply = protocol.read_params_error(rid, method, params)
     if problem_reply is not None:
         out.append(Reply(conn, rid, problem_reply))
@@ -809,14 +839,16 @@ def _read(
         if answer is not None:
             out.append(Reply(conn, rid, answer))
             return
-        job, stage = _read_job(d, method, params), Stage.READ_RUNNING
+        job, stage = _read_job(d, method, params, round_), Stage.READ_RUNNING
     _open(d, conn, rid, False, method, params, "reply", caller, stage, job, now, out)
 
 
-def _read_job(d: _Draft, method: str, params: JsonObject | None) -> Job:
+def _read_job(
+    d: _Draft, method: str, params: JsonObject | None, round_: Round | None = None
+) -> Job:
     if method == "tools/list":
         return FilterTools(tuple(sorted(d.tools.keys())))
-    return RunRead(method, params)
+    return RunRead(method, params, round_)
 
 
 def _answer_read(
@@ -898,7 +930,7 @@ def _run_tool(d: _Draft, call: Call, decision: str, now: int, out: Out) -> None:
         unknown = m.unknown_tool(call.request_id, call.name)
         _close(d, call, unknown, now, out, "unknown_tool", None, decision)
         return
-    job = RunTool(call.name, call.arguments)
+    job = RunTool(call.name, call.arguments, _round_of(d, call))
     _next_stage(d, call, Stage.RUNNING, job, now, out, decision)
 
 
@@ -918,7 +950,9 @@ def _authorizer_failed(d: _Draft, call: Call, value: object, now: int, out: Out)
 
 
 def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
-    if isinstance(value, dict):
+    if isinstance(value, NeedsInput):
+        _ask_round(d, call, value, now, out)  # R-MRTR-20
+    elif isinstance(value, dict):
         tool = d.tools.get(call.name)
         if tool is not None and tool.output_validator is not None:
             value = protocol.checked_output(tool, value)  # R-PROTO-17
@@ -956,7 +990,8 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
         if answer is not None:
             _close(d, call, answer, now, out, "result")
         else:
-            _next_stage(d, call, Stage.READ_RUNNING, _read_job(d, call.name, params), now, out)
+            job = _read_job(d, call.name, params, _round_of(d, call))
+            _next_stage(d, call, Stage.READ_RUNNING, job, now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
         _read_deny(d, call, value.reason, now, out)
     elif isinstance(value, Ask) and isinstance(value.prompt, str):
@@ -971,7 +1006,9 @@ def _read_authorizer_failed(d: _Draft, call: Call, value: object, now: int, out:
 
 def _read_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
     rid: Any = call.request_id
-    if call.name == "tools/list" and isinstance(value, dict):
+    if isinstance(value, NeedsInput):
+        _ask_round(d, call, value, now, out)  # R-MRTR-24
+    elif call.name == "tools/list" and isinstance(value, dict):
         _list_visible(d, call, value, now, out)
     elif isinstance(value, dict) and call.name != "tools/list":
         _close(d, call, m.result(rid, value), now, out, "result")
@@ -1292,16 +1329,7 @@ def _ask_stateless(
     c = _make_room(d, call, owner, now, out)
     if c is None:
         return
-    opts = d.options
-    nonce = _keyed_digest(d.id_key, d.next_elicitation)
-    d.next_elicitation += 1  # R-ID-1: the one counter
-    nid = nonce_id(nonce)
-    parked, pos = c.parked.push(nid)
-    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
-    deadline = now + opts.elicitation_timeout_ms
-    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, owner, True))
-    d.parked_total += 1
-    out.append(StartTimer((ELICITATION_TIMER, nid), deadline))
+    nonce, nid = _park_nonce(d, owner, c, now, out)
     assert d.keyring is not None
     state = sealing.seal(d.keyring, st.principal, call.name, digest, nonce, now)
     rid: Any = call.request_id
@@ -1315,6 +1343,21 @@ def _ask_stateless(
             call.conn, rid, call.name, "ask", "input_required", None, nid, None, call.started, now
         )
     )
+
+
+def _park_nonce(d: _Draft, owner: ConnId, c: Conn, now: int, out: Out) -> tuple[bytes, str]:
+    """Parks a fresh nonce under ``owner`` (whose entry ``c`` has room) with its timer, as a
+    modern approval's or round's (R-MRTR-12, R-MRTR-21): its bytes and its parking id."""
+    nonce = _keyed_digest(d.id_key, d.next_elicitation)
+    d.next_elicitation += 1  # R-ID-1: the one counter
+    nid = nonce_id(nonce)
+    parked, pos = c.parked.push(nid)
+    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
+    deadline = now + d.options.elicitation_timeout_ms
+    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, owner, True))
+    d.parked_total += 1
+    out.append(StartTimer((ELICITATION_TIMER, nid), deadline))
+    return nonce, nid
 
 
 def _nonce_closed(
@@ -1354,7 +1397,7 @@ def _deny_retry(
 
 def _retry(
     d: _Draft, conn: ConnId, rid: Any, ev: ToolCallReceived, st: StatelessCall, out: Out
-) -> None:
+) -> StatelessCall:
     """R-MRTR-13: a modern ``tools/call`` carrying a ``requestState``. It runs the tool only
     with a valid state whose nonce is parked for this owner and an approving answer, closing
     the nonce exactly once; anything else is denied and nothing runs."""
@@ -1363,36 +1406,228 @@ def _retry(
     tool = d.tools.get(name)
     if tool is None or argument_problem(tool, arguments) is not None:
         _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)  # R-ADM-2
-        return
+        return st
     digest = _digest(arguments)
     assert d.keyring is not None
     opened = sealing.open_sealed(d.keyring, ev.request_state, st.principal, name, digest, ev.now)
     if opened.verdict != "valid":  # R-MRTR-8
         _deny_retry(conn, rid, name, sealing.DENY_DETAIL[opened.verdict], "", ev.now, out)
-        return
+        return st
     nid = nonce_id(opened.nonce)
     p = d.parked.get(nid)
     if p is None or not p.stateless:  # R-MRTR-14
         found = d.closed_nonces.get(nid)
         detail = m.ALREADY_USED if found is None else found[0]
         _deny_retry(conn, rid, name, detail, nid, ev.now, out)
-        return
+        return st
     if p is not None and p.key[0] != st.owner:
         _deny_retry(conn, rid, name, sealing.FOREIGN_PRINCIPAL, nid, ev.now, out)
-        return
+        return st
     if p is not None:
         _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)  # R-CLOSE-3: exactly once
     responses = ev.input_responses
     answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
     if not is_approval(answer):  # R-CLOSE-2
         _deny_retry(conn, rid, name, refusal_detail(answer), nid, ev.now, out)
-        return
-    job = RunTool(name, arguments)  # R-CLOSE-1, under R-ADM-5
+        return st
+    # R-MRTR-21: the tool's own rounds carry that its approval was granted
+    granted = None if st.round is None else attrs.evolve(st.round, approved=True)
+    job = RunTool(name, arguments, granted)  # R-CLOSE-1, under R-ADM-5
     _open(d, conn, rid, True, name, arguments, ev.mode, ev.caller, Stage.RUNNING, job, ev.now, out)
     call = d.calls.get((conn, rid))
     if call is not None:
         approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", nid)
         d.calls = d.calls.set((conn, rid), approved)
+    return attrs.evolve(st, round=granted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Input-required rounds of a callback's own (spec/modern.md, R-MRTR-20 .. R-MRTR-24)
+
+
+def _round_of(d: _Draft, call: Call) -> Round | None:
+    """What ``call``'s callback is told of its rounds: set for a modern call (R-MRTR-20)."""
+    st = _stateless_call(d, call)
+    return None if st is None else st.round
+
+
+def _round_binding(method: str, name: str, params: object) -> tuple[str, str]:
+    """The name and digest a round state binds (R-MRTR-21): a tool's name and its arguments'
+    digest; for a read, the method and the prompt's name or the resource's URI, and the digest
+    of the prompt's arguments (``null`` for a resource). The digest is "" for a value JSON
+    cannot carry."""
+    if method == "tools/call":
+        return name, _digest(params)
+    p = params if isinstance(params, dict) else {}
+    named = p.get("name") if method == "prompts/get" else p.get("uri")
+    arguments = p.get("arguments") if method == "prompts/get" else None
+    return f"{method} {named}", _digest(arguments)
+
+
+def _round_failed(d: _Draft, call: Call, now: int, out: Out) -> None:
+    """A callback ended a round it may not (R-MRTR-20): answered as a callback that raised."""
+    if call.is_tool:
+        _tool_failed(d, call, None, now, out)
+    else:
+        _read_failed(d, call, None, now, out)
+
+
+def _ask_round(d: _Draft, call: Call, needs: NeedsInput, now: int, out: Out) -> None:
+    """R-MRTR-20 .. R-MRTR-22: a callback serving a modern request ended a round. Its requests
+    are checked, then the client's declared capabilities (``-32021`` naming what is missing),
+    then a nonce is parked as a modern approval's is (R-MRTR-12's caps, eviction and timer) and
+    the request is answered with the requests and a sealed round state."""
+    st = _stateless_call(d, call)
+    requests = round_requests(needs.requests)
+    state = sealing.state_bytes(needs.state)
+    method = "tools/call" if call.is_tool else call.name
+    name, digest = _round_binding(method, call.name, call.arguments)
+    valid = requests is not None and state is not None and bool(digest and _digest(requests))
+    if st is None or st.round is None or requests is None or state is None or not valid:
+        _round_failed(d, call, now, out)
+        return
+    rid: Any = call.request_id
+    missing = missing_capabilities(requests, st.round.capabilities)
+    if missing:  # R-MRTR-22
+        _close(d, call, missing_capability(rid, missing), now, out, "error")
+        return
+    c = _round_room(d, call, st.owner, now, out)
+    if c is None:
+        return
+    nonce, nid = _park_nonce(d, st.owner, c, now, out)
+    assert d.keyring is not None
+    approved = st.round.approved
+    token = sealing.seal_round(d.keyring, st.principal, name, digest, nonce, now, approved, state)
+    fields = {"conn": call.conn, "request_id": rid, "tool": call.name, "elicitation_id": nid}
+    if call.is_tool:
+        out.append(Emit("call_parked", fields))  # R-LOG-3
+    _close(d, call, round_result(rid, requests, token, _server_info(d)), now, out, "input_required")
+
+
+def _round_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn | None:
+    """Room for a round's nonce under ``owner`` (R-MRTR-21): a tool's call is denied as a modern
+    ASK would be (R-PARK-1, R-PARK-3); a read is answered ``server_busy``."""
+    if call.is_tool:
+        return _make_room(d, call, owner, now, out)
+    c = _get_conn(d, owner)
+    opts = d.options
+    verdict = park_verdict(
+        len(c.parked),
+        opts.max_parked_elicitations,
+        d.parked_total,
+        opts.max_parked_elicitations_total,
+        d.top,
+    )
+    if verdict in ("deny_connection", "deny_server"):
+        busy = m.method_failure(call.request_id, call.name, "server_busy")
+        _close(d, call, busy, now, out, "failed")
+        return None
+    if verdict == "evict":
+        _evict(d, call.conn, now, out)
+        c = _get_conn(d, owner)
+    return c
+
+
+def _take_round(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    token: object,
+    st: StatelessCall,
+    name: str,
+    digest: str,
+    now: int,
+    out: Out,
+) -> sealing.RoundOpened | None:
+    """R-MRTR-23: opens a round state and takes its nonce, exactly once; or answers ``-32602``
+    with the reason (R-MRTR-8's verdict details, then R-MRTR-14's) and returns ``None``."""
+    assert d.keyring is not None
+    opened = sealing.open_round(d.keyring, token, st.principal, name, digest, now)
+    reason = None
+    p = None
+    nid = ""
+    if opened.verdict != "valid":
+        reason = sealing.DENY_DETAIL[opened.verdict]
+    else:
+        nid = nonce_id(opened.nonce)
+        p = d.parked.get(nid)
+        if p is None or not p.stateless:  # R-MRTR-14
+            found = d.closed_nonces.get(nid)
+            reason = m.ALREADY_USED if found is None else found[0]
+        elif p.key[0] != st.owner:
+            reason = sealing.FOREIGN_PRINCIPAL
+    if reason is not None:
+        out.append(Reply(conn, rid, invalid_state(rid, reason)))
+        return None
+    assert p is not None
+    _nonce_closed(d, nid, p, m.ALREADY_USED, now, out)  # single use
+    return opened
+
+
+def _round_state(opened: sealing.RoundOpened, st: StatelessCall, responses: object) -> Round:
+    """What the callback is told on a retry whose round state was valid (R-MRTR-20)."""
+    capabilities = None if st.round is None else st.round.capabilities
+    state = sealing.state_value(opened.state)
+    return Round(capabilities, responses, state, opened.approved)
+
+
+def _round_retry(
+    d: _Draft, conn: ConnId, rid: Any, ev: ToolCallReceived, st: StatelessCall, out: Out
+) -> StatelessCall:
+    """R-MRTR-23: a modern ``tools/call`` carrying a round state. An unknown tool or invalid
+    arguments are answered as for any call; a refused state gets ``-32602`` and nothing runs;
+    a valid one's nonce is taken, and the tool runs again, told the answers and its state: at
+    once when its approval was granted, else after its authorizer as any call."""
+    name: str = ev.tool
+    arguments: Any = ev.arguments
+    tool = d.tools.get(name)
+    if tool is None or argument_problem(tool, arguments) is not None:
+        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out, st.round)
+        return st
+    _, digest = _round_binding("tools/call", name, arguments)
+    opened = _take_round(d, conn, rid, ev.request_state, st, name, digest, ev.now, out)
+    if opened is None:
+        return st
+    round_ = _round_state(opened, st, ev.input_responses)
+    if opened.approved:  # R-MRTR-21: asked and approved once, never asked again
+        job = RunTool(name, arguments, round_)
+        mode, caller, now = ev.mode, ev.caller, ev.now
+        _open(d, conn, rid, True, name, arguments, mode, caller, Stage.RUNNING, job, now, out)
+        call = d.calls.get((conn, rid))
+        if call is not None:
+            approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", "")
+            d.calls = d.calls.set((conn, rid), approved)
+    else:
+        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out, round_)
+    return attrs.evolve(st, round=round_)
+
+
+def _read_round_retry(
+    d: _Draft,
+    conn: ConnId,
+    rid: Any,
+    method: str,
+    params: JsonObject,
+    now: int,
+    caller: Hashable | None,
+    st: StatelessCall,
+    out: Out,
+) -> StatelessCall:
+    """R-MRTR-24: a modern ``prompts/get`` or ``resources/read`` carrying a round state: its
+    params are checked as any read's, the state as R-MRTR-23 says, then the read is authorized
+    and run as any, its callback told the answers and its state."""
+    problem_reply = protocol.read_params_error(rid, method, params)
+    if problem_reply is not None:
+        out.append(Reply(conn, rid, problem_reply))
+        return st
+    name, digest = _round_binding(method, method, params)
+    token = params.get("requestState")
+    opened = _take_round(d, conn, rid, token, st, name, digest, now, out)
+    if opened is None:
+        return st
+    round_ = _round_state(opened, st, params.get("inputResponses"))
+    _read(d, conn, rid, method, params, now, caller, out, round_)
+    return attrs.evolve(st, round=round_)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1533,7 +1768,8 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
     if _stateless_call(d, call) is not None:  # R-MRTR-17
         failure = _ctx_failure(
             "stateless_request",
-            "a tool serving a 2026-07-28 request cannot send requests to its client",
+            "a tool serving a 2026-07-28 request cannot send requests to its client: "
+            "it ends a round instead (raise InputRequired)",
         )
         out.append(Resolve(ref, token, failure))
         return

@@ -16,6 +16,7 @@ from typing import Any, Final
 import attrs
 
 from . import messages as m
+from .decide import can_elicit
 from .protocol import LOG_LEVELS, LOG_RANK
 
 JsonObject = dict[str, Any]
@@ -216,6 +217,112 @@ def input_required(
             "_meta": {META_SERVER_INFO: server_info},
         },
     }
+
+
+MISSING_CAPABILITY: Final = -32021
+"""The modern error for an input request the client did not declare it can answer (R-MRTR-22)."""
+
+ROUND_READS: Final = frozenset({"prompts/get", "resources/read"})
+"""The read methods whose modern requests may end in input-required rounds (R-MRTR-24)."""
+
+MAX_INPUT_REQUESTS: Final = 16
+"""The most input requests one round may carry (R-MRTR-20)."""
+MAX_INPUT_KEY_CHARS: Final = 64
+
+
+def round_requests(requests: object) -> JsonObject | None:
+    """A round's input requests as they go on the wire, or None when they are not what
+    R-MRTR-20 allows: an object of 1 to :data:`MAX_INPUT_REQUESTS` entries, each key a non-empty
+    string of at most :data:`MAX_INPUT_KEY_CHARS` characters, each value an object whose
+    ``method`` is ``elicitation/create``, ``sampling/createMessage`` or ``roots/list`` and whose
+    ``params`` is an object (absent for ``roots/list``: ``{}``)."""
+    if not isinstance(requests, dict) or not 1 <= len(requests) <= MAX_INPUT_REQUESTS:
+        return None
+    shown: JsonObject = {}
+    for key, request in requests.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_INPUT_KEY_CHARS:
+            return None
+        if not isinstance(request, dict) or set(request) - {"method", "params"}:
+            return None
+        method, params = request.get("method"), request.get("params", {})
+        if method not in ("elicitation/create", "sampling/createMessage", "roots/list"):
+            return None
+        if not isinstance(params, dict):
+            return None
+        shown[key] = {"method": method, "params": params}
+    return shown
+
+
+def required_capability(request: JsonObject) -> JsonObject:
+    """The client capability an input request needs, as ``requiredCapabilities`` names it
+    (R-MRTR-22): ``elicitation`` (with ``url`` for a URL-mode elicitation), ``sampling`` or
+    ``roots``."""
+    method = request["method"]
+    if method == "elicitation/create":
+        params = request["params"]
+        wants_url = isinstance(params, dict) and params.get("mode") == "url"
+        return {"elicitation": {"url": {}} if wants_url else {}}
+    return {"sampling": {}} if method == "sampling/createMessage" else {"roots": {}}
+
+
+def declares(capabilities: object, request: JsonObject) -> bool:
+    """Whether ``capabilities`` (a modern request's own) let a server send ``request``
+    (R-MRTR-22): a form elicitation by R-CAP-4's test, a URL one when ``elicitation.url`` is an
+    object, sampling and ``roots/list`` when ``sampling`` or ``roots`` is an object."""
+    if not isinstance(capabilities, dict):
+        return False
+    method = request["method"]
+    if method == "elicitation/create":
+        params = request["params"]
+        if isinstance(params, dict) and params.get("mode") == "url":
+            elicitation = capabilities.get("elicitation")
+            return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
+        return can_elicit(capabilities)
+    wanted = "sampling" if method == "sampling/createMessage" else "roots"
+    return isinstance(capabilities.get(wanted), dict)
+
+
+def missing_capabilities(requests: JsonObject, capabilities: object) -> JsonObject:
+    """The ``requiredCapabilities`` of the requests ``capabilities`` do not declare, merged
+    (R-MRTR-22); empty when every request may be sent."""
+    missing: JsonObject = {}
+    for request in requests.values():
+        if not declares(capabilities, request):
+            for name, value in required_capability(request).items():
+                held = missing.get(name)
+                missing[name] = {**held, **value} if isinstance(held, dict) else value
+    return missing
+
+
+def missing_capability(request_id: object, missing: JsonObject) -> JsonObject:
+    """The ``-32021`` answer naming what the client must declare (R-MRTR-22)."""
+    data = {"requiredCapabilities": missing}
+    return m.error(request_id, MISSING_CAPABILITY, "Missing required client capability", data)  # type: ignore[arg-type]
+
+
+def round_result(
+    request_id: object, requests: JsonObject, state: str, server_info: JsonObject
+) -> JsonObject:
+    """The input-required answer ending a round (R-MRTR-20): the callback's requests and the
+    sealed round state."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": state,
+            "_meta": {META_SERVER_INFO: server_info},
+        },
+    }
+
+
+INVALID_STATE: Final = "Invalid request state"
+
+
+def invalid_state(request_id: object, reason: str) -> JsonObject:
+    """The ``-32602`` answer refusing a round state (R-MRTR-23), ``reason`` saying why."""
+    return m.error(request_id, m.INVALID_PARAMS, INVALID_STATE, {"reason": reason})  # type: ignore[arg-type]
 
 
 MODERN_CAPABILITIES: Final[JsonObject] = {

@@ -225,16 +225,23 @@ class _Parsed:
     mac: bytes
 
 
-def _parse(token: object) -> _Parsed | None:
-    """The parts of a well-formed token, or None; the length bound is checked first (R-MRTR-7)."""
-    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+def _decoded(token: object, max_chars: int) -> bytes | None:
+    """The bytes of a canonical unpadded base64url string of at most ``max_chars``, or None; the
+    length bound is checked first (R-MRTR-7)."""
+    if not isinstance(token, str) or len(token) > max_chars:
         return None
     if len(token) % 4 == 1 or not _BASE64URL.fullmatch(token):
         return None
     raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     if _b64(raw) != token:  # unused bits set: not the one spelling this module writes
         return None
-    if len(raw) < 2 or raw[0] != TOKEN_VERSION:
+    return raw
+
+
+def _parse(token: object) -> _Parsed | None:
+    """The parts of a well-formed token, or None; the length bound is checked first (R-MRTR-7)."""
+    raw = _decoded(token, MAX_TOKEN_CHARS)
+    if raw is None or len(raw) < 2 or raw[0] != TOKEN_VERSION:
         return None
     kid_len = raw[1]
     if not 1 <= kid_len <= MAX_KEY_ID_CHARS or len(raw) != 2 + kid_len + _FIXED:
@@ -296,7 +303,13 @@ def open_sealed(
     """Opens a ``requestState`` presented by ``principal`` on a retry of ``tool`` with arguments
     whose :func:`arguments_digest` is ``digest`` (R-MRTR-4). Total: any ``token`` (not only a
     string) gets a verdict, and none raises."""
-    parsed = _parse(token)
+    return _judged(ring, _parse(token), principal, tool, digest, now)
+
+
+def _judged(
+    ring: Keyring, parsed: _Parsed | None, principal: str, tool: str, digest: str, now: int
+) -> Opened:
+    """The verdict on a parsed token (``None``: malformed), R-MRTR-4's checks in their order."""
     key = None if parsed is None else opening_key(ring, parsed.key_id, now)
     if parsed is None or key is None:
         return Opened(verdict(parsed is not None, False, False, False, False, False, now, 0))
@@ -314,3 +327,122 @@ def open_sealed(
         parsed.expiry,
     )
     return Opened(found, parsed.nonce, parsed.expiry, parsed.key_id)
+
+
+# -- round states (R-MRTR-21) ----------------------------------------------------------------
+
+ROUND_VERSION: Final = 2
+MAX_ROUND_STATE_BYTES: Final = 1024
+"""The most a callback's own state may take in a round state, as canonical JSON (R-MRTR-21)."""
+MAX_ROUND_TOKEN_CHARS: Final = 1600
+"""A longer round state is malformed before it is decoded (R-MRTR-21); the longest minted is
+1534 characters."""
+_ROUND_EXTRA: Final = 1 + 2  # the approved flag, the state's length
+
+
+def token_version(token: object) -> int | None:
+    """The version byte of a ``requestState``, read from its first four characters alone, or
+    None when they are not base64url or the token is over every bound (R-MRTR-21)."""
+    if not isinstance(token, str) or not 4 <= len(token) <= MAX_ROUND_TOKEN_CHARS:
+        return None
+    head = token[:4]
+    if not _BASE64URL.fullmatch(head):
+        return None
+    return base64.urlsafe_b64decode(head)[0]
+
+
+def state_bytes(value: object) -> bytes | None:
+    """A callback's round state as canonical JSON bytes (as :func:`arguments_digest` writes
+    them), or None when JSON cannot carry it or it is over :data:`MAX_ROUND_STATE_BYTES`."""
+    try:
+        text = rapidjson.dumps(
+            value,
+            sort_keys=True,
+            ensure_ascii=False,
+            number_mode=rapidjson.NM_NONE,
+            bytes_mode=rapidjson.BM_NONE,
+        )
+        data = text.encode("utf-8")
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+    return data if len(data) <= MAX_ROUND_STATE_BYTES else None
+
+
+def state_value(data: bytes) -> object:
+    """The JSON value of a round state's bytes (written by :func:`state_bytes`); ``None`` for
+    none. Only an authentic token's bytes are read, so they always decode."""
+    return rapidjson.loads(data.decode("utf-8")) if data else None
+
+
+def seal_round(
+    ring: Keyring,
+    principal: str,
+    tool: str,
+    digest: str,
+    nonce: bytes,
+    now: int,
+    approved: bool,
+    state: bytes,
+) -> str:
+    """A round's ``requestState`` (R-MRTR-21): :func:`seal`'s bindings under version byte 2,
+    then whether the call's approval was granted and the callback's ``state`` (canonical JSON,
+    at most :data:`MAX_ROUND_STATE_BYTES`), all under the MAC."""
+    if len(state) > MAX_ROUND_STATE_BYTES:
+        raise ValueError(f"a round's state is at most {MAX_ROUND_STATE_BYTES} bytes")
+    sealed = _decoded(seal(ring, principal, tool, digest, nonce, now), MAX_TOKEN_CHARS)
+    assert sealed is not None
+    secret = ring.current.secret
+    body = (
+        bytes((ROUND_VERSION,))
+        + sealed[1:-MAC_BYTES]
+        + bytes((1 if approved else 0,))
+        + len(state).to_bytes(2, "big")
+        + state
+    )
+    return _b64(body + _mac(secret, body))
+
+
+@attrs.frozen(slots=True)
+class RoundOpened:
+    """What opening a round state found: :class:`Opened`'s fields, and once the MAC verified,
+    whether the approval was granted and the callback's state bytes."""
+
+    verdict: Verdict
+    nonce: bytes = b""
+    expiry: int = 0
+    key_id: str = ""
+    approved: bool = False
+    state: bytes = b""
+
+
+def _parse_round(token: object) -> tuple[_Parsed, bool, bytes] | None:
+    raw = _decoded(token, MAX_ROUND_TOKEN_CHARS)
+    if raw is None or len(raw) < 2 or raw[0] != ROUND_VERSION:
+        return None
+    kid_len = raw[1]
+    fixed = 2 + kid_len + _FIXED - MAC_BYTES
+    if not 1 <= kid_len <= MAX_KEY_ID_CHARS or len(raw) < fixed + _ROUND_EXTRA + MAC_BYTES:
+        return None
+    flag = raw[fixed]
+    size = int.from_bytes(raw[fixed + 1 : fixed + 3], "big")
+    if flag > 1 or size > MAX_ROUND_STATE_BYTES or len(raw) != fixed + 3 + size + MAC_BYTES:
+        return None
+    v1 = bytes((TOKEN_VERSION,)) + raw[1:fixed] + raw[-MAC_BYTES:]
+    parsed = _parse(_b64(v1))
+    if parsed is None:
+        return None
+    body = raw[:-MAC_BYTES]
+    parsed = attrs.evolve(parsed, body=body)
+    return parsed, flag == 1, raw[fixed + 3 : fixed + 3 + size]
+
+
+def open_round(
+    ring: Keyring, token: object, principal: str, tool: str, digest: str, now: int
+) -> RoundOpened:
+    """Opens a round's ``requestState`` as :func:`open_sealed` opens an approval's, with the same
+    verdicts in the same order (R-MRTR-4, R-MRTR-21). Total: none raises."""
+    found = _parse_round(token)
+    opened = _judged(ring, None if found is None else found[0], principal, tool, digest, now)
+    if found is None or not opened.nonce:  # the MAC did not verify: nothing it carries counts
+        return RoundOpened(opened.verdict)
+    return RoundOpened(opened.verdict, opened.nonce, opened.expiry, opened.key_id, *found[1:])

@@ -18,6 +18,7 @@ from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
+from .jobs import Round
 from .messages import RequestId
 from .options import OptionError, Options
 from .revisions import Revision
@@ -182,7 +183,8 @@ class StatelessCall:
     """How an open modern call is served (R-MRTR-9, R-MRTR-12): its revision, whether its own
     capabilities allow a form elicitation, the principal its approval state binds, the owner
     its parking place counts against, whether its answer is cacheable (R-MRTR-11), and the
-    least level of the logs its request asked for (``None``: none, R-MRTR-18)."""
+    least level of the logs its request asked for (``None``: none, R-MRTR-18), and what its
+    callback is told of its rounds (R-MRTR-20; ``None`` for a method without rounds)."""
 
     revision: Revision
     can_elicit: bool
@@ -190,6 +192,7 @@ class StatelessCall:
     owner: Hashable
     cacheable: bool = False
     log_level: str | None = None
+    round: Round | None = None
 
 
 CapGroup = Literal["", "unsubscribed", "live"]

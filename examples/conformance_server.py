@@ -10,17 +10,19 @@ prompt and completion the suite's server scenarios call, over Streamable HTTP on
 against it (``examples/run_conformance.py``). The names and behaviour follow the suite's
 scenarios (``../shared/reference/mcp.md`` section 5.3). A network transport refuses to start
 unguarded (R-HTTP-13), so the fixture configures both authorizers: the ``test_*`` tools (and
-the JSON Schema 2020-12 tool) are allowed, except the 2026-07-28 input-required tools
-(``test_input_required_result_*``), which the tool authorizer answers with ``Ask``; any other
-tool is denied, every read is allowed. Serving goes through ``askgate serve --http``'s own
-code path (uvicorn, loopback-only principals, Host and Origin checks on the bound port).
+the JSON Schema 2020-12 tool) are allowed, ``askgate_approved_round`` is asked for (``Ask``),
+any other tool is denied, every read is allowed. Serving goes through ``askgate serve
+--http``'s own code path (uvicorn, loopback-only principals, Host and Origin checks on the
+bound port).
 
-askgate's input-required results are approvals (spec/modern.md, R-MRTR-12): a 2026-07-28
-``tools/call`` of an ``Ask`` tool is answered with the approval form under the key
-``approval`` and a sealed, single-use ``requestState``; the retry runs the tool only on
-``{"approve": true}``. A tool's own questions (``ctx.elicit``, ``ctx.sample``) are not
-carried by input-required rounds, so the scenarios that want other input requests (sampling,
-``roots/list``, several at once, a second round, a prompt's) get the approval instead.
+The 2026-07-28 input-required tools (``test_input_required_result_*``), the prompt
+``test_input_required_result_prompt`` and ``test_missing_capability`` ask their own questions
+through input-required rounds (spec/modern.md, R-MRTR-20 .. R-MRTR-24): each raises
+:class:`askgate.InputRequired` with its input requests (and a state of its own where the
+scenario wants one) until the retry carries the answers it needs. askgate seals each round's
+``requestState`` and takes it once; a request for a capability the client did not declare is
+answered ``-32021``. ``askgate_approved_round`` shows both kinds together: its approval is
+asked first (the key ``approval``), then its own question, without asking the approval again.
 """
 
 from __future__ import annotations
@@ -33,7 +35,18 @@ from typing import Any
 
 import anyio
 
-from askgate import Allow, Ask, ClientRequestError, Context, Deny, Server
+from askgate import (
+    Allow,
+    Ask,
+    ClientRequestError,
+    Context,
+    Deny,
+    InputRequired,
+    Server,
+    elicitation_request,
+    roots_request,
+    sampling_request,
+)
 from askgate.core import Decision
 
 # A 1x1 PNG and a tiny WAV, as the suite's reference fixtures send them.
@@ -73,24 +86,14 @@ SCHEMA_2020_12: dict[str, Any] = {
 }
 
 
-INPUT_REQUIRED_PREFIX = "test_input_required_result_"
-"""The 2026-07-28 scenarios' input-required tools: each is asked for (R-MRTR-12)."""
-INPUT_REQUIRED_TOOLS = (
-    "elicitation",
-    "sampling",
-    "list_roots",
-    "request_state",
-    "multiple_inputs",
-    "multi_round",
-    "tampered_state",
-    "capabilities",
-)
+APPROVED_ROUND_TOOL = "askgate_approved_round"
+"""askgate's own: asked for (R-MRTR-12), then a round of its own (R-MRTR-21)."""
 
 
 def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
-    """The tool authorizer: the suite's tools run, the input-required ones once approved,
+    """The tool authorizer: the suite's tools run, askgate's approved-round tool once approved,
     nothing else does."""
-    if tool.startswith(INPUT_REQUIRED_PREFIX):
+    if tool == APPROVED_ROUND_TOOL:
         return Ask(f"Allow {tool} to run?")
     if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL:
         return Allow()
@@ -133,14 +136,148 @@ async def _elicited(
     return f"{prefix}: action={action}, content={json.dumps(content, sort_keys=True)}"
 
 
-def _register_input_required(server: Server, name: str) -> None:
-    """Registers ``name``, a tool that runs once its approval is granted."""
+def _form(message: str, field: str, kind: str = "string") -> dict[str, Any]:
+    """A form elicitation asking for one required ``field``."""
+    schema = {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+    return elicitation_request(message, schema)
 
-    async def approved() -> str:
-        return f"{name} ran: approved"
 
-    approved.__doc__ = f"Runs once approved: {name.removeprefix(INPUT_REQUIRED_PREFIX)}"
-    server.tool(name=name)(approved)
+def _sampling(text: str, max_tokens: int) -> dict[str, Any]:
+    messages = [{"role": "user", "content": _text(text)}]
+    return sampling_request({"messages": messages, "maxTokens": max_tokens})
+
+
+def _accepted(answer: object, field: str) -> object:
+    """The value of ``field`` in an accepted elicitation's content, or None."""
+    if not isinstance(answer, dict) or answer.get("action") != "accept":
+        return None
+    content = answer.get("content")
+    return content.get(field) if isinstance(content, dict) else None
+
+
+def _sampled(answer: object) -> str | None:
+    """The text a sampling answer carries, or None."""
+    content = answer.get("content") if isinstance(answer, dict) else None
+    text = content.get("text") if isinstance(content, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def _roots(answer: object) -> list[str] | None:
+    """The URIs a ``roots/list`` answer carries, or None."""
+    roots = answer.get("roots") if isinstance(answer, dict) else None
+    if not isinstance(roots, list):
+        return None
+    return [str(root.get("uri")) for root in roots if isinstance(root, dict)]
+
+
+def _register_rounds(server: Server) -> None:
+    """The 2026-07-28 scenarios' tools and prompt that ask their own questions in rounds."""
+
+    @server.tool()
+    async def test_input_required_result_elicitation(ctx: Context) -> str:
+        """Asks the user's name in an input-required round, then greets them"""
+        name = _accepted(ctx.input_responses.get("user_name"), "name")
+        if not isinstance(name, str):
+            raise InputRequired({"user_name": _form("What is your name?", "name")})
+        return f"Hello, {name}!"
+
+    @server.tool()
+    async def test_input_required_result_sampling(ctx: Context) -> str:
+        """Asks the client's model a question in an input-required round"""
+        text = _sampled(ctx.input_responses.get("capital_question"))
+        if text is None:
+            question = _sampling("What is the capital of France?", 100)
+            raise InputRequired({"capital_question": question})
+        return f"The model said: {text}"
+
+    @server.tool()
+    async def test_input_required_result_list_roots(ctx: Context) -> str:
+        """Asks the client's roots in an input-required round"""
+        roots = _roots(ctx.input_responses.get("client_roots"))
+        if roots is None:
+            raise InputRequired({"client_roots": roots_request()})
+        return f"The client's roots: {', '.join(roots) or 'none'}"
+
+    @server.tool()
+    async def test_input_required_result_request_state(ctx: Context) -> str:
+        """Asks a confirmation with a state of its own, and checks it came back"""
+        ok = _accepted(ctx.input_responses.get("confirm"), "ok")
+        if ctx.round_state != {"asked": "confirm"} or not isinstance(ok, bool):
+            form = _form("Please confirm", "ok", "boolean")
+            raise InputRequired({"confirm": form}, state={"asked": "confirm"})
+        return f"state-ok: confirmed={ok}"
+
+    @server.tool()
+    async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+        """Asks a name, a greeting and the roots at once"""
+        answers = ctx.input_responses
+        name = _accepted(answers.get("user_name"), "name")
+        greeting = _sampled(answers.get("greeting"))
+        roots = _roots(answers.get("client_roots"))
+        if not isinstance(name, str) or greeting is None or roots is None:
+            requests = {
+                "user_name": _form("What is your name?", "name"),
+                "greeting": _sampling("Generate a greeting", 50),
+                "client_roots": roots_request(),
+            }
+            raise InputRequired(requests, state={"asked": sorted(requests)})
+        return f"{greeting} {name} ({len(roots)} roots)"
+
+    @server.tool()
+    async def test_input_required_result_multi_round(ctx: Context) -> str:
+        """Asks a name, then a favourite colour, in two rounds"""
+        state = ctx.round_state if isinstance(ctx.round_state, dict) else {}
+        name = state.get("name")
+        if not isinstance(name, str):
+            name = _accepted(ctx.input_responses.get("step1"), "name")
+            if not isinstance(name, str):
+                step1 = _form("Step 1: What is your name?", "name")
+                raise InputRequired({"step1": step1}, state={"round": 1})
+        color = _accepted(ctx.input_responses.get("step2"), "color")
+        if state.get("round") != 2 or not isinstance(color, str):
+            step2 = _form("Step 2: What is your favorite color?", "color")
+            raise InputRequired({"step2": step2}, state={"round": 2, "name": name})
+        return f"{name} likes {color}"
+
+    @server.tool()
+    async def test_input_required_result_tampered_state(ctx: Context) -> str:
+        """Asks a confirmation whose sealed state a tampered retry cannot pass"""
+        ok = _accepted(ctx.input_responses.get("confirm"), "ok")
+        if ctx.round_state != {"asked": "confirm"} or not isinstance(ok, bool):
+            form = _form("Please confirm", "ok", "boolean")
+            raise InputRequired({"confirm": form}, state={"asked": "confirm"})
+        return f"state verified: confirmed={ok}"
+
+    @server.tool()
+    async def test_input_required_result_capabilities(ctx: Context) -> str:
+        """Asks only what the request's client capabilities declare"""
+        answers = ctx.input_responses
+        declared = ctx.client_capabilities
+        requests: dict[str, dict[str, Any]] = {}
+        if "elicitation" in declared and _accepted(answers.get("name"), "name") is None:
+            requests["name"] = _form("What is your name?", "name")
+        if "sampling" in declared and _sampled(answers.get("greeting")) is None:
+            requests["greeting"] = _sampling("Generate a greeting", 50)
+        if requests:
+            raise InputRequired(requests)
+        return f"Asked only what was declared: {', '.join(sorted(declared)) or 'nothing'}"
+
+    @server.tool(name=APPROVED_ROUND_TOOL)
+    async def approved_round(ctx: Context) -> str:
+        """Asked for first, then asks a name of its own"""
+        name = _accepted(ctx.input_responses.get("name"), "name")
+        if not isinstance(name, str):
+            raise InputRequired({"name": _form("What is your name?", "name")})
+        return f"approved, then answered: {name}"
+
+    @server.prompt()
+    async def test_input_required_result_prompt(ctx: Context) -> str:
+        """A prompt that asks the user for its context in an input-required round"""
+        context = _accepted(ctx.input_responses.get("user_context"), "context")
+        if not isinstance(context, str):
+            message = "What context should the prompt use?"
+            raise InputRequired({"user_context": _form(message, "context")})
+        return f"Use this context: {context}"
 
 
 def build_server() -> Server:
@@ -324,6 +461,10 @@ def build_server() -> Server:
     @server.tool()
     async def test_missing_capability(ctx: Context) -> str | dict[str, Any]:
         """Test tool requiring sampling"""
+        if ctx.modern:  # a round: -32021 when the request does not declare sampling
+            if _sampled(ctx.input_responses.get("sample")) is None:
+                raise InputRequired({"sample": _sampling("ping", 10)})
+            return "Success"
         params = {"messages": [{"role": "user", "content": _text("ping")}], "maxTokens": 10}
         try:
             await ctx.sample(params)
@@ -344,8 +485,7 @@ def build_server() -> Server:
         schema = {"type": "object", "properties": {"value": {"type": "string"}}}
         return await _elicited(ctx, "Streaming complete", "A value?", schema)
 
-    for suffix in INPUT_REQUIRED_TOOLS:
-        _register_input_required(server, f"{INPUT_REQUIRED_PREFIX}{suffix}")
+    _register_rounds(server)
 
     @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:

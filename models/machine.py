@@ -121,8 +121,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from askgate import core
-from askgate.core import door
-from askgate.core.decisions import Allow, Ask, Deny, Failure, Raised
+from askgate.core import door, sealing
+from askgate.core.decisions import Allow, Ask, Deny, Failure, NeedsInput, Raised
 from askgate.core.effects import (
     CancelTimer,
     Effect,
@@ -384,8 +384,17 @@ class ReducerMachine(RuleBasedStateMachine):
         Failure(-32002, "Resource not found", {"uri": "file:///tmp/x"}),
         None,
         Failure("-1", "a code that is not an int"),  # type: ignore[arg-type]
+        # A callback ending a round of its own (R-MRTR-20 .. R-MRTR-22): a form with a state,
+        # sampling (which some requests do not declare), one it may not end.
+        NeedsInput({"name": {"method": "elicitation/create", "params": FORM}}, {"step": 1}),
+        NeedsInput({"s": {"method": "sampling/createMessage", "params": {}}}),
+        NeedsInput({}),
     )
     UNKNOWN_REPLY_VALUES: ClassVar[tuple[object, ...]] = ("no such tool here", None, 7)
+    # What a modern call's authorizer answers when it answers at once (mostly an ASK), and what
+    # a tool it allowed may end a round with at once (none: it does not).
+    AT_ONCE: ClassVar[object] = Ask("May I?")
+    ROUNDS: ClassVar[tuple[object, ...]] = ()
     READ_METHODS: ClassVar[tuple[str, ...]] = READ_METHODS
     # A visibility hook's verdict on one tool (R-PROTO-8): listed, hidden, raised, off-contract.
     VERDICTS: ClassVar[tuple[object, ...]] = (
@@ -532,6 +541,8 @@ class ReducerMachine(RuleBasedStateMachine):
         self.states: list[tuple[str, str, str | None, str, dict[str, Any], object]] = []
         self.forged: dict[str, str] = {}  # a forged state -> the model's, forged the same way
         self.modern_calls: dict[CallKey, bool] = {}  # an open call -> served statelessly
+        # The last modern tools/call sent under each key: a round's state is noted against it.
+        self.modern_requests: dict[tuple[object, object], ToolCallReceived] = {}
         self.armed: dict[TimerKey, int] = {}  # the shell's armed timers and their deadlines
         self.disarmed: list[TimerKey] = []
         self.running: dict[int, Job] = {}  # the shell's running workers
@@ -704,14 +715,23 @@ class ReducerMachine(RuleBasedStateMachine):
                 principal=principal,
             )
             asked = len(self.states)
-            for e in self.apply(call):
+            self.modern_requests[(conn, request_id)] = call
+            effects = self.apply(call)
+            for e in effects:
                 if isinstance(e, StartWorker) and isinstance(e.job, Authorize):
                     if data.draw(st.integers(0, 3), label="asks") > 0:
-                        self._note_states(
-                            self.apply(WorkerFinished(e.ref, Ask("May I?"), self.now)), call
-                        )
+                        decided = WorkerFinished(e.ref, self.AT_ONCE, self.now)
+                        effects = self.apply(decided)
+                        self._note_states(effects, call)
+                        break
                 elif isinstance(e, Reply):
                     self._note_states([e], call)
+            for e in effects:  # a tool allowed at once may end a round of its own at once
+                runs = isinstance(e, StartWorker) and isinstance(e.job, RunTool)
+                if runs and self.ROUNDS and data.draw(st.integers(0, 3), label="round") > 0:
+                    assert isinstance(e, StartWorker)
+                    value = data.draw(st.sampled_from(self.ROUNDS), label="its round")
+                    self._note_states(self.apply(WorkerFinished(e.ref, value, self.now)), call)
             if len(self.states) > asked and data.draw(st.booleans(), label="retried at once"):
                 self._retry(self.states[-1], data)
 
@@ -781,6 +801,7 @@ class ReducerMachine(RuleBasedStateMachine):
             input_responses=responses,
             principal=principal,
         )
+        self.modern_requests[(conn, request_id)] = retry
         self.apply(retry)
         if kind == "replay":  # the same retry again, under another id (R-MRTR-13, R-MRTR-14)
             other = data.draw(st.sampled_from(REQUEST_IDS), label="replayed id")
@@ -827,7 +848,13 @@ class ReducerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def worker_finished(self, data: st.DataObject) -> None:
         ref = self._live_ref(data)
-        self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
+        effects = self.apply(WorkerFinished(ref, self._value_for(ref, data), self.now))
+        for e in effects:  # a modern tool's own round (R-MRTR-20): its state, for retries
+            call = (
+                self.modern_requests.get((e.conn, e.request_id)) if isinstance(e, Reply) else None
+            )
+            if call is not None:
+                self._note_states([e], call)
 
     @precondition(lambda self: any(isinstance(j, FilterTools) for j in self.running.values()))
     @rule(data=st.data())
@@ -1202,6 +1229,21 @@ class ReducerMachine(RuleBasedStateMachine):
                 denied = deny_of(e.message) if isinstance(e, Reply) else None
                 if denied is not None:
                     seen[f"modern retry denied: {denied[1]}"] += 1
+        if isinstance(ev, WorkerFinished) and isinstance(ev.value, NeedsInput):
+            for e in effects:  # R-MRTR-20 .. R-MRTR-22
+                message = e.message or {} if isinstance(e, Reply) else {}
+                result, error = message.get("result"), message.get("error")
+                if isinstance(result, dict) and result.get("resultType") == "input_required":
+                    seen["modern round asked"] += 1
+                if isinstance(error, dict) and error.get("code") == -32021:
+                    seen["modern round missing capability"] += 1
+        if isinstance(ev, ToolCallReceived) and sealing.token_version(ev.request_state) == 2:
+            for e in effects:  # R-MRTR-23
+                error = (e.message or {}).get("error") if isinstance(e, Reply) else None
+                if isinstance(error, dict) and error.get("code") == -32602:
+                    seen[f"modern round refused: {error.get('data', {}).get('reason')}"] += 1
+                if isinstance(e, StartWorker):
+                    seen[f"modern round retried: {type(e.job).__name__}"] += 1
         if isinstance(ev, TimerFired) and ev.key[0] == "elicitation":
             key = before.elicitations.get(str(ev.key[1]))
             if key is not None and key[1] == ev.key[1]:

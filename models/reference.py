@@ -98,7 +98,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from askgate.core.decisions import Allow, Ask, Deny, Failure, Raised
+from askgate.core.decisions import Allow, Ask, Deny, Failure, NeedsInput, Raised
 from askgate.core.effects import (
     CancelTimer,
     Effect,
@@ -134,12 +134,26 @@ from askgate.core.jobs import (
     AuthorizeRead,
     FilterTools,
     Job,
+    Round,
     RunRead,
     RunTool,
     UnknownToolReply,
 )
 from askgate.core.options import Options
-from askgate.core.sealing import DENY_DETAIL, Key, Keyring, arguments_digest, open_sealed, seal
+from askgate.core.sealing import (
+    DENY_DETAIL,
+    ROUND_VERSION,
+    Key,
+    Keyring,
+    arguments_digest,
+    open_round,
+    open_sealed,
+    seal,
+    seal_round,
+    state_bytes,
+    state_value,
+    token_version,
+)
 
 JsonObject = dict[str, Any]
 CallKey = tuple[Hashable, Hashable]
@@ -256,7 +270,8 @@ WITHDRAWN_CANCELLED = "request cancelled"
 # Not normative (see the module docstring): the message of each failure handed to a tool.
 FAILURE_MESSAGES = {
     NOT_RUNNING: "only a running tool can send requests",
-    STATELESS_REQUEST: "a tool serving a 2026-07-28 request cannot send requests to its client",
+    STATELESS_REQUEST: "a tool serving a 2026-07-28 request cannot send requests to its client: "
+    "it ends a round instead (raise InputRequired)",
     INVALID_REQUEST: (
         "elicitation/create needs a string message and an object requestedSchema; "
         "sampling/createMessage needs an array of messages and an integer maxTokens"
@@ -619,6 +634,55 @@ class Modern:
     can_elicit: bool
     principal: str
     owner: Hashable
+    capabilities: object = None
+    responses: object = None
+    state: object = None
+    approved: bool = False
+
+    def round(self, approved: bool = False) -> Round:
+        """What its tool is told of its rounds (R-MRTR-20): the request's capabilities, the
+        answers and state of a valid round's retry, and whether its approval was granted
+        (R-MRTR-21)."""
+        granted = approved or self.approved
+        return Round(self.capabilities, self.responses, self.state, granted)
+
+
+ROUND_METHODS = ("elicitation/create", "sampling/createMessage", "roots/list")
+
+
+def round_requests_ok(requests: object) -> bool:
+    """R-MRTR-20: 1 to 16 requests by key (1 to 64 characters), each only ``method`` (one of
+    three) and an object of ``params`` (absent is ``{}``)."""
+    if not isinstance(requests, dict) or not 1 <= len(requests) <= 16:
+        return False
+    for key, request in requests.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 64 or not isinstance(request, dict):
+            return False
+        if set(request) - {"method", "params"} or request.get("method") not in ROUND_METHODS:
+            return False
+        if not isinstance(request.get("params", {}), dict):
+            return False
+    return True
+
+
+def round_missing(requests: dict[str, Any], capabilities: object) -> JsonObject:
+    """R-MRTR-22: what the requests need that ``capabilities`` do not declare."""
+    caps = capabilities if isinstance(capabilities, dict) else {}
+    missing: JsonObject = {}
+    for request in requests.values():
+        method, params = request["method"], request.get("params", {})
+        if method == "elicitation/create" and params.get("mode") == "url":
+            elicitation = caps.get("elicitation")
+            if not (isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)):
+                missing["elicitation"] = {**missing.get("elicitation", {}), "url": {}}
+        elif method == "elicitation/create":
+            if not advertises_form_elicitation(caps):
+                missing.setdefault("elicitation", {})
+        else:
+            name = "sampling" if method == "sampling/createMessage" else "roots"
+            if not isinstance(caps.get(name), dict):
+                missing[name] = {}
+    return missing
 
 
 @dataclass
@@ -1026,10 +1090,14 @@ class ReferenceModel:
         if era is not None:  # R-MRTR-12: the owner is the principal, or the connection
             principal = "" if ev.principal is None else ev.principal
             owner = ev.conn if ev.principal is None else ("principal", ev.principal)
-            modern = Modern(advertises_form_elicitation(era), principal, owner)
+            modern = Modern(advertises_form_elicitation(era), principal, owner, era)
             if ev.request_state is not None and ev.tool in self.tools:  # R-MRTR-13
-                self._retry(ev, modern, out)
-                return
+                if token_version(ev.request_state) == ROUND_VERSION:
+                    if not self._round_retry(ev, modern, out):  # R-MRTR-23
+                        return
+                else:
+                    self._retry(ev, modern, out)
+                    return
         call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
         call.started = ev.now
         call.modern = modern
@@ -1047,7 +1115,8 @@ class ReferenceModel:
             record = call_ended(call, ev.now, "denied", SENSITIVE_UNGUARDED, decision="deny")
             out.append(record)
         else:  # R-ADM-4
-            self._open(call, RUNNING, RunTool(ev.tool, ev.arguments), ev.now, out)
+            round_ = None if modern is None else modern.round()  # R-MRTR-20
+            self._open(call, RUNNING, RunTool(ev.tool, ev.arguments, round_), ev.now, out)
 
     def _read(self, ev: ReadRequested, out: list[Effect]) -> None:
         if not self._admit(ev.conn, ev.request_id, out):
@@ -1243,7 +1312,9 @@ class ReferenceModel:
             else:
                 self._deny(call, "deny", AUTHORIZER_FAILED, out)  # R-AUTH-4
         elif call.stage == RUNNING:  # outcomes as R-LOG-2 names them
-            if how == "finished" and isinstance(value, dict):
+            if how == "finished" and isinstance(value, NeedsInput):
+                self._round(call, value, now, out)  # R-MRTR-20
+            elif how == "finished" and isinstance(value, dict):
                 outcome = "tool_error" if value.get("isError") is True else "result"
                 self._close(call, _result(rid, value), out, outcome)
             elif how == "timed_out":
@@ -1303,7 +1374,8 @@ class ReferenceModel:
             message = unknown_tool_message(call.request_id, call.name)
             self._close(call, message, out, "unknown_tool")
             return
-        self._next_stage(call, RUNNING, RunTool(call.name, call.arguments), now, out)
+        round_ = None if call.modern is None else call.modern.round()  # R-MRTR-20
+        self._next_stage(call, RUNNING, RunTool(call.name, call.arguments, round_), now, out)
 
     # -- parking (R-AUTH-3, R-PARK-*) -----------------------------------------------------------
 
@@ -1461,9 +1533,100 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
         call.started = now
         call.modern = modern
-        self._open(call, RUNNING, RunTool(tool, ev.arguments), now, out)  # R-ADM-5
+        modern.approved = True  # R-MRTR-21: its rounds say so
+        job = RunTool(tool, ev.arguments, modern.round())
+        self._open(call, RUNNING, job, now, out)  # R-ADM-5
         if any(c is call for c in self.calls):
             call.decision, call.approval = "approved", nid
+
+    # -- a tool's own rounds (R-MRTR-20 .. R-MRTR-23) -------------------------------------------
+
+    def _round(self, call: ModelCall, needs: NeedsInput, now: int, out: list[Effect]) -> None:
+        """R-MRTR-20 .. R-MRTR-22: a modern tool ended a round."""
+        modern, rid = call.modern, call.request_id
+        state = state_bytes(needs.state)
+        try:
+            digest = arguments_digest(call.arguments)
+            arguments_digest(needs.requests)
+        except ValueError:
+            digest = ""
+        if modern is None or state is None or not digest or not round_requests_ok(needs.requests):
+            self._close(call, tool_failure_message(rid, "callback_failed"), out, "failed")
+            return
+        assert isinstance(needs.requests, dict)
+        missing = round_missing(needs.requests, modern.capabilities)
+        if missing:  # R-MRTR-22
+            data = {"requiredCapabilities": missing}
+            error = _error(rid, -32021, "Missing required client capability", data)
+            self._close(call, error, out, "error")
+            return
+        if not self._room(call, modern.owner, out):
+            return
+        n = self.next_elicitation
+        self.next_elicitation += 1
+        nonce = ModelNonce(f"{MODEL_NONCE_PREFIX}{n}", modern.owner, 0, self._tick())
+        nonce.deadline = now + self.options.elicitation_timeout_ms
+        self.nonces.append(nonce)
+        self._set_count_changed(modern.owner)
+        out.append(StartTimer(("elicitation", nonce.id), nonce.deadline))
+        raw = n.to_bytes(16, "big")
+        self.nonce_of[raw] = nonce.id
+        token = seal_round(
+            self.ring, modern.principal, call.name, digest, raw, now, modern.approved, state
+        )
+        requests = {
+            key: {"method": r["method"], "params": r.get("params", {})}
+            for key, r in needs.requests.items()
+        }
+        result = {
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": token,
+            "_meta": {META_SERVER_INFO: self._server_info()},
+        }
+        fields = {"conn": call.conn, "request_id": rid, "tool": call.name}
+        fields["elicitation_id"] = nonce.id
+        out.append(Emit("call_parked", fields))  # R-LOG-3
+        self._close(call, _result(rid, result), out, "input_required")
+
+    def _round_retry(self, ev: ToolCallReceived, modern: Modern, out: list[Effect]) -> bool:
+        """R-MRTR-23: a round's state is taken once, or refused with ``-32602``; whether the call
+        goes on (then ``modern`` says what its tool is told)."""
+        tool, rid, now = str(ev.tool), ev.request_id, ev.now
+        try:
+            digest = arguments_digest(ev.arguments)
+        except ValueError:
+            digest = ""
+        opened = open_round(self.ring, ev.request_state, modern.principal, tool, digest, now)
+        reason = None
+        nonce = None
+        if opened.verdict != "valid":
+            reason = DENY_DETAIL[opened.verdict]
+        else:
+            nid = self.nonce_of[opened.nonce]
+            nonce = next((n for n in self.nonces if n.id == nid), None)
+            if nonce is None:  # R-MRTR-14
+                reason = next((w for i, w, _ in self.closed if i == nid), ALREADY_USED)
+            elif nonce.owner != modern.owner:
+                reason = DENY_DETAIL["foreign principal"]
+        if reason is not None:
+            error = _error(rid, -32602, "Invalid request state", {"reason": reason})
+            out.append(Reply(ev.conn, rid, error))
+            return False
+        assert nonce is not None
+        self._nonce_closed(nonce, ALREADY_USED, out)
+        modern.responses = ev.input_responses
+        modern.state = state_value(opened.state)
+        if not opened.approved:
+            return True  # through the authorizer, as any call
+        modern.approved = True
+        call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
+        call.started = now
+        call.modern = modern
+        self._open(call, RUNNING, RunTool(tool, ev.arguments, modern.round()), now, out)
+        if any(c is call for c in self.calls):
+            call.decision, call.approval = "approved", ""
+        return False
 
     def _park(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
         """R-PARK-2, R-DLV-3."""

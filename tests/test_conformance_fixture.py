@@ -23,6 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
+from pydantic import FileUrl
 
 from askgate import Allow, Ask, Deny
 from askgate.core import http as rules
@@ -64,6 +65,7 @@ TOOLS = {
     "test_input_required_result_multi_round",
     "test_input_required_result_tampered_state",
     "test_input_required_result_capabilities",
+    "askgate_approved_round",
 }
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}
@@ -72,6 +74,7 @@ PROMPTS = {
     "test_prompt_with_arguments",
     "test_prompt_with_embedded_resource",
     "test_prompt_with_image",
+    "test_input_required_result_prompt",
 }
 
 
@@ -122,8 +125,10 @@ def test_the_fixture_passes_the_deployment_guard_and_runs_only_the_suites_tools(
     assert fixture.allow_test_tools("json_schema_2020_12_tool", {}, context) == Allow()
     assert isinstance(fixture.allow_test_tools("anything_else", {}, context), Deny)
     assert fixture.allow_reads("resources/read", {}, context) == Allow()
-    asked = fixture.allow_test_tools("test_input_required_result_multi_round", {}, context)
-    assert asked == Ask("Allow test_input_required_result_multi_round to run?")
+    rounds = fixture.allow_test_tools("test_input_required_result_multi_round", {}, context)
+    assert rounds == Allow()  # its questions are its own rounds (R-MRTR-20)
+    asked = fixture.allow_test_tools("askgate_approved_round", {}, context)
+    assert asked == Ask("Allow askgate_approved_round to run?")
 
 
 @pytest.mark.anyio
@@ -290,12 +295,13 @@ def _stdio_fixture() -> StdioServerParameters:
     )
 
 
-class Approver:
+class Answerer:
     """The official client's elicitation callback for the 2026-07-28 rounds: it records each
-    form it is shown and answers ``answer``."""
+    form's message and answers the approval form with ``approve`` and any other form by filling
+    each required field with ``"<field>-answer"`` (``true`` for a boolean)."""
 
-    def __init__(self, answer: types.ElicitResult) -> None:
-        self.answer = answer
+    def __init__(self, approve: types.ElicitResult) -> None:
+        self.approve = approve
         self.messages: list[str] = []
 
     async def __call__(
@@ -304,51 +310,119 @@ class Approver:
         params: types.ElicitRequestParams,
     ) -> types.ElicitResult | types.ErrorData:
         assert isinstance(params, types.ElicitRequestFormParams)
-        assert params.requested_schema["required"] == ["approve"]
         self.messages.append(params.message)
-        return self.answer
+        required = params.requested_schema["required"]
+        if required == ["approve"]:
+            return self.approve
+        properties = params.requested_schema["properties"]
+        content: dict[str, str | int | float | bool | list[str] | None] = {}
+        for field in required:
+            boolean = properties[field].get("type") == "boolean"
+            content[str(field)] = True if boolean else f"{field}-answer"
+        return types.ElicitResult(action="accept", content=content)
+
+
+async def sample(
+    context: ClientRequestContext,  # noqa: ARG001 (the protocol's parameter name)
+    params: types.CreateMessageRequestParams,
+) -> types.CreateMessageResult:
+    """The official client's sampling callback: a model that echoes the question."""
+    asked = params.messages[0].content
+    assert isinstance(asked, types.TextContent)
+    reply = types.TextContent(type="text", text=f"answer to {asked.text}")
+    return types.CreateMessageResult(role="assistant", content=reply, model="echo")
+
+
+async def roots(
+    context: ClientRequestContext,  # noqa: ARG001 (the protocol's parameter name)
+) -> types.ListRootsResult:
+    """The official client's roots callback: one root."""
+    return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work"), name="work")])
 
 
 @asynccontextmanager
-async def modern_client(transport: str, approver: Approver) -> AsyncIterator[Client]:
-    """The official client in its default mode, on the fixture over ``transport``."""
+async def modern_client(transport: str, answerer: Answerer) -> AsyncIterator[Client]:
+    """The official client in its default mode, on the fixture over ``transport``, with an
+    elicitation, a sampling and a roots callback."""
+    callbacks: dict[str, Any] = {
+        "elicitation_callback": answerer,
+        "sampling_callback": sample,
+        "list_roots_callback": roots,
+    }
     if transport == "stdio":
-        async with Client(_stdio_fixture(), elicitation_callback=approver) as client:
+        async with Client(_stdio_fixture(), **callbacks) as client:
             yield client
         return
-    async with serving() as (_, url), Client(url, elicitation_callback=approver) as client:
+    async with serving() as (_, url), Client(url, **callbacks) as client:
         yield client
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_the_fixtures_input_required_tools_run_only_once_approved_in_the_modern_era(
+async def test_R_MRTR_20_the_fixtures_tools_ask_their_own_questions_in_rounds(
     transport: str,
 ) -> None:
     """The official client in its default mode negotiates 2026-07-28 with the fixture and
-    answers the input-required round of an asked tool through its elicitation callback."""
-    name = "test_input_required_result_elicitation"
-    yes = Approver(types.ElicitResult(action="accept", content={"approve": True}))
+    answers each tool's own input-required rounds (a form, sampling, roots, several at once,
+    two rounds, a prompt's) through its callbacks."""
+    answers = Answerer(types.ElicitResult(action="accept", content={"approve": True}))
     with anyio.fail_after(DEADLINE):
-        async with modern_client(transport, yes) as client:
+        async with modern_client(transport, answers) as client:
             assert client.protocol_version == "2026-07-28"
             tools = {tool.name for tool in (await client.list_tools()).tools}
             assert tools == TOOLS
+            greeted = await client.call_tool("test_input_required_result_elicitation")
+            assert _text(greeted) == "Hello, name-answer!"
+            sampled = await client.call_tool("test_input_required_result_sampling")
+            assert _text(sampled) == "The model said: answer to What is the capital of France?"
+            rooted = await client.call_tool("test_input_required_result_list_roots")
+            assert _text(rooted) == "The client's roots: file:///work"
+            several = await client.call_tool("test_input_required_result_multiple_inputs")
+            assert _text(several) == "answer to Generate a greeting name-answer (1 roots)"
+            two = await client.call_tool("test_input_required_result_multi_round")
+            assert _text(two) == "name-answer likes color-answer"
+            stated = await client.call_tool("test_input_required_result_request_state")
+            assert _text(stated).startswith("state-ok")
+            prompt = await client.get_prompt("test_input_required_result_prompt")
+            block = prompt.messages[0].content
+            assert isinstance(block, types.TextContent)
+            assert block.text == "Use this context: context-answer"
+    assert answers.messages == [
+        "What is your name?",
+        "What is your name?",
+        "Step 1: What is your name?",
+        "Step 2: What is your favorite color?",
+        "Please confirm",
+        "What context should the prompt use?",
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_R_MRTR_21_an_approved_tool_asks_its_own_question_without_asking_again(
+    transport: str,
+) -> None:
+    """An asked tool's approval comes first (R-MRTR-12), then its own round; its round state
+    says the approval was granted, so the approval is asked once. A decline runs nothing."""
+    name = "askgate_approved_round"
+    yes = Answerer(types.ElicitResult(action="accept", content={"approve": True}))
+    with anyio.fail_after(DEADLINE):
+        async with modern_client(transport, yes) as client:
             ran = await client.call_tool(name)
             assert not ran.is_error
-            assert _text(ran) == f"{name} ran: approved"
+            assert _text(ran) == "approved, then answered: name-answer"
             plain = await client.call_tool("test_logging_tool")
             assert _text(plain) == "Logging evaluated"
-    assert yes.messages == [f"Allow {name} to run?"]
+    assert yes.messages == [f"Allow {name} to run?", "What is your name?"]
 
-    no = Approver(types.ElicitResult(action="decline"))
+    no = Answerer(types.ElicitResult(action="decline"))
     with anyio.fail_after(DEADLINE):
         async with modern_client(transport, no) as client:
-            refused = await client.call_tool("test_input_required_result_multi_round")
+            refused = await client.call_tool(name)
             assert refused.is_error
             assert refused.structured_content is not None
             assert refused.structured_content["detail"] == "declined"
-    assert no.messages == ["Allow test_input_required_result_multi_round to run?"]
+    assert no.messages == [f"Allow {name} to run?"]
 
 
 SUMMARY = """\

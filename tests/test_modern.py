@@ -18,11 +18,15 @@ from askgate.core import (
     Emit,
     Failure,
     MessageReceived,
+    NeedsInput,
     Options,
     Push,
     Reply,
     Resolve,
     ResourceUpdated,
+    Round,
+    RunRead,
+    RunTool,
     ServerStopping,
     StartTimer,
     SubscriberAttached,
@@ -637,3 +641,208 @@ def test_R_DROP_3_a_connection_kept_for_its_nonces_negotiates_again() -> None:
     h.feed(SubscriberDetached("c", h.now))
     assert h.state.conns["c"].version == ""
     assert run_ref(call(h, "c", 2, state=state, responses=APPROVE))  # the retry is modern again
+
+
+# --- R-MRTR-20 .. R-MRTR-24: a callback's own input-required rounds --------------------------
+
+ROUND_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+ASK_NAME: dict[str, Any] = {"name": {"method": "elicitation/create", "params": FORM}}
+NAMED = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+
+
+def started_job(effects: list[Effect]) -> Any:
+    (start,) = run_ref(effects)
+    return start.job
+
+
+def round_of(h: Harness, conn: object, rid: object, needs: NeedsInput, **kw: Any) -> Any:
+    """A modern ``echo`` call, allowed, whose tool ends a round with ``needs``: the answer."""
+    ref = running_tool(h, conn, rid, **kw)
+    return only_reply(h.finish(ref, needs))
+
+
+def test_R_MRTR_20_a_tool_ends_a_round_and_runs_again_told_the_answers() -> None:
+    h = harness()
+    call(h, "c", 1, "echo", {}, meta_=meta(ROUND_CAPS))
+    job = started_job(h.finish(h.worker(), Allow()))
+    assert isinstance(job, RunTool)
+    assert job.round == Round(ROUND_CAPS)  # told the request's capabilities, nothing more
+    effects = h.finish(job_ref(h), NeedsInput(ASK_NAME, {"step": 1}))
+    result = only_reply(effects)["result"]
+    assert result["resultType"] == "input_required"
+    assert result["inputRequests"] == ASK_NAME
+    assert result["_meta"] == {META_SERVER_INFO: INFO}
+    assert isinstance(result["requestState"], str)
+    assert [r["outcome"] for r in records(effects)] == ["input_required"]
+    assert len(records(effects, "call_parked")) == 1
+    assert h.state.parked_total == 1
+    # The retry runs the tool again (after its authorizer), told the answers and its state.
+    call(
+        h, "c", 2, "echo", {}, meta_=meta(ROUND_CAPS), state=result["requestState"], responses=NAMED
+    )
+    job = started_job(h.finish(h.worker(), Allow()))
+    assert job.round == Round(ROUND_CAPS, NAMED, {"step": 1}, False)
+    assert h.state.parked_total == 0
+    assert only_reply(h.finish(job_ref(h), {"content": []}))["result"]["resultType"] == "complete"
+
+
+def job_ref(h: Harness) -> int:
+    return h.worker()
+
+
+def test_R_MRTR_20_answers_without_a_round_state_are_not_told() -> None:
+    h = harness()
+    call(h, "c", 1, "echo", {}, meta_=meta(ROUND_CAPS), responses=NAMED)
+    job = started_job(h.finish(h.worker(), Allow()))
+    assert job.round == Round(ROUND_CAPS)
+
+
+@pytest.mark.parametrize(
+    "needs",
+    [
+        NeedsInput({}),
+        NeedsInput([]),
+        NeedsInput({"k": {"method": "ping", "params": {}}}),
+        NeedsInput({"k": {"method": "roots/list", "params": 3}}),
+        NeedsInput({"k": {"method": "roots/list", "extra": 1}}),
+        NeedsInput({"x" * 65: {"method": "roots/list"}}),
+        NeedsInput({str(i): {"method": "roots/list"} for i in range(17)}),
+        NeedsInput(ASK_NAME, {"big": "x" * 1024}),
+        NeedsInput(ASK_NAME, float("nan")),
+    ],
+)
+def test_R_MRTR_20_a_round_it_may_not_end_fails_like_a_raising_tool(needs: NeedsInput) -> None:
+    h = harness()
+    message = round_of(h, "c", 1, needs, meta_=meta(ROUND_CAPS))
+    assert message["result"]["structuredContent"] == {"error": "callback_failed"}
+    assert h.state.parked_total == 0
+
+
+def test_R_MRTR_20_a_2025_call_has_no_rounds() -> None:
+    h = harness()
+    h.connect("old", ROUND_CAPS)
+    ref = h.allow("old", 1)
+    assert started_job(list(h.effects)).round is None
+    message = only_reply(h.finish(ref, NeedsInput(ASK_NAME)))
+    assert message["result"]["structuredContent"] == {"error": "callback_failed"}
+    assert h.state.parked_total == 0
+
+
+def test_R_MRTR_21_an_approved_call_s_rounds_do_not_ask_again() -> None:
+    h = harness()
+    state = ask(h, "c", 1, meta_=meta(ROUND_CAPS))["requestState"]
+    effects = call(h, "c", 2, meta_=meta(ROUND_CAPS), state=state, responses=APPROVE)
+    assert started_job(effects).round == Round(ROUND_CAPS, approved=True)
+    round_state = only_reply(h.finish(h.worker(), NeedsInput(ASK_NAME)))["result"]["requestState"]
+    assert sealing.token_version(round_state) == sealing.ROUND_VERSION
+    # The retry runs the tool at once (no authorizer), still approved, recorded as approved.
+    effects = call(h, "c", 3, meta_=meta(ROUND_CAPS), state=round_state, responses=NAMED)
+    job = started_job(effects)
+    assert isinstance(job, RunTool)
+    assert job.round == Round(ROUND_CAPS, NAMED, None, True)
+    (record,) = records(h.finish(h.worker(), {"content": []}))
+    assert (record["decision"], record["approved"], record["outcome"]) == ("ask", True, "result")
+
+
+def test_R_MRTR_21_round_nonces_share_the_parking_caps_and_timer() -> None:
+    h = harness(max_parked_elicitations=1, elicitation_timeout_ms=1000)
+    first = round_of(h, "c", 1, NeedsInput(ASK_NAME), meta_=meta(ROUND_CAPS))
+    assert first["result"]["resultType"] == "input_required"
+    timers = [e for e in h.effects if isinstance(e, StartTimer)]
+    assert [t.deadline for t in timers] == [1000]
+    full = round_of(h, "c", 2, NeedsInput(ASK_NAME), meta_=meta(ROUND_CAPS))
+    assert deny_payload(full)["detail"] == m.TOO_MANY_PENDING
+    # The nonce times out silently; its state has expired with it.
+    h.now = 1000
+    assert h.feed(TimerFired(timers[0].key, h.now)) == []
+    assert h.state.parked_total == 0
+    state = first["result"]["requestState"]
+    late = only_reply(call(h, "c", 3, "echo", {}, meta_=meta(ROUND_CAPS), state=state))
+    assert late["error"]["data"] == {"reason": "request state expired"}
+
+
+def test_R_MRTR_22_a_round_asking_what_was_not_declared_gets_32021() -> None:
+    h = harness()
+    sample = {"s": {"method": "sampling/createMessage", "params": SAMPLE}}
+    url = {"u": {"method": "elicitation/create", "params": {"mode": "url", "message": "go"}}}
+    for rid, (caps, needs, missing) in enumerate(
+        (
+            ({}, sample, {"sampling": {}}),
+            ({"elicitation": {}}, {**sample, **ASK_NAME}, {"sampling": {}}),
+            ({"elicitation": {"form": {}}}, url, {"elicitation": {"url": {}}}),
+            ({"sampling": {}}, {"r": {"method": "roots/list"}}, {"roots": {}}),
+        ),
+        1,
+    ):
+        effects = h.finish(running_tool(h, "c", rid, meta_=meta(caps)), NeedsInput(needs))
+        error = only_reply(effects)["error"]
+        assert (error["code"], error["data"]) == (-32021, {"requiredCapabilities": missing})
+        assert [r["outcome"] for r in records(effects)] == ["error"]
+        assert h.state.parked_total == 0
+    both = round_of(h, "c", 9, NeedsInput({**sample, **url}), meta_=meta(ROUND_CAPS))
+    assert both["error"]["data"] == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+def test_R_MRTR_23_a_refused_round_state_is_invalid_params_and_nothing_runs() -> None:
+    h = harness()
+    first = round_of(h, "c", 1, NeedsInput(ASK_NAME), meta_=meta(ROUND_CAPS), principal="ann")
+    state = first["result"]["requestState"]
+    flipped = state[:-3] + ("A" if state[-3] != "A" else "B") + state[-2:]
+    for rid, (token, arguments, principal, reason) in enumerate(
+        (
+            (state + "-TAMPERED", {}, "ann", "request state malformed"),
+            (flipped, {}, "ann", "request state tampered"),
+            (state, {}, "bob", "request state of another principal"),
+            (state, {"text": "x"}, "ann", "arguments changed"),
+        ),
+        2,
+    ):
+        effects = call(
+            h, "c", rid, "echo", arguments, meta_=meta(ROUND_CAPS), state=token, principal=principal
+        )
+        error = only_reply(effects)["error"]
+        assert (error["code"], error["data"]) == (-32602, {"reason": reason})
+        assert run_ref(effects) == []
+        assert h.state.parked_total == 1  # still the asker's
+    # Taken once by its owner (from another connection: the principal owns it); then used.
+    taken = call(h, "d", 9, "echo", {}, meta_=meta(ROUND_CAPS), state=state, principal="ann")
+    assert len(run_ref(taken)) == 1
+    assert h.state.parked_total == 0
+    again = call(h, "d", 10, "echo", {}, meta_=meta(ROUND_CAPS), state=state, principal="ann")
+    assert only_reply(again)["error"]["data"] == {"reason": "request state already used"}
+    assert run_ref(again) == []
+
+
+def test_R_MRTR_24_a_prompt_ends_a_round_and_is_read_again_told_the_answers() -> None:
+    h = harness()
+    params: dict[str, Any] = {"name": "p", "_meta": meta(ROUND_CAPS)}
+    get = {"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": params}
+    job = started_job(send(h, "c", get, principal="ann"))
+    assert isinstance(job, RunRead)
+    assert job.round == Round(ROUND_CAPS)
+    result = only_reply(h.finish(h.worker(), NeedsInput(ASK_NAME, "s")))["result"]
+    assert result["resultType"] == "input_required"
+    assert "ttlMs" not in result
+    retry = {**params, "requestState": result["requestState"], "inputResponses": NAMED}
+    # Another prompt's name cannot use it (and does not spend it).
+    other = {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {**retry, "name": "q"}}
+    error = only_reply(send(h, "d", other, principal="ann"))["error"]
+    assert (error["code"], error["data"]) == (-32602, {"reason": "request state of another tool"})
+    again = {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": retry}
+    job = started_job(send(h, "d", again, principal="ann"))
+    assert job.round == Round(ROUND_CAPS, NAMED, "s", False)
+    # A method without rounds has none to end.
+    listing = {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "completion/complete",
+        "params": {
+            "ref": {"type": "ref/prompt", "name": "p"},
+            "argument": {"name": "a", "value": ""},
+            "_meta": meta(ROUND_CAPS),
+        },
+    }
+    job = started_job(send(h, "d", listing))
+    assert job.round is None
+    message = only_reply(h.finish(h.worker(), NeedsInput(ASK_NAME)))
+    assert message["error"]["data"] == {"error": "callback_failed", "method": "completion/complete"}

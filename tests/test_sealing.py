@@ -442,3 +442,78 @@ def test_R_MRTR_8_the_deny_is_the_authorization_required_result_with_decision_as
         "detail": "request state of another principal",
         "message": f"rm was not run: {why}",
     }
+
+
+# -- R-MRTR-21: a round's state --------------------------------------------------------------
+
+STATE = b'{"name":"Ada","step":2}'
+
+
+def round_sealed(approved: bool = True, state: bytes = STATE) -> str:
+    return sealing.seal_round(RING, "alice", "rm", DIGEST, NONCE, T0, approved, state)
+
+
+def test_R_MRTR_21_a_round_state_opens_with_its_flag_and_state() -> None:
+    for approved in (True, False):
+        token = round_sealed(approved)
+        assert sealing.token_version(token) == sealing.ROUND_VERSION
+        assert sealing.token_version(sealed()) == sealing.TOKEN_VERSION
+        found = sealing.open_round(RING, token, "alice", "rm", DIGEST, T0 + 1)
+        assert found == sealing.RoundOpened("valid", NONCE, T0 + TTL, "k1", approved, STATE)
+        assert sealing.state_value(found.state) == {"step": 2, "name": "Ada"}
+        assert sealing.state_bytes({"step": 2, "name": "Ada"}) == STATE  # canonical
+        # Each kind of state opens only as itself: an approval's opener refuses a round's.
+        assert opened(token) == "malformed"
+        assert sealing.open_round(RING, sealed(), "alice", "rm", DIGEST, T0 + 1).verdict == (
+            "malformed"
+        )
+    assert sealing.state_value(b"") is None
+
+
+def test_R_MRTR_21_a_round_state_has_the_approval_s_verdicts_in_order() -> None:
+    token = round_sealed()
+
+    def verdict(**kw: Any) -> str:
+        args: dict[str, Any] = {"principal": "alice", "tool": "rm", "digest": DIGEST, "now": T0}
+        args.update(kw)
+        found = sealing.open_round(RING, token, **args)
+        return found.verdict
+
+    assert verdict(principal="bob") == "foreign principal"
+    assert verdict(tool="ls") == "other tool"
+    assert verdict(digest=arguments_digest({})) == "changed arguments"
+    assert verdict(now=T0 + TTL - 1) == "valid"
+    assert verdict(now=T0 + TTL) == "expired"
+    other = sealing.open_round(Keyring(K2, TTL), token, "alice", "rm", DIGEST, T0)
+    assert other.verdict == "unknown key"
+    assert other.state == b""  # nothing it carries is read before its MAC verifies
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_R_MRTR_21_changing_any_byte_of_a_round_state_is_never_valid(data: st.DataObject) -> None:
+    original = raw(round_sealed())
+    at = data.draw(st.integers(0, len(original) - 1), label="byte")
+    changed = bytearray(original)
+    changed[at] ^= data.draw(st.integers(1, 255), label="xor")
+    found = sealing.open_round(RING, b64(bytes(changed)), "alice", "rm", DIGEST, T0 + 1)
+    assert found.verdict != "valid"
+    assert (found.approved, found.state) == (False, b"")
+
+
+def test_R_MRTR_21_a_round_state_is_bounded() -> None:
+    assert sealing.state_bytes("x" * 1022) is not None  # 1024 bytes with its quotes
+    assert sealing.state_bytes("x" * 1023) is None
+    assert sealing.state_bytes(float("nan")) is None
+    assert sealing.state_bytes({1: 2}) is None
+    longest = sealing.seal_round(
+        Keyring(Key("k" * 16, b"1" * 32), TTL), "a", "t", DIGEST, NONCE, T0, True, b"x" * 1024
+    )
+    assert len(longest) <= sealing.MAX_ROUND_TOKEN_CHARS
+    with pytest.raises(ValueError, match="at most"):
+        sealing.seal_round(RING, "a", "t", DIGEST, NONCE, T0, True, b"x" * 1025)
+    huge = "A" * (sealing.MAX_ROUND_TOKEN_CHARS + 1)
+    assert sealing.token_version(huge) is None
+    assert sealing.open_round(RING, huge, "a", "t", DIGEST, T0).verdict == "malformed"
+    assert sealing.token_version(7) is None
+    assert sealing.token_version("A!!!") is None
