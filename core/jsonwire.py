@@ -42,11 +42,13 @@ VALUES: Final[tuple[type[Any], ...]] = (
     *typing.get_args(decisions.Decision),
     decisions.Failure,
     decisions.Raised,
+    decisions.NeedsInput,
+    jobs.Round,
     *typing.get_args(codec.Decoded),
     Options,
 )
-"""The attrs classes a field value may hold (R-EMB-6): jobs, decisions, failures, the codec's
-decoded messages, and the options."""
+"""The attrs classes a field value may hold (R-EMB-6): jobs, decisions, failures, a round's
+request for input and a job's round, the codec's decoded messages, and the options."""
 
 ENUMS: Final[tuple[type[enum.Enum], ...]] = (Stage,)
 
