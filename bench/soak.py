@@ -141,8 +141,15 @@ def free_port() -> int:
         return port
 
 
+TRACES: list[Path] = []
+"""With ``--trace DIR``: the directory each server records its trace in (spec/audit.md)."""
+
+
 def server_command(http_port: int | None, tokens: Path | None = None) -> list[str]:
     command = [sys.executable, "-m", "askgate", "serve", "--demo", *CAPS]
+    if TRACES:  # every event and effect, arguments kept, for `askgate replay` and `explain`
+        name = "stdio" if http_port is None else "http"
+        command += ["--trace", str(TRACES[0] / f"{name}.trace"), "--trace-arguments"]
     if http_port is not None:
         command += ["--http", f"127.0.0.1:{http_port}"]
     if tokens is not None:
@@ -605,6 +612,9 @@ def print_report(figures: dict[str, Any]) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     logs = Path(tempfile.mkdtemp(prefix="askgate-soak-"))
+    if args.trace is not None:
+        args.trace.mkdir(parents=True, exist_ok=True)
+        TRACES.append(args.trace)
     results: list[dict[str, Any]] = []
 
     async def run(which: str) -> None:
@@ -637,6 +647,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", help="write the figures as JSON here")
+    parser.add_argument(
+        "--trace", type=Path, metavar="DIR", help="each server records its trace in DIR"
+    )
     return parser.parse_args(argv)
 
 
