@@ -774,7 +774,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
-    owner: ConnId = conn if ev.principal is None else (PRINCIPAL_OWNER, ev.principal)
+    owner = owner_of(conn, ev.principal)  # R-PARK-1, R-MRTR-24
     principal = "" if ev.principal is None else ev.principal
     rounds = Round(era.capabilities) if method in ROUND_READS else None  # R-MRTR-24
     st = StatelessCall(era.revision, False, principal, owner, cacheable, None, rounds)
