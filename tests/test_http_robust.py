@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from askgate.core import http as rules
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
-from askgate.transports.http_server import header_deadline_protocol
+from askgate.transports.http_server import READ_BYTES, header_deadline_protocol
 
 from .listener import uvicorn_serving
 
@@ -257,3 +258,28 @@ async def test_R_HTTP_25_headers_that_do_not_arrive_in_time_close_the_connection
         assert isinstance(whole, bytes)
         assert whole.startswith(b"HTTP/1.1 200 "), whole
         assert len(app.sessions) == 1  # the one request whose headers came in time
+
+
+@pytest.mark.anyio
+async def test_an_http_read_allocates_only_the_bytes_it_read() -> None:
+    """askgate's uvicorn protocol is a buffered one: each read's bytes are copied out of one
+    kept buffer, so no read allocates asyncio's 256 KiB to shrink it afterwards, which
+    fragmented the heap (RSS grew about 110 KiB a minute under the HTTP soak while the bytes in
+    use stayed flat). With a plain protocol the peak below is 256 KiB and more."""
+    async with served(http=header_deadline_protocol(5000)) as (app, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            first = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+            assert isinstance(first, bytes)
+            assert first.startswith(b"HTTP/1.1 200 "), first
+            tracemalloc.start()
+            try:
+                for _ in range(5):
+                    answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+                    assert isinstance(answer, bytes)
+                    assert answer.startswith(b"HTTP/1.1 200 "), answer
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+        assert peak < 2 * READ_BYTES, peak
+        assert len(app.sessions) == 6
