@@ -1129,15 +1129,7 @@ def _make_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn
     """Whether ``owner`` may park one more (R-PARK-1, R-PARK-3): the owner's entry to park in,
     after evicting another owner's oldest (R-PARK-4) when that makes room; ``None`` when
     ``call`` was denied instead."""
-    c = _get_conn(d, owner)
-    opts = d.options
-    verdict = park_verdict(
-        len(c.parked),
-        opts.max_parked_elicitations,
-        d.parked_total,
-        opts.max_parked_elicitations_total,
-        d.top,
-    )
+    c, verdict = _owner_verdict(d, owner)
     if verdict == "deny_connection":  # R-PARK-1
         _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
         return None
@@ -1148,6 +1140,20 @@ def _make_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn
         _evict(d, call.conn, now, out)
         c = _get_conn(d, owner)
     return c
+
+
+def _owner_verdict(d: _Draft, owner: ConnId) -> tuple[Conn, str]:
+    """``owner``'s entry and whether it may park one more (R-PARK-1, R-PARK-3, R-PARK-4)."""
+    c = _get_conn(d, owner)
+    opts = d.options
+    verdict = park_verdict(
+        len(c.parked),
+        opts.max_parked_elicitations,
+        d.parked_total,
+        opts.max_parked_elicitations_total,
+        d.top,
+    )
+    return c, verdict
 
 
 def _evict(d: _Draft, evictor: ConnId, now: int, out: Out) -> None:
@@ -1509,15 +1515,7 @@ def _round_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Con
     ASK would be (R-PARK-1, R-PARK-3); a read is answered ``server_busy``."""
     if call.is_tool:
         return _make_room(d, call, owner, now, out)
-    c = _get_conn(d, owner)
-    opts = d.options
-    verdict = park_verdict(
-        len(c.parked),
-        opts.max_parked_elicitations,
-        d.parked_total,
-        opts.max_parked_elicitations_total,
-        d.top,
-    )
+    c, verdict = _owner_verdict(d, owner)
     if verdict in ("deny_connection", "deny_server"):
         busy = m.method_failure(call.request_id, call.name, "server_busy")
         _close(d, call, busy, now, out, "failed")
