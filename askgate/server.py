@@ -37,11 +37,10 @@ import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import Any, Final, Literal, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args, get_origin
 
 import anyio
 import anyio.abc
-import attrs
 
 from askgate import __version__
 from askgate.core import (
@@ -72,7 +71,6 @@ from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.sealing import Key, Keyring
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
-from askgate.transports.auth import AuthProvider
 from askgate.transports.runtime import (
     Runtime,
     call_user,
@@ -81,7 +79,14 @@ from askgate.transports.runtime import (
     on_worker_thread,
     runs_eagerly,
 )
-from askgate.transports.sync import Clock, SyncRuntime
+
+if TYPE_CHECKING:  # a stdio server imports neither the HTTP stack nor the synchronous driver
+    import attrs
+
+    from askgate.transports.auth import AuthProvider
+    from askgate.transports.sync import Clock, SyncRuntime
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from askgate.core import lean_attrs as attrs
 
 __all__ = [
     "Allow",
@@ -816,6 +821,8 @@ class Server:
         first = state if state is not None else self.initial_state(transport)
         self._transport = first.options.transport
         self._limiter = None  # plain callbacks run on the driver's own worker threads
+        from askgate.transports.sync import SyncRuntime  # noqa: PLC0415 (only this driver's)
+
         runtime = SyncRuntime(
             first,
             self.perform_job,

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from array import array
 from itertools import accumulate
-from typing import Any, Final, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, Final, TypeGuard, cast
 
-import attrs
 import rapidjson
 
 from .messages import (
@@ -30,6 +29,11 @@ from .messages import (
     error,
     invalid_id,
 )
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 __all__ = [
     "MAX_BYTES",

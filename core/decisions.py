@@ -9,7 +9,12 @@ raised stands in a ``FilterTools`` value as :class:`Raised` (R-PROTO-8).
 
 from __future__ import annotations
 
-import attrs
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 
 @attrs.frozen(slots=True)

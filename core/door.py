@@ -14,9 +14,7 @@ whichever way the event came in.
 
 from __future__ import annotations
 
-from typing import Any, Final
-
-import attrs
+from typing import TYPE_CHECKING, Any, Final
 
 from .codec import (
     Decoded,
@@ -42,6 +40,11 @@ from .events import (
     ToolCallReceived,
 )
 from .revisions import META_VERSION
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 JsonObject = dict[str, Any]
 

@@ -7,12 +7,15 @@ the reducer's state to decide anything.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from .events import ConnId, TimerKey
 from .jobs import Job
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 
 @attrs.frozen(slots=True)

@@ -9,11 +9,14 @@ monotonic clock in milliseconds.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any, Literal
-
-import attrs
+from typing import TYPE_CHECKING, Any, Literal
 
 from .codec import Decoded
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 ConnId = Hashable
 CallerId = Hashable

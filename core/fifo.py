@@ -10,10 +10,14 @@ history. Every operation returns a new queue and leaves the old one untouched.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import attrs
 from immutables import Map
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 T = TypeVar("T")
 

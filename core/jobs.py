@@ -6,7 +6,12 @@ The shell runs the job's callback in an isolated task and reports its value as
 
 from __future__ import annotations
 
-import attrs
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 
 @attrs.frozen(slots=True)

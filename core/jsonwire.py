@@ -20,14 +20,18 @@ import math
 import types
 import typing
 from collections.abc import Callable, Hashable
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import attrs
 from immutables import Map
 
 from . import codec, decisions, effects, events, jobs
 from .options import Options
 from .state import Stage
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 VERSION: Final = 1
 """The version every envelope carries (R-EMB-1)."""

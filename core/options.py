@@ -6,9 +6,13 @@ Options are the embedding program's input, so a bad one raises :class:`OptionErr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import attrs
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
+
 
 AuthorizerSource = Literal["configured", "default"]
 Transport = Literal["stdio", "http", "unknown"]

@@ -25,9 +25,8 @@ import base64
 import hashlib
 import math
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 from immutables import Map
 
 from . import codec, door, protocol, sealing
@@ -124,6 +123,11 @@ from .state import (
     positional_constructor,
 )
 from .tools import argument_problem, tool_info
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 Out = list[Effect]
 _copy_variables = field_copier(State)

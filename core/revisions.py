@@ -11,13 +11,16 @@ compares version strings: a new revision is a new :class:`Revision` value and it
 
 from __future__ import annotations
 
-from typing import Any, Final
-
-import attrs
+from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
 from .decide import can_elicit
 from .protocol import LOG_LEVELS, LOG_RANK
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 JsonObject = dict[str, Any]
 

@@ -29,10 +29,14 @@ import base64
 import hashlib
 import hmac
 import re
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-import attrs
 import rapidjson
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 TOKEN_VERSION: Final = 1
 NONCE_BYTES: Final = 16

@@ -10,13 +10,16 @@ no randomness.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs, quote
-
-import attrs
 
 from . import http as rules
 from .codec import Decoded, Invalid, encode
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 SSE_PATH: Final = "/sse"
 MESSAGES_PATH: Final = "/messages"

@@ -10,9 +10,8 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Hashable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import attrs
 from attrs import AttrsInstance
 from immutables import Map
 
@@ -24,6 +23,11 @@ from .options import OptionError, Options
 from .revisions import Revision
 from .sealing import Key, Keyring
 from .tools import ToolInfo, tool_info
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
 T = TypeVar("T", bound=AttrsInstance)

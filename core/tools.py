@@ -8,12 +8,16 @@ tool returns (R-PROTO-17).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import jsonschema_rs
 
 from .options import OptionError
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 
 @attrs.frozen(slots=True)

@@ -650,3 +650,112 @@ def test_R_EMB_16_a_node_host_drives_one_guarded_tool_end_to_end() -> None:
         assert refused["structuredContent"]["error"] == "authorization_required"
         assert refused["structuredContent"]["detail"] == detail
     assert by_case["stopped"]["status"] == 0
+
+
+# -- Packaging: what a server imports (R-EMB-17) ----------------------------------------------
+
+STDIO_NEVER = (
+    "askgate.core.http",
+    "askgate.core.sse_legacy",
+    "askgate.core.jsonwire",
+    "askgate.transports.http",
+    "askgate.transports.http_server",
+    "askgate.transports.asgi",
+    "askgate.transports.auth",
+    "askgate.transports.sse_legacy",
+    "askgate.transports.sync",
+    "askgate.audit",
+    "askgate.trace",
+    "askgate.explain",
+    "askgate.policy_analysis",
+    "askgate.adapters",
+    "askgate.sidecar",
+    "askgate.models",
+    "uvicorn",
+    "h11",
+    "httptools",
+    "hypercorn",
+    "jsonschema",
+    "hypothesis",
+)
+"""Modules (and packages, with everything under them) a stdio server never imports."""
+
+_SERVE_AND_LIST = """\
+import sys
+{serve}
+print(" ".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+_INITIALIZE_AND_CALL = "".join(
+    json.dumps(message) + "\n"
+    for message in (
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hi"}},
+        },
+    )
+)
+
+
+def _modules_of_a_stdio_server(serve: str) -> set[str]:
+    """The modules loaded by a process that runs ``serve`` on stdin/stdout (an initialize and
+    an echo call, then end of input), once it has served."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVE_AND_LIST.format(serve=serve)],
+        input=_INITIALIZE_AND_CALL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [reply["id"] for reply in replies] == [1, 2], done.stdout
+    assert replies[1]["result"]["content"] == [{"type": "text", "text": "hi"}]
+    return set(done.stderr.splitlines()[-1].split())
+
+
+def _imported_never(modules: set[str]) -> list[str]:
+    return sorted(
+        name
+        for name in modules
+        if any(name == never or name.startswith(never + ".") for never in STDIO_NEVER)
+    )
+
+
+def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
+    (tmp_path / "own_server.py").write_text(
+        "from askgate import Server\n\n"
+        "server = Server('own')\n\n\n"
+        "@server.tool()\n"
+        "async def echo(text: str) -> str:\n"
+        "    return text\n",
+        encoding="utf-8",
+    )
+    own = _modules_of_a_stdio_server(
+        f"sys.path.insert(0, {str(tmp_path)!r})\nfrom own_server import server\nserver.run_stdio()"
+    )
+    demo = _modules_of_a_stdio_server(
+        "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
+    )
+    for served in (own, demo):
+        assert "askgate.transports.stdio" in served  # what served it
+        assert _imported_never(served) == []
+    # the check sees these modules where they are imported
+    assert _imported_never({"askgate.transports.http", "uvicorn.main", "jsonschema_rs"}) == [
+        "askgate.transports.http",
+        "uvicorn.main",
+    ]
