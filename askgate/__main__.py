@@ -524,9 +524,20 @@ def _http_backends() -> tuple[str, ...]:
     return BACKENDS
 
 
+def _load_policy(path: str) -> Any:
+    """The policy file ``path`` (:func:`askgate.policy.load_policy`); raises
+    :class:`StartError` with the one line to print when it is malformed. The policy module is
+    imported here: a server served without ``--policy`` does not need it."""
+    from askgate.policy import PolicyError, load_policy
+
+    try:
+        return load_policy(path)
+    except PolicyError as refused:
+        raise StartError(f"askgate refuses to start: {refused}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from askgate.core import OptionError
-    from askgate.policy import PolicyError, load_policy
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -539,7 +550,7 @@ def _serve(args: argparse.Namespace) -> int:
     }
     try:
         _refuse_misplaced_flags(args)
-        policy = load_policy(args.policy) if args.policy else None
+        policy = _load_policy(args.policy) if args.policy else None
         if policy is not None:  # what the loader chose for the file, and what looks wrong
             for note in policy.notices:
                 log.info("%s", note)
@@ -571,9 +582,6 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     except OptionError as refused:
         print(_option_refusal(refused), file=sys.stderr)
-        return 2
-    except PolicyError as refused:
-        print(f"askgate refuses to start: {refused}", file=sys.stderr)
         return 2
     try:  # R-OPT-2 said to a command user: the flag that configures an authorizer
         server.initial_state("http" if args.http is not None else "stdio")

@@ -7,7 +7,7 @@ file shipped beside this module (``demo_policy.toml``), or from ``policy`` when 
 
 from __future__ import annotations
 
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,8 +20,15 @@ DEMO_POLICY = "demo_policy.toml"
 
 
 def demo_policy() -> Policy:
-    """The policy shipped with the package."""
-    text = resources.files("askgate").joinpath(DEMO_POLICY).read_text(encoding="utf-8")
+    """The policy shipped with the package: the file beside this module, or the package's
+    resource where the package is not a folder (a zip)."""
+    beside = Path(__file__).with_name(DEMO_POLICY)
+    if beside.is_file():  # without importlib.resources, which imports zipfile and tempfile
+        text = beside.read_text(encoding="utf-8")
+    else:  # pragma: no cover - askgate is installed as folders
+        from importlib import resources  # noqa: PLC0415
+
+        text = resources.files("askgate").joinpath(DEMO_POLICY).read_text(encoding="utf-8")
     return parse_policy(text, f"askgate/{DEMO_POLICY}")
 
 

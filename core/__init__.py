@@ -6,6 +6,8 @@ happened as new events. The rules are in spec/rules.md; :data:`CALL_TRANSITIONS`
 :data:`EVENT_TRANSITIONS` are rendered into spec/transitions.md.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .decisions import Allow, Ask, Decision, Deny, Failure, NeedsInput, Raised
 from .effects import (
     RECORDS,
@@ -44,7 +46,6 @@ from .events import (
     WorkerFailed,
     WorkerFinished,
 )
-from .invariants import InvariantError, check_invariants, live_timers
 from .jobs import (
     Authorize,
     AuthorizeRead,
@@ -68,6 +69,9 @@ from .reducer import (
 )
 from .state import Stage, State, initial_state
 from .tools import ToolInfo
+
+if TYPE_CHECKING:
+    from .invariants import InvariantError, check_invariants, live_timers
 
 __all__ = [
     "CALL_TRANSITIONS",
@@ -136,3 +140,13 @@ __all__ = [
     "mint_elicitation_id",
     "step",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The invariant checker (:mod:`askgate.core.invariants`), imported when first named: a
+    server checks invariants in debug mode only."""
+    if name in ("InvariantError", "check_invariants", "live_timers"):
+        from . import invariants  # noqa: PLC0415
+
+        return getattr(invariants, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

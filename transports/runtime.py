@@ -83,7 +83,6 @@ from askgate.core import (
     ToolRequested,
     WorkerFailed,
     WorkerFinished,
-    check_invariants,
     step,
 )
 from askgate.core.callbacks import completes_without_suspending, runs_eagerly
@@ -519,6 +518,8 @@ class Runtime:
 
     def _check(self) -> None:
         """Debug mode: checks the state's invariants and records the largest sizes seen."""
+        from askgate.core.invariants import check_invariants  # noqa: PLC0415 (debug mode only)
+
         state = self._state
         check_invariants(state)
         self.steps_checked += 1
