@@ -9,7 +9,9 @@ fields that returns what attrs's generated one returns, character for character:
 ``repr=False`` fields left out, and ``...`` for an instance met again while it is being
 represented. attrs compiles a generated ``__repr__`` from source for each class; that was about
 a fifth of the time ``import askgate`` took. A class that defines its own ``__repr__`` keeps it,
-as with attrs (``auto_detect``).
+as with attrs (``auto_detect``). ``__init__``, ``__eq__`` and ``__hash__`` stay attrs's compiled
+ones: a closure comparing field by field, in order, as attrs's ``__eq__`` does, measured three
+to four times slower, and equality is on the hot paths of the model-based tests.
 """
 
 from __future__ import annotations
