@@ -76,6 +76,9 @@ STATELESS: Final = "http-stateless"
 """The first half of the reducer connection id of a modern request's POST (R-HTTP-26)."""
 REAP_EVERY_MS: Final = 60_000
 
+_NO_EVENTS: Final[collections.deque[tuple[int, bytes]]] = collections.deque()
+"""The log of a stream that has had no event; never appended to (its first event makes one)."""
+
 
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
@@ -90,8 +93,30 @@ class _EventStream:
     given its tag) only once something other than its reply came first, or its connection was
     asked to close, or it stayed quiet for ``keepalive_ms``. A reply that comes before any of
     that is held in ``final`` and answered as JSON. A connection writes it under a token; a new
-    connection (a resume) takes it over, and the old one ends.
+    connection (a resume) takes it over, and the old one ends. Its event log is made by its
+    first event: a request answered as JSON never has one.
     """
+
+    __slots__ = (
+        "_wake",
+        "closing",
+        "cursor",
+        "done",
+        "eids",
+        "ended_at",
+        "final",
+        "last",
+        "log",
+        "opened",
+        "options",
+        "post",
+        "primed",
+        "size",
+        "stopper",
+        "tag",
+        "unwritten",
+        "writer",
+    )
 
     def __init__(
         self, options: rules.HttpOptions, *, primed: bool = False, post: bool = True
@@ -102,7 +127,7 @@ class _EventStream:
         self.tag = ""
         self.opened = False
         self.last = 0  # the number of its newest event
-        self.log: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.log: collections.deque[tuple[int, bytes]] = _NO_EVENTS  # made by the first put
         self.size = 0  # bytes of the messages in ``log``
         self.cursor = 0  # the newest event the connection took
         self.unwritten = 0  # bytes the connection has not taken
@@ -112,7 +137,7 @@ class _EventStream:
         self.done = False
         self.final: bytes | None = None
         self.ended_at: int | None = None
-        self.eids: list[str] = []  # server requests it carried (R-HTTP-12)
+        self.eids: list[str] | None = None  # server requests it carried (R-HTTP-12)
         self._wake: anyio.Event | None = None
 
     def open(self, tag: str) -> None:
@@ -123,6 +148,8 @@ class _EventStream:
         if self.done:
             return
         self.last += 1
+        if self.log is _NO_EVENTS:
+            self.log = collections.deque()
         self.log.append((self.last, data))
         self.size += len(data)
         if self.writer is not None or not self.opened:  # before its first connection too
@@ -268,7 +295,22 @@ class _EventStream:
 
 
 class _Live:
-    """The shell's side of one session: its open streams, and where its messages go."""
+    """The shell's side of one session: its open streams, and where its messages go. It is the
+    session's router: the runtime calls it with each ``Reply`` and ``Push`` for the session's
+    connection. What most sessions never use (the ended streams' list, the server requests'
+    carriers) is made when first needed."""
+
+    __slots__ = (
+        "by_eid",
+        "conn",
+        "ended",
+        "feeding",
+        "get",
+        "options",
+        "pending",
+        "sid",
+        "streams",
+    )
 
     def __init__(self, sid: str, conn: Hashable, options: rules.HttpOptions) -> None:
         self.sid = sid
@@ -277,9 +319,9 @@ class _Live:
         self.pending: dict[tuple[type, object], _EventStream] = {}
         self.get: _EventStream | None = None
         self.feeding: tuple[tuple[type, object], _EventStream] | None = None
-        self.by_eid: dict[str, _EventStream] = {}
+        self.by_eid: dict[str, _EventStream] | None = None
         self.streams: dict[str, _EventStream] = {}  # opened ones, by tag (R-HTTP-17)
-        self.ended: collections.deque[tuple[str, int]] = collections.deque()
+        self.ended: collections.deque[tuple[str, int]] | None = None
 
     def stream_for(self, request_id: object) -> _EventStream | None:
         key = _key(request_id)
@@ -287,30 +329,39 @@ class _Live:
             return self.feeding[1]
         return self.pending.get(key)
 
+    def _ended(self, tag: str, when: int) -> None:
+        if self.ended is None:
+            self.ended = collections.deque()
+        self.ended.append((tag, when))
+        self.sweep(when)
+
     def opened(self, stream: _EventStream) -> None:
         stream.open(rules.stream_tag(secrets.token_bytes(16)))
         self.streams[stream.tag] = stream
         if stream.ended_at is not None:  # its reply came in the step that received it
-            self.ended.append((stream.tag, stream.ended_at))
-            self.sweep(stream.ended_at)
+            self._ended(stream.tag, stream.ended_at)
 
     def finished(self, stream: _EventStream, data: bytes | None) -> None:
         if stream.done:
             return
         now = now_ms()
         stream.finish(data, now)
-        for eid in stream.eids:
-            if self.by_eid.get(eid) is stream:
-                del self.by_eid[eid]
+        by_eid = self.by_eid
+        if stream.eids is not None and by_eid is not None:
+            for eid in stream.eids:
+                if by_eid.get(eid) is stream:
+                    del by_eid[eid]
         if stream.opened:
-            self.ended.append((stream.tag, now))
-            self.sweep(now)
+            self._ended(stream.tag, now)
 
     def sweep(self, now: int) -> None:
         """R-HTTP-19: forgets the ended streams past their time or beyond the count."""
-        for tag in rules.forget(self.ended, now, self.options):  # a prefix of self.ended
+        ended = self.ended
+        if ended is None:
+            return
+        for tag in rules.forget(ended, now, self.options):  # a prefix of self.ended
             self.streams.pop(tag, None)
-            self.ended.popleft()
+            ended.popleft()
 
     def close_stream(self, request_id: Hashable) -> None:
         """R-HTTP-21: a running tool asked to close its call's stream connection."""
@@ -327,9 +378,59 @@ class _Live:
         for stream in streams:
             self.finished(stream, None)
         self.pending.clear()
-        self.by_eid.clear()
+        self.by_eid = None
         self.streams.clear()
-        self.ended.clear()
+        self.ended = None
+
+    def __call__(self, effect: Reply | Push) -> None:
+        """Routes a ``Reply`` or ``Push`` of the session to the stream it belongs on."""
+        if isinstance(effect, Reply):
+            data = None if effect.message is None else encode(effect.message)
+            feeding = self.feeding
+            if feeding is not None and (
+                effect.request_id is None or feeding[0] == _key(effect.request_id)
+            ):
+                self.finished(feeding[1], data)  # the step that received it answers it
+                return
+            stream = self.pending.pop(_key(effect.request_id), None)
+            if stream is not None:
+                self.finished(stream, data)  # kept for a resume (R-HTTP-19)
+            return
+        message = effect.message
+        data = encode(message)
+        route = rules.route_push(message, effect.related)  # R-HTTP-12
+        call = None if route.call is None else self.stream_for(route.call)
+        by_eid = self.by_eid
+        carrier = None if route.withdraws is None or by_eid is None else by_eid.get(route.withdraws)
+        get = self.get
+        taken = rules.push_target(
+            route,
+            call=call is not None and not call.done,
+            carrier=carrier is not None and not carrier.done,
+            get=get is not None and not get.done,
+        )
+        if taken.forget is not None and by_eid is not None:
+            by_eid.pop(taken.forget, None)
+        target = (
+            call
+            if taken.stream == "call"
+            else carrier
+            if taken.stream == "carrier"
+            else get
+            if taken.stream == "get"
+            else None
+        )
+        if target is None:
+            logger.debug("dropped a push for a session with no open stream")
+            return
+        if taken.remember is not None:
+            if target.eids is None:
+                target.eids = []
+            target.eids.append(taken.remember)
+            if by_eid is None:
+                by_eid = self.by_eid = {}
+            by_eid[taken.remember] = target
+        target.put(data)
 
 
 class HttpTransport:
@@ -449,53 +550,6 @@ class HttpTransport:
     def _now(self) -> int:
         """The runtime's clock (cheaper than looking the event loop up), or the loop's."""
         return self._runtime.now() if self._runtime is not None else now_ms()
-
-    def _router(self, live: _Live) -> Callable[[Reply | Push], None]:
-        def deliver(effect: Reply | Push) -> None:
-            if isinstance(effect, Reply):
-                data = None if effect.message is None else encode(effect.message)
-                feeding = live.feeding
-                if feeding is not None and (
-                    effect.request_id is None or feeding[0] == _key(effect.request_id)
-                ):
-                    live.finished(feeding[1], data)  # the step that received it answers it
-                    return
-                stream = live.pending.pop(_key(effect.request_id), None)
-                if stream is not None:
-                    live.finished(stream, data)  # kept for a resume (R-HTTP-19)
-                return
-            message = effect.message
-            data = encode(message)
-            route = rules.route_push(message, effect.related)  # R-HTTP-12
-            call = None if route.call is None else live.stream_for(route.call)
-            carrier = None if route.withdraws is None else live.by_eid.get(route.withdraws)
-            get = live.get
-            taken = rules.push_target(
-                route,
-                call=call is not None and not call.done,
-                carrier=carrier is not None and not carrier.done,
-                get=get is not None and not get.done,
-            )
-            if taken.forget is not None:
-                live.by_eid.pop(taken.forget, None)
-            target = (
-                call
-                if taken.stream == "call"
-                else carrier
-                if taken.stream == "carrier"
-                else get
-                if taken.stream == "get"
-                else None
-            )
-            if target is None:
-                logger.debug("dropped a push for a session with no open stream")
-                return
-            if taken.remember is not None:
-                target.eids.append(taken.remember)
-                live.by_eid[taken.remember] = target
-            target.put(data)
-
-        return deliver
 
     # -- ASGI ------------------------------------------------------------------------------
 
@@ -629,7 +683,7 @@ class HttpTransport:
                 return
             session = minted
             live = self._live[session.id] = _Live(session.id, session.conn, self.options)
-            runtime.route(session.conn, self._router(live))
+            runtime.route(session.conn, live)
             runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
             runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
@@ -779,7 +833,7 @@ class HttpTransport:
         stream = _EventStream(self.options)
         key = _key(decoded.id)
         answer: list[dict[str, object]] = []
-        route = self._router(live)
+        route = live
 
         def deliver(effect: Reply | Push) -> None:
             if isinstance(effect, Reply) and effect.message is not None:
