@@ -283,3 +283,72 @@ async def test_an_http_read_allocates_only_the_bytes_it_read() -> None:
                 tracemalloc.stop()
         assert peak < 2 * READ_BYTES, peak
         assert len(app.sessions) == 6
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_25_each_request_on_a_kept_connection_has_its_own_header_deadline() -> None:
+    """The deadline is one timer per connection that a request's first byte moves: a second
+    request trickling its headers on a kept-alive connection is closed within its bound."""
+    async with served(http=header_deadline_protocol(500)) as (app, port):
+
+        def answered_then_trickled() -> tuple[bytes, bytes, float]:
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                client.sendall(_head(port, length=len(INIT), Connection="") + INIT)
+                first = b""
+                while not first.endswith(b"}"):  # bounded by the socket's timeout
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    first += chunk
+                head = _head(port, length=len(INIT), Connection="")
+                client.settimeout(0.05)
+                began = time.monotonic()
+                later, sent = b"", 0
+                try:
+                    while time.monotonic() - began < DEADLINE:
+                        if sent < len(head) - 1:  # never the last byte: the headers never end
+                            client.sendall(head[sent : sent + 1])
+                            sent += 1
+                        try:
+                            chunk = client.recv(65536)
+                        except TimeoutError:
+                            continue
+                        if not chunk:
+                            break
+                        later += chunk
+                except OSError:  # reset while writing: the server closed
+                    pass
+                return first, later, time.monotonic() - began
+
+        with anyio.fail_after(DEADLINE):
+            first, later, took = await anyio.to_thread.run_sync(answered_then_trickled)
+        assert first.startswith(b"HTTP/1.1 200 "), first[:80]
+        assert later == b"", later[:80]  # closed, unanswered
+        assert 0.4 < took < 0.5 + 2.0, took
+        assert len(app.sessions) == 1
+
+
+@pytest.mark.anyio
+async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """askgate's uvicorn protocol holds what uvicorn writes until the response ends (or the
+    loop's next turn): a JSON answer's head and body reach the socket in one write, the same
+    bytes in the same order, where uvicorn alone makes two system calls."""
+    import asyncio.selector_events  # noqa: PLC0415
+
+    transport = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+    plain = transport.write
+    writes: list[bytes] = []
+
+    def counted(self: Any, data: bytes) -> None:
+        writes.append(bytes(data))
+        plain(self, data)
+
+    monkeypatch.setattr(transport, "write", counted)
+    async with served(http=header_deadline_protocol(5000)) as (app, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+        assert len(app.sessions) == 1
+    assert isinstance(answer, bytes)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+    assert answer.endswith(b"}"), answer[-80:]
+    assert writes == [answer]

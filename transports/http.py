@@ -850,6 +850,9 @@ class HttpTransport:
         finally:
             live.feeding = None
         try:
+            if stream.done:  # answered in the step that received it: nothing to watch
+                await self._modern_answer(live, stream, answer, send)
+                return
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:
@@ -857,29 +860,12 @@ class HttpTransport:
                         pass
                     tg.cancel_scope.cancel()  # the client left: nothing more is written
 
-                if not stream.done:
-                    live.pending[key] = stream
-                    tg.start_soon(watch)
-                    if not stream.last:  # R-HTTP-7: the answer first is plain JSON
-                        with anyio.move_on_after(self.options.keepalive_ms / 1000):
-                            await stream.first()
-                answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
-                if answer_as == "json":
-                    status = rules.modern_status(answer[-1])  # R-HTTP-28
-                    await respond(send, status, stream.final or b"", "application/json")
-                elif answer_as == "nothing":
-                    await respond(send, 200, b"", "text/event-stream")
-                else:
-                    live.opened(stream)
-                    token = object()
-                    stream.attach(token, 0)
-                    headers = [
-                        (b"content-type", b"text/event-stream"),
-                        (b"cache-control", b"no-cache"),
-                        (b"x-accel-buffering", b"no"),
-                    ]
-                    await send({"type": "http.response.start", "status": 200, "headers": headers})
-                    await self._write_events(stream, token, b"", send)
+                live.pending[key] = stream
+                tg.start_soon(watch)
+                if not stream.last:  # R-HTTP-7: the answer first is plain JSON
+                    with anyio.move_on_after(self.options.keepalive_ms / 1000):
+                        await stream.first()
+                await self._modern_answer(live, stream, answer, send)
                 tg.cancel_scope.cancel()
         except OSError:
             logger.debug("a client closed its stream")
@@ -892,6 +878,29 @@ class HttpTransport:
                 runtime.feed(SubscriberDetached(conn, self._now()))
             runtime.unroute(conn)
             live.close_all()
+
+    async def _modern_answer(
+        self, live: _Live, stream: _EventStream, answer: list[dict[str, object]], send: Send
+    ) -> None:
+        """A modern request's answer: JSON when the reducer answered before anything else came
+        (its status by R-HTTP-28), else its stream as SSE (R-HTTP-7)."""
+        answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
+        if answer_as == "json":
+            status = rules.modern_status(answer[-1])  # R-HTTP-28
+            await respond(send, status, stream.final or b"", "application/json")
+        elif answer_as == "nothing":
+            await respond(send, 200, b"", "text/event-stream")
+        else:
+            live.opened(stream)
+            token = object()
+            stream.attach(token, 0)
+            headers = [
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._write_events(stream, token, b"", send)
 
     async def _get(
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send
