@@ -39,24 +39,28 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-_REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+_REQUEST: contextvars.ContextVar[tuple[object, object, object] | None] = contextvars.ContextVar(
     "askgate_request", default=None
 )
 
 
 def note_request(scope: Scope) -> None:
     """Remembers the request this task serves, for the line :func:`reject` logs (no text is
-    built unless a refusal is logged)."""
-    _REQUEST.set(scope)
+    built unless a refusal is logged). Only its method, path and peer are kept: every timer and
+    task started while serving it copies the context, and would keep a whole scope alive."""
+    _REQUEST.set((scope.get("method", "?"), scope.get("path", "?"), scope.get("client")))
 
 
 def _request_text() -> str:
-    scope = _REQUEST.get()
-    if scope is None:
+    noted = _REQUEST.get()
+    if noted is None:
         return "a request"
-    client = scope.get("client")
-    peer = f"{client[0]}:{client[1]}" if client else "an unknown peer"
-    return f"{scope.get('method', '?')} {scope.get('path', '?')} from {peer}"
+    method, path, client = noted
+    if isinstance(client, (tuple, list)) and len(client) > 1:
+        peer = f"{client[0]}:{client[1]}"
+    else:
+        peer = "an unknown peer"
+    return f"{method} {path} from {peer}"
 
 
 def header_map(scope: Scope) -> dict[str, str]:
