@@ -329,9 +329,9 @@ async def test_R_HTTP_25_each_request_on_a_kept_connection_has_its_own_header_de
 
 @pytest.mark.anyio
 async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """askgate's uvicorn protocol holds what uvicorn writes until the response ends (or the
-    loop's next turn): a JSON answer's head and body reach the socket in one write, the same
-    bytes in the same order, where uvicorn alone makes two system calls."""
+    """askgate's uvicorn protocol holds a response's head for its first body bytes: a JSON
+    answer's head and body reach the socket in one write, the same bytes in the same order,
+    where uvicorn alone makes two system calls."""
     import asyncio.selector_events  # noqa: PLC0415
 
     transport = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
@@ -352,3 +352,50 @@ async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) ->
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
     assert answer.endswith(b"}"), answer[-80:]
     assert writes == [answer]
+
+
+@pytest.mark.anyio
+async def test_a_streams_head_leaves_without_waiting_for_an_event() -> None:
+    """A held head waits for its body bytes at most until the event loop's next turn: a GET
+    stream with nothing to carry gets its head at once, not at its first keepalive."""
+    async with served(http=header_deadline_protocol(5000), keepalive_ms=60_000) as (_app, port):
+
+        def opened_then_get() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                client.sendall(_head(port, length=len(INIT), Connection="") + INIT)
+                answer = b""
+                while not answer.endswith(b"}"):  # bounded by the socket's timeout
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    answer += chunk
+                session = answer.split(b"mcp-session-id: ", 1)[1].split(b"\r\n", 1)[0]
+                note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                client.sendall(
+                    _head(port, length=len(note), Connection="", Mcp_Session_Id=session.decode())
+                    + note
+                )
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 202 "), answer[:80]
+                get = (
+                    f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    f"Authorization: Bearer {TOKENS['alice']}\r\n"
+                    f"Accept: text/event-stream\r\nMcp-Session-Id: {session.decode()}\r\n"
+                    "MCP-Protocol-Version: 2025-06-18\r\n\r\n"
+                )
+                client.sendall(get.encode())
+                client.settimeout(10.0)  # far below the keepalive: the head must come alone
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    head += chunk
+                return head
+
+        with anyio.fail_after(DEADLINE):
+            head = await anyio.to_thread.run_sync(opened_then_get)
+        assert head.startswith(b"HTTP/1.1 200 "), head[:80]
+        assert b"content-type: text/event-stream" in head.lower()

@@ -302,6 +302,7 @@ class _Live:
 
     __slots__ = (
         "by_eid",
+        "clock",
         "conn",
         "ended",
         "feeding",
@@ -312,10 +313,17 @@ class _Live:
         "streams",
     )
 
-    def __init__(self, sid: str, conn: Hashable, options: rules.HttpOptions) -> None:
+    def __init__(
+        self,
+        sid: str,
+        conn: Hashable,
+        options: rules.HttpOptions,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
         self.sid = sid
         self.conn = conn
         self.options = options
+        self.clock = clock  # the shell's clock, in ms
         self.pending: dict[tuple[type, object], _EventStream] = {}
         self.get: _EventStream | None = None
         self.feeding: tuple[tuple[type, object], _EventStream] | None = None
@@ -344,7 +352,7 @@ class _Live:
     def finished(self, stream: _EventStream, data: bytes | None) -> None:
         if stream.done:
             return
-        now = now_ms()
+        now = self.clock()
         stream.finish(data, now)
         by_eid = self.by_eid
         if stream.eids is not None and by_eid is not None:
@@ -467,6 +475,7 @@ class HttpTransport:
         self.options = options if options is not None else rules.HttpOptions()
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
+        self._clock = self._now  # one bound method, shared by every session
         self._runtime: Runtime | None = None
         self._stopping = False
         self._stateless_ids = itertools.count()
@@ -682,7 +691,9 @@ class HttpTransport:
                 await reject(send, minted)
                 return
             session = minted
-            live = self._live[session.id] = _Live(session.id, session.conn, self.options)
+            live = self._live[session.id] = _Live(
+                session.id, session.conn, self.options, self._clock
+            )
             runtime.route(session.conn, live)
             runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
@@ -829,7 +840,7 @@ class HttpTransport:
         runtime = self.runtime
         now = self._now()
         conn = (STATELESS, next(self._stateless_ids))
-        live = _Live("", conn, self.options)
+        live = _Live("", conn, self.options, self._clock)
         stream = _EventStream(self.options)
         key = _key(decoded.id)
         answer: list[dict[str, object]] = []

@@ -58,32 +58,42 @@ next read can start (asyncio calls ``get_buffer`` and ``buffer_updated`` back to
 event loop's one thread)."""
 
 
-class _Coalescing:
-    """A connection's transport whose writes within one turn of the event loop leave in one
-    ``write``: uvicorn writes a response's head and its body separately, each a ``send`` system
-    call of its own (the costliest step of a small answer), although the body follows the head
-    in the same turn. The bytes and their order are unchanged: what is written is held until
-    the loop's next turn, the response's end, or a ``close``, whichever comes first."""
+class _HeadWithBody:
+    """A connection's transport that holds a response's head for its first body bytes: uvicorn
+    writes the two separately, each a ``send`` system call of its own (the costliest step of a
+    small answer), although the body follows the head at once. After :meth:`hold_next`, the
+    next write is held until the write after it (then both leave in one), the loop's next turn
+    (a stream with nothing to send yet), or a ``close``, whichever comes first; every other
+    write leaves at once. The bytes and their order are unchanged."""
 
-    __slots__ = ("_held", "_loop", "_transport")
+    __slots__ = ("_held", "_hold", "_loop", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
-        self._held: list[bytes] | None = None
+        self._hold = False
+        self._held: bytes | None = None
+
+    def hold_next(self) -> None:
+        """The next write is a response's head: it waits for what follows it."""
+        self._hold = True
 
     def write(self, data: bytes) -> None:
         held = self._held
-        if held is None:
-            self._held = [data]
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif self._hold:
+            self._hold = False
+            self._held = bytes(data)
             self._loop.call_soon(self.flush)
         else:
-            held.append(data)
+            self._transport.write(data)
 
     def flush(self) -> None:
         held, self._held = self._held, None
-        if held:
-            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+        if held is not None:
+            self._transport.write(held)
 
     def close(self) -> None:
         self.flush()
@@ -91,9 +101,10 @@ class _Coalescing:
 
     def discard(self) -> None:
         self._held = None
+        self._hold = False
 
     def abort(self) -> None:
-        self._held = None
+        self.discard()
         self._transport.abort()
 
     def __getattr__(self, name: str) -> Any:
@@ -112,10 +123,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     heap keeps growing with free holes (measured under ``bench/soak.py`` over HTTP: about
     110 KiB a minute, with the bytes in use flat), as the stdio reader's did.
 
-    Its writes are coalesced (:class:`_Coalescing`): a response's head and body leave in one
-    ``send``. The deadline is one timer per connection, not one per request: a request's start
-    moves the deadline, and the timer, when it fires, either closes the connection (its headers
-    are late), sleeps again until the moved deadline, or ends (no headers are awaited)."""
+    A response's head is held for its first body bytes (:class:`_HeadWithBody`): the two leave
+    in one ``send``. The deadline is one timer per connection, not one per request: a request's
+    start moves the deadline, and the timer, when it fires, either closes the connection (its
+    headers are late), sleeps again until the moved deadline, or ends (no headers are
+    awaited)."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
         HttpToolsProtocol,
     )
@@ -125,7 +137,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     class HeaderDeadline(HttpToolsProtocol, asyncio.BufferedProtocol):
         _timer: asyncio.TimerHandle | None = None
         _due: float | None = None  # when the awaited headers are late; None: none awaited
-        _out: _Coalescing | None = None
+        _out: _HeadWithBody | None = None
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -135,7 +147,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            self._out = _Coalescing(self.transport, self.loop)
+            self._out = _HeadWithBody(self.transport, self.loop)
             self.transport = cast(asyncio.Transport, self._out)
             self._arm()
 
@@ -145,11 +157,13 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def on_headers_complete(self) -> None:
             self._due = None
+            if self._out is not None:
+                self._out.hold_next()  # the next write is this request's response head
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:
             if self._out is not None:
-                self._out.flush()  # the whole answer leaves now, not at the loop's next turn
+                self._out.flush()  # nothing of the answer waits for the loop's next turn
             super().on_response_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
