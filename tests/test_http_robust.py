@@ -399,3 +399,64 @@ async def test_a_streams_head_leaves_without_waiting_for_an_event() -> None:
             head = await anyio.to_thread.run_sync(opened_then_get)
         assert head.startswith(b"HTTP/1.1 200 "), head[:80]
         assert b"content-type: text/event-stream" in head.lower()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_R_HTTP_25_a_body_held_whole_is_read_without_its_deadline(backend: str) -> None:
+    """``read_body`` reads a body whose scope says it arrived whole (askgate's uvicorn protocol
+    says so) without the deadline, and any other under ``body_timeout_ms``: a body that comes
+    after a wait is read whole, one that never comes is TIMED_OUT, on either event loop."""
+    from askgate.transports.asgi import BODY_WHOLE, TIMED_OUT, read_body  # noqa: PLC0415
+
+    options = rules.HttpOptions(body_timeout_ms=100)
+
+    async def scenario() -> list[object]:
+        parts = [b'{"a":', b"1}"]
+
+        async def after_a_wait() -> dict[str, Any]:
+            await anyio.sleep(0.01)  # suspends: the body is still on its way
+            part = parts.pop(0)
+            return {"type": "http.request", "body": part, "more_body": bool(parts)}
+
+        async def never() -> dict[str, Any]:
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def late() -> dict[str, Any]:  # slower than the deadline
+            await anyio.sleep(0.3)
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        with anyio.fail_after(DEADLINE):
+            return [
+                await read_body(after_a_wait, options),
+                await read_body(never, options),
+                await read_body(late, options, {BODY_WHOLE: True}),  # trusted: no deadline
+                await read_body(late, options, {}),
+            ]
+
+    assert anyio.run(scenario, backend=backend) == [b'{"a":1}', TIMED_OUT, b"{}", TIMED_OUT]
+
+
+@pytest.mark.anyio
+async def test_askgates_uvicorn_protocol_marks_a_body_that_arrived_whole() -> None:
+    """The mark :func:`read_body` trusts is set by askgate's protocol once the body is in (the
+    request below sends its body after its headers: the mark comes with the body)."""
+    from askgate.transports.asgi import BODY_WHOLE  # noqa: PLC0415
+
+    seen: list[object] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        message = await receive()
+        seen.append((message.get("more_body"), scope.get(BODY_WHOLE)))
+        body = b"{}"
+        headers = [(b"content-length", b"2"), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async with uvicorn_serving(lambda _port: app, header_deadline_protocol(5000)) as (_, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+    assert isinstance(answer, bytes)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+    assert seen == [(False, True)]  # the whole body read, and marked so

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextvars
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Generator, MutableMapping
-from typing import Any, Final, Literal, cast
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final, Literal
 
 import anyio
 
@@ -18,6 +18,7 @@ from askgate.core import http as rules
 from askgate.core.codec import encode
 
 __all__ = [
+    "BODY_WHOLE",
     "TIMED_OUT",
     "Message",
     "Receive",
@@ -81,73 +82,40 @@ TIMED_OUT: Final = _Late.TIMED_OUT
 """What :func:`read_body` returns for a body that did not arrive whole in time."""
 
 
-class _Rest:
-    """The rest of an awaitable whose first step suspended: awaiting this goes on where that
-    step stopped (what it yielded goes to the event loop first), as ``await`` would have."""
-
-    __slots__ = ("_steps", "_yielded")
-
-    def __init__(self, steps: Generator[Any, Any, Message], yielded: object) -> None:
-        self._steps = steps
-        self._yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, Message]:
-        steps, yielded = self._steps, self._yielded
-        while True:
-            try:
-                sent = yield yielded
-            except BaseException as thrown:  # a cancellation, or the generator's close
-                try:
-                    yielded = steps.throw(thrown)
-                except StopIteration as stop:
-                    return cast(Message, stop.value)
-            else:
-                try:
-                    yielded = steps.send(sent)
-                except StopIteration as stop:
-                    return cast(Message, stop.value)
+BODY_WHOLE: Final = "askgate.body_whole"
+"""The scope key askgate's own uvicorn protocol sets to ``True`` once a request's body has
+arrived whole (:func:`askgate.transports.http_server.header_deadline_protocol`): reading it
+then cannot wait, and needs no deadline."""
 
 
 async def read_body(
-    receive: Receive, options: rules.HttpOptions
+    receive: Receive, options: rules.HttpOptions, scope: Scope | None = None
 ) -> bytes | Literal[_Late.TIMED_OUT] | None:
     """The body, or ``None`` once more than the cap has arrived (counted, R-HTTP-5) or the
     client left, or :data:`TIMED_OUT` when the whole body did not arrive within
-    ``body_timeout_ms`` (R-HTTP-25).
+    ``body_timeout_ms`` (R-HTTP-25). A body the server says it holds whole (``scope`` has
+    :data:`BODY_WHOLE`) is read without arming the deadline's timer."""
+    if scope is not None and scope.get(BODY_WHOLE):
+        return await _read(receive, options)
+    with anyio.move_on_after(options.body_timeout_ms / 1000):
+        return await _read(receive, options)
+    return TIMED_OUT
 
-    A body the server already holds whole (a small one usually comes with its headers) is
-    taken without the deadline's timer: the first ``receive`` is started by hand, and only
-    when it suspends (the body is still on its way) is the rest awaited under the deadline."""
-    steps = receive().__await__()
-    try:
-        yielded = steps.send(None)
-    except StopIteration as done:  # it did not wait
-        message: Message = done.value
-        if message["type"] != "http.disconnect" and not message.get("more_body", False):
-            chunk = message.get("body", b"")
-            return None if rules.body_too_large(len(chunk), options) else chunk
-        first: Message | _Rest | None = message
-    else:
-        first = _Rest(steps, yielded)
+
+async def _read(receive: Receive, options: rules.HttpOptions) -> bytes | None:
     chunks: list[bytes] = []
     received = 0
-    with anyio.move_on_after(options.body_timeout_ms / 1000):
-        while True:
-            if first is None:
-                message = await receive()
-            else:
-                message = first if not isinstance(first, _Rest) else await first
-                first = None
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if rules.body_too_large(received, options):
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-    return TIMED_OUT
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        received += len(chunk)
+        if rules.body_too_large(received, options):
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def lingering(

@@ -597,7 +597,7 @@ class HttpTransport:
             return
         method = scope.get("method", "")
         if method == "POST":
-            await self._post(headers, principal, receive, send)
+            await self._post(headers, principal, receive, send, scope)
         elif method == "GET":
             await self._get(headers, principal, receive, send)
         elif method == "DELETE":
@@ -635,7 +635,12 @@ class HttpTransport:
         return found
 
     async def _post(
-        self, headers: dict[str, str], principal: str, receive: Receive, send: Send
+        self,
+        headers: dict[str, str],
+        principal: str,
+        receive: Receive,
+        send: Send,
+        scope: Scope | None = None,
     ) -> None:
         rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
         version = rules.DEFAULT_VERSION
@@ -650,7 +655,7 @@ class HttpTransport:
         if rejection is not None:
             await reject(send, rejection)
             return
-        body = await read_body(receive, self.options)
+        body = await read_body(receive, self.options, scope)
         if body is TIMED_OUT:
             await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
             return

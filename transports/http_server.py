@@ -30,6 +30,7 @@ from typing import Any, Final, cast
 from askgate.core import OptionError
 from askgate.core import http as rules
 
+from .asgi import BODY_WHOLE
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
@@ -123,11 +124,12 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     heap keeps growing with free holes (measured under ``bench/soak.py`` over HTTP: about
     110 KiB a minute, with the bytes in use flat), as the stdio reader's did.
 
-    A response's head is held for its first body bytes (:class:`_HeadWithBody`): the two leave
-    in one ``send``. The deadline is one timer per connection, not one per request: a request's
-    start moves the deadline, and the timer, when it fires, either closes the connection (its
-    headers are late), sleeps again until the moved deadline, or ends (no headers are
-    awaited)."""
+    A request whose body arrived whole is marked so in its scope (:data:`BODY_WHOLE`): the app
+    reads it without arming the body deadline's timer. A response's head is held for its first
+    body bytes (:class:`_HeadWithBody`): the two leave in one ``send``. The header deadline is
+    one timer per connection, not one per request: a request's start moves the deadline, and
+    the timer, when it fires, either closes the connection (its headers are late), sleeps again
+    until the moved deadline, or ends (no headers are awaited)."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
         HttpToolsProtocol,
     )
@@ -160,6 +162,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             if self._out is not None:
                 self._out.hold_next()  # the next write is this request's response head
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            scope = cast(dict[str, Any], self.scope)
+            scope[BODY_WHOLE] = True  # the app reads it without a deadline
 
         def on_response_complete(self) -> None:
             if self._out is not None:
