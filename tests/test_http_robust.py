@@ -460,3 +460,17 @@ async def test_askgates_uvicorn_protocol_marks_a_body_that_arrived_whole() -> No
     assert isinstance(answer, bytes)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
     assert seen == [(False, True)]  # the whole body read, and marked so
+
+
+def test_header_map_lowers_names_and_joins_repeated_ones() -> None:
+    from askgate.transports.asgi import header_map  # noqa: PLC0415
+
+    once = [(b"Host", b"127.0.0.1"), (b"accept", b"text/event-stream")]
+    assert header_map({"headers": once}) == {"host": "127.0.0.1", "accept": "text/event-stream"}
+    repeated = [(b"accept", b"application/json"), (b"x-a", b"\xe9"), (b"Accept", b"text/plain")]
+    assert header_map({"headers": repeated}) == {
+        "accept": "application/json, text/plain",
+        "x-a": "\xe9",
+    }
+    assert header_map({"headers": tuple(once)}) == header_map({"headers": once})
+    assert header_map({}) == {}

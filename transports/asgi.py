@@ -66,8 +66,13 @@ def _request_text() -> str:
 
 def header_map(scope: Scope) -> dict[str, str]:
     """The request's headers: lower-case names, Latin-1 values, repeated ones joined by ``, ``."""
+    raw = scope.get("headers", ())
+    if isinstance(raw, list):  # no name repeated (the usual case): one comprehension
+        plain = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
+        if len(plain) == len(raw):
+            return plain
     headers: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
+    for name, value in raw:
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
