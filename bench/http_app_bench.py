@@ -3,8 +3,9 @@
     python bench/http_app_bench.py [--calls 5000] [--rounds 3] [--sessions N ...]
 
 No server, no sockets, no HTTP parser: the app (``askgate.transports.http.HttpApp`` around the
-demo) is called as uvicorn would call it, with a complete body and a ``send`` that keeps what it
-is given, one POST after another on one session. What it measures is the cost of askgate's own
+demo) is called as askgate's own uvicorn protocol would call it, with a complete body marked as
+such in the scope (``askgate.transports.asgi.BODY_WHOLE``) and a ``send`` that keeps what it is
+given, one POST after another on one session. What it measures is the cost of askgate's own
 shell and reducer per call, apart from uvicorn and the kernel, so a change to either shows
 without the noise of a loaded machine's network stack. ``make bench-compare`` runs it for the
 base tree and this one. Prints the median of the rounds, in microseconds of CPU per call.
@@ -62,6 +63,7 @@ async def _post(app: HttpApp, body: bytes, extra: list[tuple[bytes, bytes]]) -> 
         "path": "/mcp",
         "headers": HEADERS + extra,
         "client": ("127.0.0.1", 50000),
+        "askgate.body_whole": True,  # asgi.BODY_WHOLE: askgate's uvicorn protocol marks it so
     }
     await app(scope, receive, send)
     return out

@@ -283,3 +283,194 @@ async def test_an_http_read_allocates_only_the_bytes_it_read() -> None:
                 tracemalloc.stop()
         assert peak < 2 * READ_BYTES, peak
         assert len(app.sessions) == 6
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_25_each_request_on_a_kept_connection_has_its_own_header_deadline() -> None:
+    """The deadline is one timer per connection that a request's first byte moves: a second
+    request trickling its headers on a kept-alive connection is closed within its bound."""
+    async with served(http=header_deadline_protocol(500)) as (app, port):
+
+        def answered_then_trickled() -> tuple[bytes, bytes, float]:
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                client.sendall(_head(port, length=len(INIT), Connection="") + INIT)
+                first = b""
+                while not first.endswith(b"}"):  # bounded by the socket's timeout
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    first += chunk
+                head = _head(port, length=len(INIT), Connection="")
+                client.settimeout(0.05)
+                began = time.monotonic()
+                later, sent = b"", 0
+                try:
+                    while time.monotonic() - began < DEADLINE:
+                        if sent < len(head) - 1:  # never the last byte: the headers never end
+                            client.sendall(head[sent : sent + 1])
+                            sent += 1
+                        try:
+                            chunk = client.recv(65536)
+                        except TimeoutError:
+                            continue
+                        if not chunk:
+                            break
+                        later += chunk
+                except OSError:  # reset while writing: the server closed
+                    pass
+                return first, later, time.monotonic() - began
+
+        with anyio.fail_after(DEADLINE):
+            first, later, took = await anyio.to_thread.run_sync(answered_then_trickled)
+        assert first.startswith(b"HTTP/1.1 200 "), first[:80]
+        assert later == b"", later[:80]  # closed, unanswered
+        assert 0.4 < took < 0.5 + 2.0, took
+        assert len(app.sessions) == 1
+
+
+@pytest.mark.anyio
+async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """askgate's uvicorn protocol holds a response's head for its first body bytes: a JSON
+    answer's head and body reach the socket in one write, the same bytes in the same order,
+    where uvicorn alone makes two system calls."""
+    import asyncio.selector_events  # noqa: PLC0415
+
+    transport = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+    plain = transport.write
+    writes: list[bytes] = []
+
+    def counted(self: Any, data: bytes) -> None:
+        writes.append(bytes(data))
+        plain(self, data)
+
+    monkeypatch.setattr(transport, "write", counted)
+    async with served(http=header_deadline_protocol(5000)) as (app, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+        assert len(app.sessions) == 1
+    assert isinstance(answer, bytes)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+    assert answer.endswith(b"}"), answer[-80:]
+    assert writes == [answer]
+
+
+@pytest.mark.anyio
+async def test_a_streams_head_leaves_without_waiting_for_an_event() -> None:
+    """A held head waits for its body bytes at most until the event loop's next turn: a GET
+    stream with nothing to carry gets its head at once, not at its first keepalive."""
+    async with served(http=header_deadline_protocol(5000), keepalive_ms=60_000) as (_app, port):
+
+        def opened_then_get() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
+                client.sendall(_head(port, length=len(INIT), Connection="") + INIT)
+                answer = b""
+                while not answer.endswith(b"}"):  # bounded by the socket's timeout
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    answer += chunk
+                session = answer.split(b"mcp-session-id: ", 1)[1].split(b"\r\n", 1)[0]
+                note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                client.sendall(
+                    _head(port, length=len(note), Connection="", Mcp_Session_Id=session.decode())
+                    + note
+                )
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 202 "), answer[:80]
+                get = (
+                    f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    f"Authorization: Bearer {TOKENS['alice']}\r\n"
+                    f"Accept: text/event-stream\r\nMcp-Session-Id: {session.decode()}\r\n"
+                    "MCP-Protocol-Version: 2025-06-18\r\n\r\n"
+                )
+                client.sendall(get.encode())
+                client.settimeout(10.0)  # far below the keepalive: the head must come alone
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = client.recv(65536)
+                    assert chunk, "the connection closed"
+                    head += chunk
+                return head
+
+        with anyio.fail_after(DEADLINE):
+            head = await anyio.to_thread.run_sync(opened_then_get)
+        assert head.startswith(b"HTTP/1.1 200 "), head[:80]
+        assert b"content-type: text/event-stream" in head.lower()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_R_HTTP_25_a_body_held_whole_is_read_without_its_deadline(backend: str) -> None:
+    """``read_body`` reads a body whose scope says it arrived whole (askgate's uvicorn protocol
+    says so) without the deadline, and any other under ``body_timeout_ms``: a body that comes
+    after a wait is read whole, one that never comes is TIMED_OUT, on either event loop."""
+    from askgate.transports.asgi import BODY_WHOLE, TIMED_OUT, read_body  # noqa: PLC0415
+
+    options = rules.HttpOptions(body_timeout_ms=100)
+
+    async def scenario() -> list[object]:
+        parts = [b'{"a":', b"1}"]
+
+        async def after_a_wait() -> dict[str, Any]:
+            await anyio.sleep(0.01)  # suspends: the body is still on its way
+            part = parts.pop(0)
+            return {"type": "http.request", "body": part, "more_body": bool(parts)}
+
+        async def never() -> dict[str, Any]:
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def late() -> dict[str, Any]:  # slower than the deadline
+            await anyio.sleep(0.3)
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        with anyio.fail_after(DEADLINE):
+            return [
+                await read_body(after_a_wait, options),
+                await read_body(never, options),
+                await read_body(late, options, {BODY_WHOLE: True}),  # trusted: no deadline
+                await read_body(late, options, {}),
+            ]
+
+    assert anyio.run(scenario, backend=backend) == [b'{"a":1}', TIMED_OUT, b"{}", TIMED_OUT]
+
+
+@pytest.mark.anyio
+async def test_askgates_uvicorn_protocol_marks_a_body_that_arrived_whole() -> None:
+    """The mark :func:`read_body` trusts is set by askgate's protocol once the body is in (the
+    request below sends its body after its headers: the mark comes with the body)."""
+    from askgate.transports.asgi import BODY_WHOLE  # noqa: PLC0415
+
+    seen: list[object] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        message = await receive()
+        seen.append((message.get("more_body"), scope.get(BODY_WHOLE)))
+        body = b"{}"
+        headers = [(b"content-length", b"2"), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async with uvicorn_serving(lambda _port: app, header_deadline_protocol(5000)) as (_, port):
+        head = _head(port, length=len(INIT))
+        with anyio.fail_after(DEADLINE):
+            answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
+    assert isinstance(answer, bytes)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+    assert seen == [(False, True)]  # the whole body read, and marked so
+
+
+def test_header_map_lowers_names_and_joins_repeated_ones() -> None:
+    from askgate.transports.asgi import header_map  # noqa: PLC0415
+
+    once = [(b"Host", b"127.0.0.1"), (b"accept", b"text/event-stream")]
+    assert header_map({"headers": once}) == {"host": "127.0.0.1", "accept": "text/event-stream"}
+    repeated = [(b"accept", b"application/json"), (b"x-a", b"\xe9"), (b"Accept", b"text/plain")]
+    assert header_map({"headers": repeated}) == {
+        "accept": "application/json, text/plain",
+        "x-a": "\xe9",
+    }
+    assert header_map({"headers": tuple(once)}) == header_map({"headers": once})
+    assert header_map({}) == {}

@@ -18,6 +18,7 @@ from askgate.core import http as rules
 from askgate.core.codec import encode
 
 __all__ = [
+    "BODY_WHOLE",
     "TIMED_OUT",
     "Message",
     "Receive",
@@ -39,30 +40,39 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-_REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+_REQUEST: contextvars.ContextVar[tuple[object, object, object] | None] = contextvars.ContextVar(
     "askgate_request", default=None
 )
 
 
 def note_request(scope: Scope) -> None:
     """Remembers the request this task serves, for the line :func:`reject` logs (no text is
-    built unless a refusal is logged)."""
-    _REQUEST.set(scope)
+    built unless a refusal is logged). Only its method, path and peer are kept: every timer and
+    task started while serving it copies the context, and would keep a whole scope alive."""
+    _REQUEST.set((scope.get("method", "?"), scope.get("path", "?"), scope.get("client")))
 
 
 def _request_text() -> str:
-    scope = _REQUEST.get()
-    if scope is None:
+    noted = _REQUEST.get()
+    if noted is None:
         return "a request"
-    client = scope.get("client")
-    peer = f"{client[0]}:{client[1]}" if client else "an unknown peer"
-    return f"{scope.get('method', '?')} {scope.get('path', '?')} from {peer}"
+    method, path, client = noted
+    if isinstance(client, (tuple, list)) and len(client) > 1:
+        peer = f"{client[0]}:{client[1]}"
+    else:
+        peer = "an unknown peer"
+    return f"{method} {path} from {peer}"
 
 
 def header_map(scope: Scope) -> dict[str, str]:
     """The request's headers: lower-case names, Latin-1 values, repeated ones joined by ``, ``."""
+    raw = scope.get("headers", ())
+    if isinstance(raw, list):  # no name repeated (the usual case): one comprehension
+        plain = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
+        if len(plain) == len(raw):
+            return plain
     headers: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
+    for name, value in raw:
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
@@ -77,27 +87,40 @@ TIMED_OUT: Final = _Late.TIMED_OUT
 """What :func:`read_body` returns for a body that did not arrive whole in time."""
 
 
+BODY_WHOLE: Final = "askgate.body_whole"
+"""The scope key askgate's own uvicorn protocol sets to ``True`` once a request's body has
+arrived whole (:func:`askgate.transports.http_server.header_deadline_protocol`): reading it
+then cannot wait, and needs no deadline."""
+
+
 async def read_body(
-    receive: Receive, options: rules.HttpOptions
+    receive: Receive, options: rules.HttpOptions, scope: Scope | None = None
 ) -> bytes | Literal[_Late.TIMED_OUT] | None:
     """The body, or ``None`` once more than the cap has arrived (counted, R-HTTP-5) or the
     client left, or :data:`TIMED_OUT` when the whole body did not arrive within
-    ``body_timeout_ms`` (R-HTTP-25)."""
+    ``body_timeout_ms`` (R-HTTP-25). A body the server says it holds whole (``scope`` has
+    :data:`BODY_WHOLE`) is read without arming the deadline's timer."""
+    if scope is not None and scope.get(BODY_WHOLE):
+        return await _read(receive, options)
+    with anyio.move_on_after(options.body_timeout_ms / 1000):
+        return await _read(receive, options)
+    return TIMED_OUT
+
+
+async def _read(receive: Receive, options: rules.HttpOptions) -> bytes | None:
     chunks: list[bytes] = []
     received = 0
-    with anyio.move_on_after(options.body_timeout_ms / 1000):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if rules.body_too_large(received, options):
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-    return TIMED_OUT
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        received += len(chunk)
+        if rules.body_too_large(received, options):
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def lingering(

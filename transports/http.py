@@ -76,6 +76,9 @@ STATELESS: Final = "http-stateless"
 """The first half of the reducer connection id of a modern request's POST (R-HTTP-26)."""
 REAP_EVERY_MS: Final = 60_000
 
+_NO_EVENTS: Final[collections.deque[tuple[int, bytes]]] = collections.deque()
+"""The log of a stream that has had no event; never appended to (its first event makes one)."""
+
 
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
@@ -90,8 +93,30 @@ class _EventStream:
     given its tag) only once something other than its reply came first, or its connection was
     asked to close, or it stayed quiet for ``keepalive_ms``. A reply that comes before any of
     that is held in ``final`` and answered as JSON. A connection writes it under a token; a new
-    connection (a resume) takes it over, and the old one ends.
+    connection (a resume) takes it over, and the old one ends. Its event log is made by its
+    first event: a request answered as JSON never has one.
     """
+
+    __slots__ = (
+        "_wake",
+        "closing",
+        "cursor",
+        "done",
+        "eids",
+        "ended_at",
+        "final",
+        "last",
+        "log",
+        "opened",
+        "options",
+        "post",
+        "primed",
+        "size",
+        "stopper",
+        "tag",
+        "unwritten",
+        "writer",
+    )
 
     def __init__(
         self, options: rules.HttpOptions, *, primed: bool = False, post: bool = True
@@ -102,7 +127,7 @@ class _EventStream:
         self.tag = ""
         self.opened = False
         self.last = 0  # the number of its newest event
-        self.log: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.log: collections.deque[tuple[int, bytes]] = _NO_EVENTS  # made by the first put
         self.size = 0  # bytes of the messages in ``log``
         self.cursor = 0  # the newest event the connection took
         self.unwritten = 0  # bytes the connection has not taken
@@ -112,7 +137,7 @@ class _EventStream:
         self.done = False
         self.final: bytes | None = None
         self.ended_at: int | None = None
-        self.eids: list[str] = []  # server requests it carried (R-HTTP-12)
+        self.eids: list[str] | None = None  # server requests it carried (R-HTTP-12)
         self._wake: anyio.Event | None = None
 
     def open(self, tag: str) -> None:
@@ -123,6 +148,8 @@ class _EventStream:
         if self.done:
             return
         self.last += 1
+        if self.log is _NO_EVENTS:
+            self.log = collections.deque()
         self.log.append((self.last, data))
         self.size += len(data)
         if self.writer is not None or not self.opened:  # before its first connection too
@@ -268,18 +295,41 @@ class _EventStream:
 
 
 class _Live:
-    """The shell's side of one session: its open streams, and where its messages go."""
+    """The shell's side of one session: its open streams, and where its messages go. It is the
+    session's router: the runtime calls it with each ``Reply`` and ``Push`` for the session's
+    connection. What most sessions never use (the ended streams' list, the server requests'
+    carriers) is made when first needed."""
 
-    def __init__(self, sid: str, conn: Hashable, options: rules.HttpOptions) -> None:
+    __slots__ = (
+        "by_eid",
+        "clock",
+        "conn",
+        "ended",
+        "feeding",
+        "get",
+        "options",
+        "pending",
+        "sid",
+        "streams",
+    )
+
+    def __init__(
+        self,
+        sid: str,
+        conn: Hashable,
+        options: rules.HttpOptions,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
         self.sid = sid
         self.conn = conn
         self.options = options
+        self.clock = clock  # the shell's clock, in ms
         self.pending: dict[tuple[type, object], _EventStream] = {}
         self.get: _EventStream | None = None
         self.feeding: tuple[tuple[type, object], _EventStream] | None = None
-        self.by_eid: dict[str, _EventStream] = {}
+        self.by_eid: dict[str, _EventStream] | None = None
         self.streams: dict[str, _EventStream] = {}  # opened ones, by tag (R-HTTP-17)
-        self.ended: collections.deque[tuple[str, int]] = collections.deque()
+        self.ended: collections.deque[tuple[str, int]] | None = None
 
     def stream_for(self, request_id: object) -> _EventStream | None:
         key = _key(request_id)
@@ -287,30 +337,39 @@ class _Live:
             return self.feeding[1]
         return self.pending.get(key)
 
+    def _ended(self, tag: str, when: int) -> None:
+        if self.ended is None:
+            self.ended = collections.deque()
+        self.ended.append((tag, when))
+        self.sweep(when)
+
     def opened(self, stream: _EventStream) -> None:
         stream.open(rules.stream_tag(secrets.token_bytes(16)))
         self.streams[stream.tag] = stream
         if stream.ended_at is not None:  # its reply came in the step that received it
-            self.ended.append((stream.tag, stream.ended_at))
-            self.sweep(stream.ended_at)
+            self._ended(stream.tag, stream.ended_at)
 
     def finished(self, stream: _EventStream, data: bytes | None) -> None:
         if stream.done:
             return
-        now = now_ms()
+        now = self.clock()
         stream.finish(data, now)
-        for eid in stream.eids:
-            if self.by_eid.get(eid) is stream:
-                del self.by_eid[eid]
+        by_eid = self.by_eid
+        if stream.eids is not None and by_eid is not None:
+            for eid in stream.eids:
+                if by_eid.get(eid) is stream:
+                    del by_eid[eid]
         if stream.opened:
-            self.ended.append((stream.tag, now))
-            self.sweep(now)
+            self._ended(stream.tag, now)
 
     def sweep(self, now: int) -> None:
         """R-HTTP-19: forgets the ended streams past their time or beyond the count."""
-        for tag in rules.forget(self.ended, now, self.options):  # a prefix of self.ended
+        ended = self.ended
+        if ended is None:
+            return
+        for tag in rules.forget(ended, now, self.options):  # a prefix of self.ended
             self.streams.pop(tag, None)
-            self.ended.popleft()
+            ended.popleft()
 
     def close_stream(self, request_id: Hashable) -> None:
         """R-HTTP-21: a running tool asked to close its call's stream connection."""
@@ -327,9 +386,59 @@ class _Live:
         for stream in streams:
             self.finished(stream, None)
         self.pending.clear()
-        self.by_eid.clear()
+        self.by_eid = None
         self.streams.clear()
-        self.ended.clear()
+        self.ended = None
+
+    def __call__(self, effect: Reply | Push) -> None:
+        """Routes a ``Reply`` or ``Push`` of the session to the stream it belongs on."""
+        if isinstance(effect, Reply):
+            data = None if effect.message is None else encode(effect.message)
+            feeding = self.feeding
+            if feeding is not None and (
+                effect.request_id is None or feeding[0] == _key(effect.request_id)
+            ):
+                self.finished(feeding[1], data)  # the step that received it answers it
+                return
+            stream = self.pending.pop(_key(effect.request_id), None)
+            if stream is not None:
+                self.finished(stream, data)  # kept for a resume (R-HTTP-19)
+            return
+        message = effect.message
+        data = encode(message)
+        route = rules.route_push(message, effect.related)  # R-HTTP-12
+        call = None if route.call is None else self.stream_for(route.call)
+        by_eid = self.by_eid
+        carrier = None if route.withdraws is None or by_eid is None else by_eid.get(route.withdraws)
+        get = self.get
+        taken = rules.push_target(
+            route,
+            call=call is not None and not call.done,
+            carrier=carrier is not None and not carrier.done,
+            get=get is not None and not get.done,
+        )
+        if taken.forget is not None and by_eid is not None:
+            by_eid.pop(taken.forget, None)
+        target = (
+            call
+            if taken.stream == "call"
+            else carrier
+            if taken.stream == "carrier"
+            else get
+            if taken.stream == "get"
+            else None
+        )
+        if target is None:
+            logger.debug("dropped a push for a session with no open stream")
+            return
+        if taken.remember is not None:
+            if target.eids is None:
+                target.eids = []
+            target.eids.append(taken.remember)
+            if by_eid is None:
+                by_eid = self.by_eid = {}
+            by_eid[taken.remember] = target
+        target.put(data)
 
 
 class HttpTransport:
@@ -366,6 +475,7 @@ class HttpTransport:
         self.options = options if options is not None else rules.HttpOptions()
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
+        self._clock = self._now  # one bound method, shared by every session
         self._runtime: Runtime | None = None
         self._stopping = False
         self._stateless_ids = itertools.count()
@@ -450,53 +560,6 @@ class HttpTransport:
         """The runtime's clock (cheaper than looking the event loop up), or the loop's."""
         return self._runtime.now() if self._runtime is not None else now_ms()
 
-    def _router(self, live: _Live) -> Callable[[Reply | Push], None]:
-        def deliver(effect: Reply | Push) -> None:
-            if isinstance(effect, Reply):
-                data = None if effect.message is None else encode(effect.message)
-                feeding = live.feeding
-                if feeding is not None and (
-                    effect.request_id is None or feeding[0] == _key(effect.request_id)
-                ):
-                    live.finished(feeding[1], data)  # the step that received it answers it
-                    return
-                stream = live.pending.pop(_key(effect.request_id), None)
-                if stream is not None:
-                    live.finished(stream, data)  # kept for a resume (R-HTTP-19)
-                return
-            message = effect.message
-            data = encode(message)
-            route = rules.route_push(message, effect.related)  # R-HTTP-12
-            call = None if route.call is None else live.stream_for(route.call)
-            carrier = None if route.withdraws is None else live.by_eid.get(route.withdraws)
-            get = live.get
-            taken = rules.push_target(
-                route,
-                call=call is not None and not call.done,
-                carrier=carrier is not None and not carrier.done,
-                get=get is not None and not get.done,
-            )
-            if taken.forget is not None:
-                live.by_eid.pop(taken.forget, None)
-            target = (
-                call
-                if taken.stream == "call"
-                else carrier
-                if taken.stream == "carrier"
-                else get
-                if taken.stream == "get"
-                else None
-            )
-            if target is None:
-                logger.debug("dropped a push for a session with no open stream")
-                return
-            if taken.remember is not None:
-                target.eids.append(taken.remember)
-                live.by_eid[taken.remember] = target
-            target.put(data)
-
-        return deliver
-
     # -- ASGI ------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -534,7 +597,7 @@ class HttpTransport:
             return
         method = scope.get("method", "")
         if method == "POST":
-            await self._post(headers, principal, receive, send)
+            await self._post(headers, principal, receive, send, scope)
         elif method == "GET":
             await self._get(headers, principal, receive, send)
         elif method == "DELETE":
@@ -572,7 +635,12 @@ class HttpTransport:
         return found
 
     async def _post(
-        self, headers: dict[str, str], principal: str, receive: Receive, send: Send
+        self,
+        headers: dict[str, str],
+        principal: str,
+        receive: Receive,
+        send: Send,
+        scope: Scope | None = None,
     ) -> None:
         rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
         version = rules.DEFAULT_VERSION
@@ -587,7 +655,7 @@ class HttpTransport:
         if rejection is not None:
             await reject(send, rejection)
             return
-        body = await read_body(receive, self.options)
+        body = await read_body(receive, self.options, scope)
         if body is TIMED_OUT:
             await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
             return
@@ -628,8 +696,10 @@ class HttpTransport:
                 await reject(send, minted)
                 return
             session = minted
-            live = self._live[session.id] = _Live(session.id, session.conn, self.options)
-            runtime.route(session.conn, self._router(live))
+            live = self._live[session.id] = _Live(
+                session.id, session.conn, self.options, self._clock
+            )
+            runtime.route(session.conn, live)
             runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
             runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
@@ -775,11 +845,11 @@ class HttpTransport:
         runtime = self.runtime
         now = self._now()
         conn = (STATELESS, next(self._stateless_ids))
-        live = _Live("", conn, self.options)
+        live = _Live("", conn, self.options, self._clock)
         stream = _EventStream(self.options)
         key = _key(decoded.id)
         answer: list[dict[str, object]] = []
-        route = self._router(live)
+        route = live
 
         def deliver(effect: Reply | Push) -> None:
             if isinstance(effect, Reply) and effect.message is not None:
@@ -796,6 +866,9 @@ class HttpTransport:
         finally:
             live.feeding = None
         try:
+            if stream.done:  # answered in the step that received it: nothing to watch
+                await self._modern_answer(live, stream, answer, send)
+                return
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:
@@ -803,29 +876,12 @@ class HttpTransport:
                         pass
                     tg.cancel_scope.cancel()  # the client left: nothing more is written
 
-                if not stream.done:
-                    live.pending[key] = stream
-                    tg.start_soon(watch)
-                    if not stream.last:  # R-HTTP-7: the answer first is plain JSON
-                        with anyio.move_on_after(self.options.keepalive_ms / 1000):
-                            await stream.first()
-                answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
-                if answer_as == "json":
-                    status = rules.modern_status(answer[-1])  # R-HTTP-28
-                    await respond(send, status, stream.final or b"", "application/json")
-                elif answer_as == "nothing":
-                    await respond(send, 200, b"", "text/event-stream")
-                else:
-                    live.opened(stream)
-                    token = object()
-                    stream.attach(token, 0)
-                    headers = [
-                        (b"content-type", b"text/event-stream"),
-                        (b"cache-control", b"no-cache"),
-                        (b"x-accel-buffering", b"no"),
-                    ]
-                    await send({"type": "http.response.start", "status": 200, "headers": headers})
-                    await self._write_events(stream, token, b"", send)
+                live.pending[key] = stream
+                tg.start_soon(watch)
+                if not stream.last:  # R-HTTP-7: the answer first is plain JSON
+                    with anyio.move_on_after(self.options.keepalive_ms / 1000):
+                        await stream.first()
+                await self._modern_answer(live, stream, answer, send)
                 tg.cancel_scope.cancel()
         except OSError:
             logger.debug("a client closed its stream")
@@ -838,6 +894,29 @@ class HttpTransport:
                 runtime.feed(SubscriberDetached(conn, self._now()))
             runtime.unroute(conn)
             live.close_all()
+
+    async def _modern_answer(
+        self, live: _Live, stream: _EventStream, answer: list[dict[str, object]], send: Send
+    ) -> None:
+        """A modern request's answer: JSON when the reducer answered before anything else came
+        (its status by R-HTTP-28), else its stream as SSE (R-HTTP-7)."""
+        answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
+        if answer_as == "json":
+            status = rules.modern_status(answer[-1])  # R-HTTP-28
+            await respond(send, status, stream.final or b"", "application/json")
+        elif answer_as == "nothing":
+            await respond(send, 200, b"", "text/event-stream")
+        else:
+            live.opened(stream)
+            token = object()
+            stream.attach(token, 0)
+            headers = [
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._write_events(stream, token, b"", send)
 
     async def _get(
         self, headers: dict[str, str], principal: str, receive: Receive, send: Send

@@ -25,11 +25,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import Final
+from typing import Any, Final, cast
 
 from askgate.core import OptionError
 from askgate.core import http as rules
 
+from .asgi import BODY_WHOLE
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
@@ -58,6 +59,59 @@ next read can start (asyncio calls ``get_buffer`` and ``buffer_updated`` back to
 event loop's one thread)."""
 
 
+class _HeadWithBody:
+    """A connection's transport that holds a response's head for its first body bytes: uvicorn
+    writes the two separately, each a ``send`` system call of its own (the costliest step of a
+    small answer), although the body follows the head at once. After :meth:`hold_next`, the
+    next write is held until the write after it (then both leave in one), the loop's next turn
+    (a stream with nothing to send yet), or a ``close``, whichever comes first; every other
+    write leaves at once. The bytes and their order are unchanged."""
+
+    __slots__ = ("_held", "_hold", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._hold = False
+        self._held: bytes | None = None
+
+    def hold_next(self) -> None:
+        """The next write is a response's head: it waits for what follows it."""
+        self._hold = True
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif self._hold:
+            self._hold = False
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def discard(self) -> None:
+        self._held = None
+        self._hold = False
+
+    def abort(self) -> None:
+        self.discard()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, closing a connection whose request headers did not arrive
     whole within ``header_timeout_ms`` of the connection's opening or of the request's first
@@ -68,7 +122,14 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     given a copy of exactly the bytes read. A plain protocol's reads each allocate 256 KiB and
     shrink it to what was read; longer-lived objects then take the rest of the block, and the
     heap keeps growing with free holes (measured under ``bench/soak.py`` over HTTP: about
-    110 KiB a minute, with the bytes in use flat), as the stdio reader's did."""
+    110 KiB a minute, with the bytes in use flat), as the stdio reader's did.
+
+    A request whose body arrived whole is marked so in its scope (:data:`BODY_WHOLE`): the app
+    reads it without arming the body deadline's timer. A response's head is held for its first
+    body bytes (:class:`_HeadWithBody`): the two leave in one ``send``. The header deadline is
+    one timer per connection, not one per request: a request's start moves the deadline, and
+    the timer, when it fires, either closes the connection (its headers are late), sleeps again
+    until the moved deadline, or ends (no headers are awaited)."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
         HttpToolsProtocol,
     )
@@ -76,7 +137,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     seconds = header_timeout_ms / 1000
 
     class HeaderDeadline(HttpToolsProtocol, asyncio.BufferedProtocol):
-        _deadline: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
+        _due: float | None = None  # when the awaited headers are late; None: none awaited
+        _out: _HeadWithBody | None = None
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -86,6 +149,8 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
+            self._out = _HeadWithBody(self.transport, self.loop)
+            self.transport = cast(asyncio.Transport, self._out)
             self._arm()
 
         def on_message_begin(self) -> None:
@@ -93,24 +158,46 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             self._arm()
 
         def on_headers_complete(self) -> None:
-            self._disarm()
+            self._due = None
+            if self._out is not None:
+                self._out.hold_next()  # the next write is this request's response head
             super().on_headers_complete()
 
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            scope = cast(dict[str, Any], self.scope)
+            scope[BODY_WHOLE] = True  # the app reads it without a deadline
+
+        def on_response_complete(self) -> None:
+            if self._out is not None:
+                self._out.flush()  # nothing of the answer waits for the loop's next turn
+            super().on_response_complete()
+
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
+            self._due = None
+            if self._out is not None:
+                self._out.discard()  # the connection is gone: nothing more can be written
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
-            if self._deadline is None:
-                self._deadline = self.loop.call_later(seconds, self._expired)
-
-        def _disarm(self) -> None:
-            deadline, self._deadline = self._deadline, None
-            if deadline is not None:
-                deadline.cancel()
+            if self._due is not None:
+                return  # still awaiting the same headers: their deadline stands
+            self._due = self.loop.time() + seconds
+            if self._timer is None:
+                self._timer = self.loop.call_at(self._due, self._expired)
 
         def _expired(self) -> None:
-            self._deadline = None
+            self._timer = None
+            due = self._due
+            if due is None:
+                return
+            if due - self.loop.time() > 0.001:  # a later request's: sleep until its deadline
+                self._timer = self.loop.call_at(due, self._expired)
+                return
+            self._due = None
             if not self.transport.is_closing():
                 logger.info("closed a connection: its request headers did not arrive in time")
                 self.transport.close()

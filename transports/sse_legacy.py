@@ -248,7 +248,7 @@ class LegacySse:
         if not isinstance(found, rules.Session):
             await reject(send, found or rules.Rejection(400, "Bad Request"))
             return
-        body = await read_body(receive, app.options)
+        body = await read_body(receive, app.options, scope)
         if body is TIMED_OUT:
             await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
             return
