@@ -9,9 +9,20 @@ from typing import Any
 import attrs
 import pytest
 
+from askgate.core import (
+    Effect,
+    Options,
+    RunTool,
+    StartWorker,
+    ToolCallReceived,
+    WorkerFinished,
+    initial_state,
+    step,
+)
 from askgate.core import messages as m
 from askgate.core.decisions import Ask
 from askgate.core.effects import Push
+from askgate.core.sealing import Key, Keyring
 from askgate.core.store import MemoryStore, Reserved, Taken
 from askgate.models.store_contract import NaiveStore, check_store
 from tests import test_modern as modern
@@ -182,3 +193,51 @@ def test_R_STORE_5_the_state_holds_one_store_for_both_eras() -> None:
     assert h.state.store.count("a") == 0
     again = modern.call(h, "a", 3, state=nonce_state, responses=modern.APPROVE)
     assert deny_payload(only_reply(again))["detail"] == m.ALREADY_USED
+
+
+class _Replicas:
+    """Two reducer states serving one deployment, sharing one store: before each step the
+    replica's state is given the shared store, after it the shared store is the one the step
+    returned (the in-memory store standing in for a shared one; no clock, no I/O)."""
+
+    def __init__(self) -> None:
+        opts = Options(has_authorizer=True, max_parked_elicitations=1)
+        ring = Keyring(Key("shared", b"s" * 32), opts.elicitation_timeout_ms)  # one key ring
+        self.states = {
+            name: initial_state(opts, id_key=name.encode() * 32, tools=modern.TOOLS, keyring=ring)
+            for name in ("A", "B")
+        }
+        self.shared = self.states["A"].store
+
+    def feed(self, replica: str, event: Any) -> list[Effect]:
+        state = attrs.evolve(self.states[replica], store=self.shared)
+        state, effects = step(state, event)
+        self.states[replica], self.shared = state, state.store
+        return effects
+
+    def call(self, replica: str, rid: int, **kw: Any) -> list[Effect]:
+        args = {"path": "/tmp/x", "n": 1.0}
+        meta = modern.meta()
+        return self.feed(replica, ToolCallReceived("c", rid, "rm", args, 0, meta=meta, **kw))
+
+
+def test_R_STORE_6_two_replicas_sharing_one_store_run_an_approved_retry_once() -> None:
+    r = _Replicas()
+    r.call("A", 1, principal="alice")
+    asked = only_reply(r.feed("A", WorkerFinished(1, Ask("Allow rm?"), 0)))["result"]
+    token = asked["requestState"]
+    # the caps are the store's: alice's second ASK, on replica B, finds her one place taken
+    r.call("B", 2, principal="alice")
+    full = only_reply(r.feed("B", WorkerFinished(1, Ask("Allow rm?"), 0)))
+    assert deny_payload(full)["detail"] == m.TOO_MANY_PENDING
+    # the retry reaches replica B, which never saw the ASK: taken there, the tool runs once
+    retry = {"request_state": token, "input_responses": modern.APPROVE, "principal": "alice"}
+    run = r.call("B", 3, **retry)
+    jobs = [e.job for e in run if isinstance(e, StartWorker)]
+    assert [(type(job), getattr(job, "tool", None)) for job in jobs] == [(RunTool, "rm")]
+    assert r.shared.total == 0
+    # a replay on either replica is refused, and nothing runs: the store answered taken once
+    for replica, rid in (("A", 4), ("B", 5)):
+        effects = r.call(replica, rid, **retry)
+        assert not [e for e in effects if isinstance(e, StartWorker)]
+        assert deny_payload(only_reply(effects))["detail"] == m.ALREADY_USED
