@@ -90,6 +90,8 @@ SUITES: dict[str, tuple[str, ...]] = {
     ),
     # The sealed approval state of the 2026-07-28 revision: its own tests, then its contracts.
     "core/sealing.py": ("tests/test_sealing.py", "tests/test_crosshair.py"),
+    # The approvals store: its contract suite first, then the reducer's.
+    "core/store.py": ("tests/test_store.py", *REDUCER_SUITE),
 }
 
 
@@ -130,6 +132,7 @@ DOOR = "core/door.py"
 REVISIONS = "core/revisions.py"
 SEALING = "core/sealing.py"
 MESSAGES = "core/messages.py"
+STORE = "core/store.py"
 
 # Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
 # covers ..."): ``--model-suite`` skips these and says so in its report.
@@ -166,9 +169,8 @@ _SEALING_PRIMITIVE = (
 )
 
 _ROOM = """\
-    room = _make_room(d, call, owner, now, out)
-    if room is not None:
-        _park(d, call, owner, room, c.version, prompt, now, out)
+    if _reserve(d, call, owner, eid, False, now, out):
+        _park(d, call, owner, eid, c.version, prompt, now, out)
 """
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -291,25 +293,25 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the eviction victim ----------------------------------------------------------------
     Mutant(
         "evict-newest-parked-call",
-        REDUCER,
-        "    victim_eid = _get_conn(d, victim_conn).parked.first()\n",
-        "    victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
+        STORE,
+        "        return self.owners[holder].queue.first()\n",
+        "        return list(self.owners[holder].queue)[-1]\n",
         ("R-PARK-4",),
         "the victim is the top holder's newest parked call, not its oldest",
     ),
     Mutant(
         "evict-newest-top-holder",
-        REDUCER,
-        "    victim_conn = d.buckets[d.top].first()\n",
-        "    victim_conn = list(d.buckets[d.top])[-1]\n",
+        STORE,
+        "        holder = self.buckets[self.top].first()\n",
+        "        holder = list(self.buckets[self.top])[-1]\n",
         ("R-PARK-4",),
         "among the top holders, the one that reached the top last yields",
     ),
     Mutant(
         "evict-from-smallest-holder",
-        REDUCER,
-        "    victim_conn = d.buckets[d.top].first()\n",
-        "    victim_conn = d.buckets[min(d.buckets)].first()\n",
+        STORE,
+        "        holder = self.buckets[self.top].first()\n",
+        "        holder = self.buckets[min(self.buckets)].first()\n",
         ("R-PARK-4", "R-PARK-3"),
         "the victim is taken from the connection holding the fewest parked calls",
     ),
@@ -325,13 +327,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "evict-after-park",
         REDUCER,
         _ROOM,
-        _ROOM.replace(
-            "    room = ",
-            "    if park_verdict(len(_get_conn(d, owner).parked), d.options.max_parked_elicit"
-            "ations, d.parked_total, d.options.max_parked_elicitations_total, d.top) == 'evict':"
-            "\n        _park(d, call, owner, _get_conn(d, owner), c.version, prompt, now, out)"
-            "\n        _evict(d, call.conn, now, out)\n        return\n    room = ",
-        ),
+        "    mark = len(out)\n"
+        "    if _reserve(d, call, owner, eid, False, now, out):\n"
+        "        evicted = out[mark:]\n"
+        "        del out[mark:]\n"
+        "        _park(d, call, owner, eid, c.version, prompt, now, out)\n"
+        "        out.extend(evicted)\n",
         ("R-PARK-4",),
         "the new call parks before the eviction that makes room for it (effects out of order)",
     ),
@@ -365,10 +366,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unpark-frees-the-connections-place",
         REDUCER,
-        "    owner = p.owner\n",
-        "    owner = p.key[0]\n",
-        ("R-PARK-1", "R-CLOSE-3"),
-        "a closed parked call frees a place of its connection, not of the owner it counted against",
+        "    d.parked = d.parked.set(eid, Parked(key, owner))\n",
+        "    d.parked = d.parked.set(eid, Parked(key, call.conn))\n",
+        ("R-PARK-1", "R-CLOSE-3", "R-STORE-5"),
+        "a parked call is known by its connection, not by the owner whose place it holds",
     ),
     # --- timers, workers and drops ----------------------------------------------------------
     Mutant(
@@ -382,10 +383,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "drop-keeps-elicitation-timer",
         REDUCER,
-        "        _unpark(d, call)\n"
+        "        _unpark(d, call, now)\n"
         "        out.append(CancelTimer((ELICITATION_TIMER, eid)))\n"
         "        if notify:\n",
-        "        _unpark(d, call)\n        if notify:\n",
+        "        _unpark(d, call, now)\n        if notify:\n",
         ("R-DROP-4", "R-CLOSE-3", "R-INV-4"),
         "a dropped parked call's timer is not cancelled",
     ),
@@ -880,8 +881,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "top-never-lowered",
-        REDUCER,
-        "    while top and top not in buckets:\n        top -= 1\n",
+        STORE,
+        "        while top and top not in buckets:\n            top -= 1\n",
         "",
         ("R-INV-3", "R-PARK-4"),
         "top is not lowered when the top holders' counts drop",
@@ -890,7 +891,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "check-misses-per-connection-parked-cap",
         INVARIANTS,
-        "        if n > opts.max_parked_elicitations:\n",
+        "        if n > cap:\n",
         "        if False:\n",
         ("R-INV-1",),
         "check_invariants does not check the per-connection parked cap",
@@ -1248,8 +1249,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mrtr-accepts-a-replayed-nonce",
         REDUCER,
-        "\n    if p is None or not p.stateless:  # R-MRTR-14\n",
-        "\n    if p is not None and not p.stateless:  # R-MRTR-14\n",
+        '    if outcome == "taken":\n',
+        '    if outcome in ("taken", "closed"):\n',
         ("R-MRTR-13", "R-MRTR-14"),
         "a valid state whose nonce was already closed runs the tool again",
     ),
@@ -1272,19 +1273,18 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "mrtr-evicts-the-wrong-nonce",
-        REDUCER,
-        "    victim_eid = _get_conn(d, victim_conn).parked.first()\n",
-        "    victim_eid = list(_get_conn(d, victim_conn).parked)[-1]\n",
-        ("R-MRTR-12", "R-PARK-4"),
-        "eviction takes the newest parked entry of the fullest owner, not the oldest",
+        STORE,
+        "            victim = self.victim()\n",
+        "            victim = self.queue(owner).first() or self.victim()\n",
+        ("R-MRTR-12", "R-PARK-4", "R-STORE-2"),
+        "eviction takes the asker's own oldest place when it holds one, not the top holder's",
     ),
     Mutant(
         "mrtr-closes-without-unparking",
-        REDUCER,
-        "        _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)"
-        "  # R-CLOSE-3: exactly once\n",
-        "        pass\n",
-        ("R-MRTR-13", "R-CLOSE-3"),
+        STORE,
+        "        return self._free(ident, USED, now), TAKEN\n",
+        "        return self, TAKEN\n",
+        ("R-MRTR-13", "R-CLOSE-3", "R-STORE-3"),
         "an approved retry leaves its nonce parked: the same state runs the tool again",
     ),
     # --- stopping (R-STOP-1) --------------------------------------------------------------------
@@ -1431,10 +1431,47 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "round-state-reusable",
         REDUCER,
-        "    _nonce_closed(d, nid, p, m.ALREADY_USED, now, out)  # single use\n",
-        "    pass  # single use\n",
+        "        reason = _take(d, nonce_id(opened.nonce), st.owner, now, out)  # single use\n",
+        "        reason = None  # single use\n",
         ("R-MRTR-21", "R-MRTR-23"),
         "a round's state is not taken: a replayed retry runs the callback again",
+    ),
+    # --- the approvals store (spec/store.md, R-STORE-*) -------------------------------------
+    Mutant(
+        "store-ignores-the-per-owner-cap",
+        STORE,
+        "        verdict = park_verdict(self.count(owner), per_owner, self.total, total, "
+        "self.top)\n",
+        "        verdict = park_verdict(\n"
+        "            min(self.count(owner), per_owner - 1), per_owner, self.total, total, "
+        "self.top\n"
+        "        )\n",
+        ("R-STORE-2", "R-PARK-1"),
+        "reserve never answers owner_full: an owner parks past max_parked_elicitations",
+    ),
+    Mutant(
+        "store-forgets-a-closed-reason",
+        STORE,
+        "        if why is not None and p.single_use:\n",
+        "        if False:\n",
+        ("R-STORE-3", "R-STORE-4", "R-MRTR-14"),
+        "a closed nonce is not remembered: take answers unknown instead of closed(why)",
+    ),
+    Mutant(
+        "store-remembers-a-call",
+        STORE,
+        "        if why is not None and p.single_use:\n",
+        "        if why is not None:\n",
+        ("R-STORE-4",),
+        "a place that is not single use is remembered as closed when released with a reason",
+    ),
+    Mutant(
+        "store-lets-a-foreign-owner-take",
+        STORE,
+        "        if p.owner != owner:\n            return self, FOREIGN\n",
+        "",
+        ("R-STORE-3", "R-MRTR-13"),
+        "take answers taken to an owner that does not hold the nonce",
     ),
     Mutant(
         "round-approved-without-flag",

@@ -83,6 +83,9 @@ def check_invariants(state: State) -> None:
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
     for eid, p in state.parked.items():
+        place = state.store.places.get(eid)
+        if place is None or place.owner != p.owner or place.single_use != p.stateless:
+            _fail("R-INV-3", f"{eid} is not the store's place for {p.owner!r} (R-STORE-5)")
         if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
             if p.key[1] != eid or p.owner != p.key[0]:
                 _fail("R-INV-3", f"nonce {eid} is parked under {p.key!r} for {p.owner!r}")
@@ -92,35 +95,23 @@ def check_invariants(state: State) -> None:
         if owner is None or owner.elicitation_id != eid:
             _fail("R-INV-3", f"elicitation {eid} belongs to no parked call")
     # R-INV-1: caps.
-    if state.parked_total != len(state.parked):
-        _fail("R-INV-2", f"parked_total {state.parked_total} != {len(state.parked)}")
-    if state.parked_total > opts.max_parked_elicitations_total:
-        _fail("R-INV-1", f"{state.parked_total} parked over the total cap")
+    store = state.store
+    if store.total != len(state.parked) or store.total != len(store.places):
+        _fail("R-INV-2", f"parked_total {store.total} != {len(state.parked)}")
+    if store.total > opts.max_parked_elicitations_total:
+        _fail("R-INV-1", f"{store.total} parked over the total cap")
+    _check_store(state, per_conn_parked)
     if state.in_flight_total != len(state.workers):
         _fail("R-INV-2", f"in_flight_total {state.in_flight_total} != {len(state.workers)}")
     if state.in_flight_total > opts.max_in_flight:
         _fail("R-INV-1", f"{state.in_flight_total} workers over max_in_flight")
     # Per connection.
-    buckets_seen: Counter[int] = Counter()
     caps_seen = {"live": 0, "unsubscribed": 0}
     for conn, c in state.conns.items():
-        if c.is_empty():
+        if c.is_empty() and not state.store.count(conn):
             _fail("R-INV-6", f"connection {conn!r} holds nothing but is kept")
-        n = len(c.parked)
-        if n != per_conn_parked[conn]:
-            _fail("R-INV-2", f"{conn!r} counts {n} parked, holds {per_conn_parked[conn]}")
-        if n > opts.max_parked_elicitations:
-            _fail("R-INV-1", f"{conn!r} has {n} parked over its cap")
-        c.parked.check()
-        for pos, eid in c.parked.items.items():
-            if state.parked[eid].pos != pos or state.parked[eid].owner != conn:
-                _fail("R-INV-3", f"{conn!r}'s parked queue disagrees with elicitation {eid}")
         if set(c.requests) != per_conn_requests.get(conn, set()):
             _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")
-        if n:
-            buckets_seen[n] += 1
-            if state.buckets[n].items.get(c.bucket_pos) != conn:
-                _fail("R-INV-3", f"{conn!r} is not at its place in bucket {n}")
         if c.cap_group:
             caps_seen[c.cap_group] += 1
             expected = "live" if c.subscribed else "unsubscribed"
@@ -141,15 +132,6 @@ def check_invariants(state: State) -> None:
     for conn in per_conn_requests:
         if conn not in state.conns:
             _fail("R-INV-2", f"calls of {conn!r} but no record of it")
-    for n, fifo in state.buckets.items():
-        fifo.check()
-        if len(fifo) != buckets_seen[n] or n == 0:
-            _fail(
-                "R-INV-3", f"bucket {n} holds {len(fifo)}, {buckets_seen[n]} connections hold {n}"
-            )
-    expected_top = max(state.buckets.keys(), default=0)
-    if state.top != expected_top:
-        _fail("R-INV-3", f"top is {state.top}, the largest parked count is {expected_top}")
     state.cap_live.check()
     state.cap_unsubscribed.check()
     if len(state.cap_live) != caps_seen["live"]:
@@ -182,21 +164,55 @@ def check_invariants(state: State) -> None:
     _check_stateless(state)
 
 
+def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
+    """R-INV-1 .. R-INV-3 of the store's places (R-STORE-5): each owner's queue holds exactly
+    its places, within its cap; ``buckets`` and ``top`` match the counts."""
+    store = state.store
+    cap = state.options.max_parked_elicitations
+    buckets_seen: Counter[int] = Counter()
+    for owner, h in store.owners.items():
+        n = len(h.queue)
+        if n != per_owner[owner] or n == 0:
+            _fail("R-INV-2", f"{owner!r} counts {n} parked, holds {per_owner[owner]}")
+        if n > cap:
+            _fail("R-INV-1", f"{owner!r} has {n} parked over its cap")
+        h.queue.check()
+        for pos, eid in h.queue.items.items():
+            place = store.places.get(eid)
+            if place is None or place.pos != pos or place.owner != owner:
+                _fail("R-INV-3", f"{owner!r}'s parked queue disagrees with elicitation {eid}")
+        buckets_seen[n] += 1
+        if store.buckets[n].items.get(h.bucket_pos) != owner:
+            _fail("R-INV-3", f"{owner!r} is not at its place in bucket {n}")
+    if set(per_owner) != set(store.owners):
+        _fail("R-INV-2", "a parked call's owner holds no place in the store")
+    for n, fifo in store.buckets.items():
+        fifo.check()
+        if len(fifo) != buckets_seen[n] or n == 0:
+            _fail(
+                "R-INV-3", f"bucket {n} holds {len(fifo)}, {buckets_seen[n]} connections hold {n}"
+            )
+    expected_top = max(store.buckets.keys(), default=0)
+    if store.top != expected_top:
+        _fail("R-INV-3", f"top is {store.top}, the largest parked count is {expected_top}")
+
+
 def _check_stateless(state: State) -> None:
     """R-MRTR-9, R-MRTR-14: modern calls are open calls; the record of closed nonces is capped,
     indexed once, and names no nonce still parked."""
     for key in state.stateless:
         if key not in state.calls:
             _fail("R-INV-3", f"modern call {key!r} is not open")
-    order = state.closed_order
+    store = state.store
+    order = store.closed_order
     order.check()
-    if len(order) != len(state.closed_nonces):
+    if len(order) != len(store.closed):
         _fail("R-INV-3", "the closed nonces disagree with their order")
     if len(order) > state.options.max_parked_elicitations_total:
         _fail("R-INV-1", "more closed nonces remembered than max_parked_elicitations_total")
     for pos, nid in order.items.items():
-        entry = state.closed_nonces.get(nid)
-        if entry is None or entry[2] != pos or nid in state.parked:
+        entry = store.closed.get(nid)
+        if entry is None or entry[2] != pos or nid in store.places:
             _fail("R-INV-3", f"closed nonce {nid} is not indexed once, or is still parked")
 
 

@@ -31,7 +31,7 @@ from immutables import Map
 
 from . import codec, door, protocol, sealing
 from . import messages as m
-from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
+from .decide import busy_scope, can_elicit, is_approval, is_request_id, refusal_detail
 from .decisions import Allow, Ask, Deny, Failure, NeedsInput
 from .effects import (
     CancelTimer,
@@ -134,7 +134,6 @@ _copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
 JsonObject = dict[str, Any]
 
-_NO_CONNS: Fifo[ConnId] = Fifo()
 _NO_KEYS: Map[CallKey, bool] = Map()
 
 WORKER_TIMER = "worker"
@@ -173,8 +172,9 @@ def _get_conn(d: _Draft, conn: ConnId) -> Conn:
 
 
 def _put_conn(d: _Draft, conn: ConnId, c: Conn) -> None:
-    """Stores ``c``, or forgets the connection once it holds nothing (R-INV-6)."""
-    if c.is_empty():
+    """Stores ``c``, or forgets the connection once it holds nothing (R-INV-6): a connection
+    that owns places in the store (R-PARK-1, R-STORE-5) is kept for them."""
+    if c.is_empty() and not d.store.count(conn):
         if conn in d.conns:
             d.conns = d.conns.delete(conn)
             _forget_protocol_state(d, conn, c)
@@ -309,7 +309,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     for key in _in_admission_order(d, [(conn, rid) for rid in c.requests]):
         _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
-    if not c.is_empty():  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
+    if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
         _forget_protocol_state(d, conn, c)
         c = attrs.evolve(c, version="", log_level="", subscriptions=Map(), principal=None)
     _put_conn(d, conn, c)
@@ -619,7 +619,7 @@ def _drop(d: _Draft, call: Call, now: int, out: Out, *, notify: bool, why: str) 
     ``tools/call`` is recorded as dropped, ``why`` being its detail (R-LOG-2)."""
     if call.stage is Stage.PARKED:
         eid = call.elicitation_id
-        _unpark(d, call)
+        _unpark(d, call, now)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
         if notify:
             withdrawn = _revision(d, call.conn).withdraw(eid, m.REQUEST_CANCELLED)
@@ -1068,43 +1068,30 @@ def _keyed_digest(id_key: bytes, counter: int) -> bytes:
     return hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
 
 
-def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Conn:
-    """Moves ``conn`` from the bucket of its old parked count to that of its new one (R-PARK-4)."""
-    old, new = len(c.parked), len(parked)
-    buckets = d.buckets
-    if old:
-        fifo = buckets[old].remove(c.bucket_pos)
-        buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
-    pos = -1
-    if new:
-        fifo, pos = buckets.get(new, _NO_CONNS).push(conn)
-        buckets = buckets.set(new, fifo)
-    top = d.top
-    top = max(top, new)
-    while top and top not in buckets:
-        top -= 1
-    d.buckets, d.top = buckets, top
-    return c.with_parked(parked, pos)
-
-
 def owner_of(conn: ConnId, principal: str | None) -> Hashable:
     """R-PARK-1: whose parking places a call of ``conn`` takes: its principal's, else its own."""
     return conn if principal is None else (PRINCIPAL_OWNER, principal)
 
 
-def _unpark(d: _Draft, call: Call) -> None:
+def _unpark(d: _Draft, call: Call, now: int) -> None:
     """Frees a parked call's slot; the caller cancels or has lost its timer (R-CLOSE-3)."""
-    _unpark_entry(d, call.elicitation_id)
+    _release(d, call.elicitation_id, None, now)
 
 
-def _unpark_entry(d: _Draft, eid: str) -> None:
-    """Frees the parking place ``eid`` (a call's or a modern nonce's) of its owner."""
-    p = d.parked[eid]
+def _release(d: _Draft, eid: str, why: str | None, now: int) -> None:
+    """Releases the place ``eid`` this state reserved (R-STORE-4)."""
+    owner = d.parked[eid].owner
     d.parked = d.parked.delete(eid)
-    d.parked_total -= 1
-    owner = p.owner
-    c = _get_conn(d, owner)
-    _put_conn(d, owner, _set_parked_count(d, owner, c, c.parked.remove(p.pos)))
+    d.store = d.store.release(eid, why, now)
+    _freed(d, owner)
+
+
+def _freed(d: _Draft, owner: Hashable) -> None:
+    """``owner`` holds a place less: a connection that holds nothing else is forgotten now
+    (R-INV-6)."""
+    c = d.conns.get(owner)
+    if c is not None:
+        _put_conn(d, owner, c)
 
 
 def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
@@ -1119,9 +1106,9 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         _cannot_ask(d, call, prompt, now, out)
         return
     owner = owner_of(call.conn, c.principal)  # R-PARK-1
-    room = _make_room(d, call, owner, now, out)
-    if room is not None:
-        _park(d, call, owner, room, c.version, prompt, now, out)
+    eid = mint_elicitation_id(d.id_key, d.next_elicitation)
+    if _reserve(d, call, owner, eid, False, now, out):
+        _park(d, call, owner, eid, c.version, prompt, now, out)
 
 
 def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
@@ -1129,68 +1116,56 @@ def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
 
 
-def _make_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn | None:
-    """Whether ``owner`` may park one more (R-PARK-1, R-PARK-3): the owner's entry to park in,
-    after evicting another owner's oldest (R-PARK-4) when that makes room; ``None`` when
-    ``call`` was denied instead."""
-    c, verdict = _owner_verdict(d, owner)
-    if verdict == "deny_connection":  # R-PARK-1
-        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
-        return None
-    if verdict == "deny_server":  # R-PARK-3
-        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
-        return None
-    if verdict == "evict":  # R-PARK-3, R-PARK-4
-        _evict(d, call.conn, now, out)
-        c = _get_conn(d, owner)
-    return c
-
-
-def _owner_verdict(d: _Draft, owner: ConnId) -> tuple[Conn, str]:
-    """``owner``'s entry and whether it may park one more (R-PARK-1, R-PARK-3, R-PARK-4)."""
-    c = _get_conn(d, owner)
+def _reserve(
+    d: _Draft, call: Call, owner: Hashable, ident: str, single_use: bool, now: int, out: Out
+) -> bool:
+    """Reserves the place ``ident`` of ``owner`` in the store for ``call`` (R-STORE-2: R-PARK-1,
+    R-PARK-3, R-PARK-4), after freeing the victim's when it evicts one; when a cap is full,
+    answers ``call`` instead and returns ``False``: a ``tools/call`` is denied, a read's round
+    is answered ``server_busy`` (R-MRTR-21)."""
     opts = d.options
-    verdict = park_verdict(
-        len(c.parked),
-        opts.max_parked_elicitations,
-        d.parked_total,
-        opts.max_parked_elicitations_total,
-        d.top,
-    )
-    return c, verdict
+    deadline = now + opts.elicitation_timeout_ms
+    per_owner, total = opts.max_parked_elicitations, opts.max_parked_elicitations_total
+    d.store, answer = d.store.reserve(owner, ident, deadline, per_owner, total, now, single_use)
+    outcome = answer.outcome
+    if outcome == "evicted":  # R-PARK-3, R-PARK-4
+        _evicted(d, answer.victim, call.conn, now, out)
+    elif outcome != "parked":
+        if not call.is_tool:
+            busy = m.method_failure(call.request_id, call.name, "server_busy")
+            _close(d, call, busy, now, out, "failed")
+        elif outcome == "owner_full":  # R-PARK-1
+            _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
+        else:  # R-PARK-3
+            _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
+        return False
+    return True
 
 
-def _evict(d: _Draft, evictor: ConnId, now: int, out: Out) -> None:
-    """Frees the place of the oldest parked entry of the owner holding the most (R-PARK-4): a
-    parked call is withdrawn and denied; a modern nonce dies silently (R-MRTR-15)."""
-    victim_conn = d.buckets[d.top].first()
-    victim_eid = _get_conn(d, victim_conn).parked.first()
-    assert victim_eid is not None
+def _evicted(d: _Draft, victim_eid: str, evictor: ConnId, now: int, out: Out) -> None:
+    """The store freed ``victim_eid``'s place to make room (R-PARK-4): a parked call is
+    withdrawn and denied; a modern nonce dies silently (R-MRTR-15)."""
     p = d.parked[victim_eid]
+    d.parked = d.parked.delete(victim_eid)
+    _freed(d, p.owner)
+    out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
     if p.stateless:
-        _nonce_closed(d, victim_eid, p, m.EVICTED, now, out)
         return
     victim = d.calls[p.key]
-    _unpark(d, victim)
-    out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
     withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
     out.append(Push(victim.conn, withdrawn, victim.request_id))
     _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)
 
 
 def _park(
-    d: _Draft, call: Call, owner: Hashable, c: Conn, version: str, prompt: str, now: int, out: Out
+    d: _Draft, call: Call, owner: Hashable, eid: str, version: str, prompt: str, now: int, out: Out
 ) -> None:
-    """Parks ``call`` in a place of ``owner`` (whose entry is ``c``, R-PARK-1) and prompts its
+    """Parks ``call`` in the place ``eid`` it reserved for ``owner`` (R-PARK-1) and prompts its
     connection, in the connection's ``version`` (R-PARK-2)."""
-    eid = mint_elicitation_id(d.id_key, d.next_elicitation)
     d.next_elicitation += 1
-    parked, pos = c.parked.push(eid)
-    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
     deadline = now + d.options.elicitation_timeout_ms
     key = (call.conn, call.request_id)
-    d.parked = d.parked.set(eid, Parked(key, pos, deadline, owner))
-    d.parked_total += 1
+    d.parked = d.parked.set(eid, Parked(key, owner))
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
@@ -1219,7 +1194,7 @@ def _answer(
     if p is None or p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     call = d.calls[p.key]
-    _unpark(d, call)
+    _unpark(d, call, now)
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)
@@ -1231,7 +1206,7 @@ def _answer(
 
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     eid = call.elicitation_id
-    _unpark(d, call)
+    _unpark(d, call, now)
     withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)
     out.append(Push(call.conn, withdrawn, call.request_id))
     why = m.nobody_approved(d.options.elicitation_timeout_ms)
@@ -1335,11 +1310,10 @@ def _ask_stateless(
     if not st.can_elicit or not digest:  # R-AUTH-3, R-MRTR-16
         _cannot_ask(d, call, prompt, now, out)
         return
-    owner = st.owner
-    c = _make_room(d, call, owner, now, out)
-    if c is None:
+    nonce, nid = _nonce(d)
+    if not _reserve(d, call, st.owner, nid, True, now, out):
         return
-    nonce, nid = _park_nonce(d, owner, c, now, out)
+    _park_nonce(d, st.owner, nid, now, out)
     assert d.keyring is not None
     state = sealing.seal(d.keyring, st.principal, call.name, digest, nonce, now)
     rid: Any = call.request_id
@@ -1355,46 +1329,38 @@ def _ask_stateless(
     )
 
 
-def _park_nonce(d: _Draft, owner: ConnId, c: Conn, now: int, out: Out) -> tuple[bytes, str]:
-    """Parks a fresh nonce under ``owner`` (whose entry ``c`` has room) with its timer, as a
-    modern approval's or round's (R-MRTR-12, R-MRTR-21): its bytes and its parking id."""
+def _nonce(d: _Draft) -> tuple[bytes, str]:
+    """The next nonce (R-ID-1's keyed hash of the one counter, R-MRTR-12) and its parking id;
+    the counter moves on only when it parks (:func:`_park_nonce`)."""
     nonce = _keyed_digest(d.id_key, d.next_elicitation)
+    return nonce, nonce_id(nonce)
+
+
+def _park_nonce(d: _Draft, owner: Hashable, nid: str, now: int, out: Out) -> None:
+    """Parks the nonce ``nid`` whose place ``owner`` reserved, with its timer, as a modern
+    approval's or round's (R-MRTR-12, R-MRTR-21)."""
     d.next_elicitation += 1  # R-ID-1: the one counter
-    nid = nonce_id(nonce)
-    parked, pos = c.parked.push(nid)
-    _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
     deadline = now + d.options.elicitation_timeout_ms
-    d.parked = d.parked.set(nid, Parked((owner, nid), pos, deadline, owner, True))
-    d.parked_total += 1
+    d.parked = d.parked.set(nid, Parked((owner, nid), owner, True))
     out.append(StartTimer((ELICITATION_TIMER, nid), deadline))
-    return nonce, nid
 
 
-def _nonce_closed(
-    d: _Draft, nid: str, p: Parked, why: str | None, now: int, out: Out, *, timer: bool = True
-) -> None:
-    """A modern nonce leaves its parking place (used, evicted or timed out): nothing is sent
-    (R-MRTR-15); ``why`` is remembered for a later retry (R-MRTR-14). A timed-out nonce's
-    state is expired from that moment, so nothing is remembered for it (``why`` ``None``)."""
-    _unpark_entry(d, nid)
-    if timer:
+def _take(d: _Draft, nid: str, owner: Hashable, now: int, out: Out) -> str | None:
+    """Takes the nonce ``nid`` for ``owner`` from the store, exactly once (R-STORE-3,
+    R-CLOSE-3): ``None`` when taken (its timer cancelled; nothing is sent, R-MRTR-15), else why
+    the retry is refused: of another principal, or R-MRTR-14's remembered reason, or
+    ``request state already used`` when nothing is remembered."""
+    d.store, taken = d.store.take(nid, owner, now)
+    outcome = taken.outcome
+    if outcome == "taken":
+        if nid in d.parked:
+            d.parked = d.parked.delete(nid)
+        _freed(d, owner)
         out.append(CancelTimer((ELICITATION_TIMER, nid)))
-    if why is None:
-        return
-    order, pos = d.closed_order.push(nid)
-    closed = d.closed_nonces.set(nid, (why, p.deadline, pos))
-    cap = d.options.max_parked_elicitations_total
-    while True:
-        first = order.first()
-        assert first is not None
-        _, expiry, first_pos = closed[first]
-        if len(order) <= cap and expiry > now:
-            break
-        order = order.remove(first_pos)
-        closed = closed.delete(first)
-        if not order:
-            break
-    d.closed_order, d.closed_nonces = order, closed
+        return None
+    if outcome == "foreign":
+        return sealing.FOREIGN_PRINCIPAL
+    return taken.why if outcome == "closed" else m.ALREADY_USED
 
 
 def _deny_retry(
@@ -1424,17 +1390,10 @@ def _retry(
         _deny_retry(conn, rid, name, sealing.DENY_DETAIL[opened.verdict], "", ev.now, out)
         return st
     nid = nonce_id(opened.nonce)
-    p = d.parked.get(nid)
-    if p is None or not p.stateless:  # R-MRTR-14
-        found = d.closed_nonces.get(nid)
-        detail = m.ALREADY_USED if found is None else found[0]
-        _deny_retry(conn, rid, name, detail, nid, ev.now, out)
+    refused = _take(d, nid, st.owner, ev.now, out)  # R-CLOSE-3: exactly once
+    if refused is not None:  # R-MRTR-13, R-MRTR-14
+        _deny_retry(conn, rid, name, refused, nid, ev.now, out)
         return st
-    if p is not None and p.key[0] != st.owner:
-        _deny_retry(conn, rid, name, sealing.FOREIGN_PRINCIPAL, nid, ev.now, out)
-        return st
-    if p is not None:
-        _nonce_closed(d, nid, p, m.ALREADY_USED, ev.now, out)  # R-CLOSE-3: exactly once
     responses = ev.input_responses
     answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
     if not is_approval(answer):  # R-CLOSE-2
@@ -1501,10 +1460,10 @@ def _ask_round(d: _Draft, call: Call, needs: NeedsInput, now: int, out: Out) -> 
     if missing:  # R-MRTR-22
         _close(d, call, missing_capability(rid, missing), now, out, "error")
         return
-    c = _round_room(d, call, st.owner, now, out)
-    if c is None:
+    nonce, nid = _nonce(d)
+    if not _reserve(d, call, st.owner, nid, True, now, out):  # R-MRTR-21
         return
-    nonce, nid = _park_nonce(d, st.owner, c, now, out)
+    _park_nonce(d, st.owner, nid, now, out)
     assert d.keyring is not None
     approved = st.round.approved
     token = sealing.seal_round(d.keyring, st.principal, name, digest, nonce, now, approved, state)
@@ -1512,22 +1471,6 @@ def _ask_round(d: _Draft, call: Call, needs: NeedsInput, now: int, out: Out) -> 
     if call.is_tool:
         out.append(Emit("call_parked", fields))  # R-LOG-3
     _close(d, call, round_result(rid, requests, token, _server_info(d)), now, out, "input_required")
-
-
-def _round_room(d: _Draft, call: Call, owner: ConnId, now: int, out: Out) -> Conn | None:
-    """Room for a round's nonce under ``owner`` (R-MRTR-21): a tool's call is denied as a modern
-    ASK would be (R-PARK-1, R-PARK-3); a read is answered ``server_busy``."""
-    if call.is_tool:
-        return _make_room(d, call, owner, now, out)
-    c, verdict = _owner_verdict(d, owner)
-    if verdict in ("deny_connection", "deny_server"):
-        busy = m.method_failure(call.request_id, call.name, "server_busy")
-        _close(d, call, busy, now, out, "failed")
-        return None
-    if verdict == "evict":
-        _evict(d, call.conn, now, out)
-        c = _get_conn(d, owner)
-    return c
 
 
 def _take_round(
@@ -1545,24 +1488,14 @@ def _take_round(
     with the reason (R-MRTR-8's verdict details, then R-MRTR-14's) and returns ``None``."""
     assert d.keyring is not None
     opened = sealing.open_round(d.keyring, token, st.principal, name, digest, now)
-    reason = None
-    p = None
-    nid = ""
+    reason: str | None
     if opened.verdict != "valid":
         reason = sealing.DENY_DETAIL[opened.verdict]
     else:
-        nid = nonce_id(opened.nonce)
-        p = d.parked.get(nid)
-        if p is None or not p.stateless:  # R-MRTR-14
-            found = d.closed_nonces.get(nid)
-            reason = m.ALREADY_USED if found is None else found[0]
-        elif p.key[0] != st.owner:
-            reason = sealing.FOREIGN_PRINCIPAL
+        reason = _take(d, nonce_id(opened.nonce), st.owner, now, out)  # single use
     if reason is not None:
         out.append(Reply(conn, rid, invalid_state(rid, reason)))
         return None
-    assert p is not None
-    _nonce_closed(d, nid, p, m.ALREADY_USED, now, out)  # single use
     return opened
 
 
@@ -1678,7 +1611,7 @@ def _stop(d: _Draft, call: Call, now: int, out: Out) -> None:
     rid: Any = call.request_id
     if call.stage is Stage.PARKED:
         eid = call.elicitation_id
-        _unpark(d, call)
+        _unpark(d, call, now)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
         withdrawn = _revision(d, call.conn).withdraw(eid, m.STOPPING)
         out.append(Push(call.conn, withdrawn, rid))
@@ -1943,8 +1876,8 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
         _worker_event(d, ident, "TimerFired", None, ev.now, out)
     elif kind == ELICITATION_TIMER and isinstance(ident, str):
         p = d.parked.get(ident)
-        if p is not None and p.stateless:
-            _nonce_closed(d, ident, p, None, ev.now, out, timer=False)  # R-MRTR-15
+        if p is not None and p.stateless:  # R-MRTR-15: silent; expired, so not remembered
+            _release(d, ident, None, ev.now)
         elif p is not None:
             _elicitation_timed_out(d, d.calls[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:

@@ -22,6 +22,7 @@ from .messages import RequestId
 from .options import OptionError, Options
 from .revisions import Revision
 from .sealing import Key, Keyring
+from .store import MemoryStore
 from .tools import ToolInfo, tool_info
 
 if TYPE_CHECKING:
@@ -168,12 +169,11 @@ class Progress:
 
 @attrs.frozen(slots=True)
 class Parked:
-    """A parked call, or a modern approval's outstanding nonce (``stateless``): ``pos`` is its
-    place in its owner's queue of parked calls."""
+    """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
+    modern approval's or round's outstanding nonce (``stateless``). The place itself (its
+    deadline, its position among its owner's) is the store's."""
 
     key: CallKey
-    pos: int
-    deadline: int
     # Whose parking place it takes (R-PARK-1): ``(PRINCIPAL_OWNER, principal)``, or the
     # connection.
     owner: Hashable
@@ -212,9 +212,6 @@ class Conn:
     can_sample: bool = False  # R-CTX-4: capabilities.sampling is an object
     cap_group: CapGroup = ""
     cap_pos: int = -1
-    # Parked calls, oldest first, and this connection's place in its parked-count bucket.
-    parked: Fifo[str] = attrs.field(factory=Fifo)
-    bucket_pos: int = -1
     # Open requests of this connection (request id -> True).
     requests: Map[Hashable, bool] = attrs.field(factory=Map)
     # Protocol state (spec/protocol.md): negotiated version ("" before initialize), the
@@ -233,8 +230,6 @@ class Conn:
             self.can_sample,
             self.cap_group,
             self.cap_pos,
-            self.parked,
-            self.bucket_pos,
             requests,
             self.version,
             self.log_level,
@@ -242,35 +237,12 @@ class Conn:
             self.principal,
         )
 
-    def with_parked(self, parked: Fifo[str], bucket_pos: int) -> Conn:
-        """This connection with other parked calls and bucket place (hot path)."""
-        return _new_conn(
-            self.subscribed,
-            self.can_elicit,
-            self.can_sample,
-            self.cap_group,
-            self.cap_pos,
-            parked,
-            bucket_pos,
-            self.requests,
-            self.version,
-            self.log_level,
-            self.subscriptions,
-            self.principal,
-        )
-
-    @property
-    def parked_count(self) -> int:
-        return len(self.parked)
-
     @property
     def has_caps(self) -> bool:
         return self.cap_group != ""
 
     def is_empty(self) -> bool:
-        return (
-            not self.subscribed and self.cap_group == "" and not self.requests and not self.parked
-        )
+        return not self.subscribed and self.cap_group == "" and not self.requests
 
 
 EMPTY_CONN = Conn()
@@ -296,11 +268,11 @@ class Variables:
     # Workers per connection (kept apart from Conn: it changes on every worker start and end).
     in_flight: Map[ConnId, int]
     in_flight_total: int
+    # The approvals store (spec/store.md): every parking place of either era, the caps'
+    # counts, single use and the record of closed nonces (R-STORE-5); and what each id this
+    # state reserved in it stands for.
+    store: MemoryStore
     parked: Map[str, Parked]
-    parked_total: int
-    # buckets[n]: connections holding exactly n parked calls, in the order they reached n.
-    buckets: Map[int, Fifo[ConnId]]
-    top: int  # the largest n with a non-empty bucket, 0 when nothing is parked
     cap_unsubscribed: Fifo[ConnId]
     cap_live: Fifo[ConnId]
     callers: Map[CallerId, Map[CallKey, bool]]
@@ -315,13 +287,10 @@ class Variables:
     client_requests: Map[str, ClientRequest] = attrs.field(factory=Map)
     worker_requests: Map[int, tuple[str, ...]] = attrs.field(factory=Map)
     progress: Map[CallKey, Progress] = attrs.field(factory=Map)
-    # Modern requests (spec/modern.md): the key that seals approval states (R-MRTR-12), the
-    # open calls served statelessly and how (R-MRTR-9), and the nonces closed lately, each
-    # with why and its token's expiry, oldest first (R-MRTR-14).
+    # Modern requests (spec/modern.md): the key that seals approval states (R-MRTR-12) and
+    # the open calls served statelessly and how (R-MRTR-9).
     keyring: Keyring | None = None
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
-    closed_nonces: Map[str, tuple[str, int, int]] = attrs.field(factory=Map)
-    closed_order: Fifo[str] = attrs.field(factory=Fifo)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
 
@@ -329,6 +298,16 @@ class Variables:
 @attrs.frozen(slots=True)
 class State(Variables):
     """Everything the reducer decides from: the :class:`Variables`, frozen."""
+
+    @property
+    def parked_total(self) -> int:
+        """How many parking places are held, of either era (R-PARK-3)."""
+        return self.store.total
+
+    @property
+    def closed_nonces(self) -> Map[str, tuple[str, int, int]]:
+        """The nonces closed lately, each with why, its expiry and its place (R-MRTR-14)."""
+        return self.store.closed
 
 
 def initial_state(
@@ -381,10 +360,8 @@ def initial_state(
         workers=Map(),
         in_flight=Map(),
         in_flight_total=0,
+        store=MemoryStore(record_cap=opts.max_parked_elicitations_total),
         parked=Map(),
-        parked_total=0,
-        buckets=Map(),
-        top=0,
         cap_unsubscribed=Fifo(),
         cap_live=Fifo(),
         callers=Map(),

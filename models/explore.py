@@ -336,7 +336,7 @@ def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
                 yield retry
     for nid, parked in state.parked.items():  # R-MRTR-15: a nonce times out, silently
         if parked.stateless:
-            yield TimerFired(("elicitation", nid), parked.deadline)
+            yield TimerFired(("elicitation", nid), state.store.places[nid].deadline)
     yield ServerStopping(0)
     stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
     if stale >= 0 and stale not in state.workers:
@@ -441,21 +441,27 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
                 c.principal,
                 c.can_elicit,
                 c.cap_group,
-                tuple(names.get(eid) or parked[eid].key for eid in c.parked),
             )
             for conn, c in state.conns.items()
         )
     )
-    buckets = tuple(sorted((n, tuple(map(str, fifo))) for n, fifo in state.buckets.items()))
+    owners = tuple(
+        sorted(
+            (str(owner), tuple(names.get(eid) or parked[eid].key for eid in h.queue))
+            for owner, h in state.store.owners.items()
+        )
+    )
+    store = state.store
+    buckets = tuple(sorted((n, tuple(map(str, fifo))) for n, fifo in store.buckets.items()))
     caps = (tuple(map(str, state.cap_unsubscribed)), tuple(map(str, state.cap_live)))
     modern: Hashable = ()
     if issued or state.stateless:
         modern = (
             tuple((asked.conn, asked.principal) for asked in issued),
-            tuple((names[nid], state.closed_nonces[nid][0]) for nid in state.closed_order),
+            tuple((names[nid], store.closed[nid][0]) for nid in store.closed_order),
             tuple(sorted((str(key), str(st)) for key, st in state.stateless.items())),
         )
-    return (call_part, conns, buckets, caps, tuple(sorted(state.tools)), modern)
+    return (call_part, conns, owners, buckets, caps, tuple(sorted(state.tools)), modern)
 
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
@@ -725,7 +731,7 @@ def check_modern(
         if any(isinstance(e, StartWorker | StartTimer) for e in effects):
             raise AssertionError(f"R-STOP-1: the stop started something: {effects!r}")
         kept = {eid: p for eid, p in before.parked.items() if p.stateless}
-        if dict(after.parked.items()) != kept or after.closed_nonces != before.closed_nonces:
+        if dict(after.parked.items()) != kept or after.store.closed != before.store.closed:
             raise AssertionError("R-STOP-1: the stop touched a modern nonce")
         if (after.tools, after.cap_live, after.cap_unsubscribed) != (
             before.tools,
@@ -749,8 +755,8 @@ def check_modern(
     if isinstance(event, WorkerFinished) and isinstance(event.value, Ask):  # R-PARK-3, R-PARK-4
         for eid in set(before.parked) - set(after.parked):
             owner = before.parked[eid].owner
-            held = before.conns[owner].parked
-            if held.first() != eid or len(held) != before.top:
+            held = before.store.queue(owner)
+            if held.first() != eid or len(held) != before.store.top:
                 raise AssertionError(f"evicted {eid} of {owner!r}, not a top holder's oldest")
     if isinstance(event, ToolCallReceived) and event.request_state is not None:
         _check_retry(before, event, after, effects, issued)
@@ -775,14 +781,15 @@ def check_modern(
         if len(nids) != 1 or nids[0] not in after.parked:
             raise AssertionError(f"R-MRTR-12: {key} asked, parked {nids}")
         nid, parked = nids[0], after.parked[nids[0]]
+        deadline = after.store.places[nid].deadline
         if not parked.stateless or parked.key[0] != how.owner:
             raise AssertionError(f"R-MRTR-12: {nid} parked as {parked!r}, not under {how.owner}")
         digest = sealing.arguments_digest(call.arguments)
         assert after.keyring is not None
         for now, verdict in (
             (0, "valid"),
-            (parked.deadline - 1, "valid"),
-            (parked.deadline, "expired"),
+            (deadline - 1, "valid"),
+            (deadline, "expired"),
         ):
             opened = sealing.open_sealed(
                 after.keyring, token, how.principal, call.name, digest, now
@@ -790,14 +797,14 @@ def check_modern(
             if opened.verdict != verdict or (verdict == "valid" and nonce_id(opened.nonce) != nid):
                 raise AssertionError(
                     f"R-MRTR-12, R-MRTR-5: {key}'s state at {now} is {opened.verdict}, "
-                    f"not {verdict} for {nid} (its timer: {parked.deadline})"
+                    f"not {verdict} for {nid} (its timer: {deadline})"
                 )
         principal = None if how.principal == "" else how.principal
-        kept_states.append(Issued(token, str(effect.conn), principal, nid, parked.deadline))
+        kept_states.append(Issued(token, str(effect.conn), principal, nid, deadline))
     return tuple(
         asked
         for asked in kept_states
-        if asked.nid in after.parked or asked.nid in after.closed_nonces
+        if asked.nid in after.parked or asked.nid in after.store.closed
     )
 
 
@@ -856,7 +863,7 @@ def _check_retry(
         nid = nonce_id(opened.nonce)
         parked = before.parked.get(nid)
         if parked is None or not parked.stateless:
-            found = before.closed_nonces.get(nid)
+            found = before.store.closed.get(nid)
             expected = ALREADY_USED if found is None else found[0]
         elif parked.key[0] != owner:
             expected = sealing.FOREIGN_PRINCIPAL
@@ -881,9 +888,7 @@ def _check_retry(
         raise AssertionError(
             f"R-MRTR-13: {event!r} got {detail!r} (ran: {started}), not {expected!r}"
         )
-    if not closes and (
-        after.parked != before.parked or after.closed_nonces != before.closed_nonces
-    ):
+    if not closes and (after.parked != before.parked or after.store.closed != before.store.closed):
         raise AssertionError(f"R-MRTR-13: a refused retry changed the parking places: {event!r}")
 
 
@@ -909,8 +914,8 @@ def _with_principal(event: Event) -> Event:
 
 def _owner_shared(state: State) -> bool:
     """Whether one owner holds parked calls of two connections (R-PARK-1)."""
-    for c in state.conns.values():
-        if len({state.parked[eid].key[0] for eid in c.parked}) > 1:
+    for h in state.store.owners.values():
+        if len({state.parked[eid].key[0] for eid in h.queue}) > 1:
             return True
     return False
 

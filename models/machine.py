@@ -495,8 +495,8 @@ class ReducerMachine(RuleBasedStateMachine):
         return Observation(
             tools={name: t.sensitive for name, t in s.tools.items()},
             subscribed=frozenset(conn for conn, c in s.conns.items() if c.subscribed),
-            known=frozenset(s.conns.keys()),
-            parked={conn: list(c.parked) for conn, c in s.conns.items() if len(c.parked)},
+            known=frozenset(s.conns.keys()) | frozenset(s.store.owners.keys()),
+            parked={owner: list(h.queue) for owner, h in s.store.owners.items()},
             elicitations={eid: p.key for eid, p in s.parked.items()},
             workers=dict(s.workers.items()),
             in_flight={conn: n for conn, n in s.in_flight.items() if n},
@@ -504,9 +504,9 @@ class ReducerMachine(RuleBasedStateMachine):
             caps_live=list(s.cap_live),
             can_elicit={conn: c.can_elicit for conn, c in s.conns.items() if c.has_caps},
             open={key: (call.stage.value, call.replied) for key, call in s.calls.items()},
-            parked_total=s.parked_total,
+            parked_total=s.store.total,
             in_flight_total=s.in_flight_total,
-            top=s.top,
+            top=s.store.top,
             can_sample={conn: c.can_sample for conn, c in s.conns.items() if c.has_caps},
             client_requests={
                 rid: (r.key, r.ref, r.token, r.method) for rid, r in s.client_requests.items()

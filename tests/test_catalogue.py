@@ -612,7 +612,7 @@ async def test_C28_C29_D34_D41_unknown_and_late_answers_are_ignored_and_silence_
         ask = await wire.elicitation()
         eid = ask["id"]
         assert isinstance(eid, str)
-        (parked,) = wire.runtime().state.parked.values()
+        (parked,) = wire.runtime().state.store.places.values()
         for wrong in (5, "5", eid + "x", [eid], {"id": eid}):
             await wire.send(answer(wrong, APPROVE))
         seen = await wire.until(lambda m: m.get("id") == 1)
@@ -980,7 +980,7 @@ async def test_R_HTTP_31_H60_an_orphaned_parked_call_waits_for_a_resume_until_it
             events = sse_events(response)
             priming, _ = await events.__anext__()
             await events.__anext__()
-        (parked,) = wire.runtime().state.parked.values()
+        (parked,) = wire.runtime().state.store.places.values()
         resume = {**resume, "last-event-id": priming}
         async with wire.http.stream("GET", wire.url, headers=resume) as response:
             replayed = [json.loads(data) async for _, data in sse_events(response)]
@@ -1072,7 +1072,7 @@ async def test_H63_a_wall_clock_jump_moves_no_deadline(
     async with wire_of(elicitation_timeout_ms=1_000) as wire:
         await wire.send(call(1))
         await wire.elicitation()
-        (parked,) = wire.runtime().state.parked.values()
+        (parked,) = wire.runtime().state.store.places.values()
         monkeypatch.setattr(time, "time", lambda: real() + 86_400)
         monkeypatch.setattr(time, "time_ns", lambda: int((real() + 86_400) * 1e9))
         await wire.ping()

@@ -177,7 +177,7 @@ def test_R_CTX_4_a_tools_request_is_pushed_to_its_owner_with_a_timer() -> None:
     assert resolved(effects) == []
     # Not approvals: nothing is parked, nothing counts against the parking caps.
     assert h.state.parked_total == 0
-    assert h.state.conns["a"].parked_count == 0
+    assert h.state.store.count("a") == 0
     sample_id = ask(h, ref, "s", "sampling/createMessage")
     assert sample_id != rid
     assert pushes(h.effects)[0].message["params"] == SAMPLE

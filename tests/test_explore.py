@@ -228,7 +228,7 @@ def _miscounts_parked_calls(state: State, event: Event) -> tuple[State, list[Eff
     """A wrong reducer: claims one more parked call than it holds after any park."""
     after, effects = step(state, event)
     if after.parked_total > state.parked_total:
-        after = attrs.evolve(after, parked_total=after.parked_total + 1)
+        after = attrs.evolve(after, store=attrs.evolve(after.store, total=after.store.total + 1))
     return after, effects
 
 

@@ -557,7 +557,7 @@ def test_R_PARK_1_per_connection_cap() -> None:
     h.call("a", 3)
     effects = h.finish(h.worker(), Ask("ok?"))
     assert deny_payload(only_reply(effects))["detail"] == "too many elicitations pending"
-    assert h.state.conns["a"].parked_count == 2
+    assert h.state.store.count("a") == 2
 
 
 def test_R_PARK_2_a_park_mints_an_id_arms_a_timer_and_prompts_the_owner_only() -> None:
@@ -605,7 +605,7 @@ def _full_server() -> Harness:
 
 def test_R_PARK_3_full_server_evicts_oldest_of_top_holder_for_a_smaller_asker() -> None:
     h = _full_server()
-    victim = h.state.conns["a"].parked.first()
+    victim = h.state.store.queue("a").first()
     assert victim is not None
     h.call("c", 9)
     effects = h.finish(h.worker(), Ask("ok?"))
@@ -619,8 +619,8 @@ def test_R_PARK_3_full_server_evicts_oldest_of_top_holder_for_a_smaller_asker() 
         "echo was not run: it was evicted to make room on this server while it waited for approval"
     )
     assert withdrawn[0].message["params"]["reason"] == "evicted to make room on this server"
-    assert h.state.conns["c"].parked_count == 1
-    assert h.state.conns["a"].parked_count == 1
+    assert h.state.store.count("c") == 1
+    assert h.state.store.count("a") == 1
     assert h.answer("a", victim, APPROVE) == []  # a late accept for the evicted call
 
 
@@ -661,19 +661,19 @@ def test_R_PARK_1_the_cap_is_per_owner_a_principals_sessions_share_it() -> None:
     first = h.park("s1", 1)
     second = h.park("s2", 1)
     owner = ("principal", "mallory")
-    assert list(h.state.conns[owner].parked) == [first, second]
+    assert list(h.state.store.queue(owner)) == [first, second]
     assert "s1" in h.state.conns
-    assert h.state.conns["s1"].parked_count == 0
+    assert h.state.store.count("s1") == 0
     h.call("s2", 2)
     effects = h.finish(h.worker(), Ask("ok?"))
     assert deny_payload(only_reply(effects))["detail"] == "too many elicitations pending"
     # the prompt went to the call's own session, which alone may answer it
     assert h.answer("s1", second, APPROVE) == []
     assert [e for e in h.answer("s2", second, APPROVE) if isinstance(e, StartWorker)]
-    assert list(h.state.conns[owner].parked) == [first]
+    assert list(h.state.store.queue(owner)) == [first]
     h.park("x", 1)
     h.park("x", 2)  # a connection without a principal has a cap of its own
-    assert h.state.conns["x"].parked_count == 2
+    assert h.state.store.count("x") == 2
 
 
 def test_R_PARK_3_one_principal_over_many_sessions_evicts_only_itself() -> None:
@@ -693,15 +693,15 @@ def test_R_PARK_3_one_principal_over_many_sessions_evicts_only_itself() -> None:
         deny_payload(only_reply(effects))["detail"]
         == "too many elicitations pending on this server"
     )
-    assert h.state.conns[("principal", "alice")].parked_count == 1
+    assert h.state.store.count(("principal", "alice")) == 1
     # alice, holding fewer, evicts mallory's oldest, whoever's session it was on
     _connect_as(h, "a2", "alice")
     h.call("a2", 1)
     effects = h.finish(h.worker(), Ask("ok?"))
     denied = [(r.conn, r.request_id) for r in replies(effects) if r.message]
     assert denied == [("m0", 1)]
-    assert h.state.conns[("principal", "alice")].parked_count == 2
-    assert h.state.conns[("principal", "mallory")].parked_count == 2
+    assert h.state.store.count(("principal", "alice")) == 2
+    assert h.state.store.count(("principal", "mallory")) == 2
 
 
 def test_R_SUB_1_the_principal_lasts_until_the_connection_is_dropped_or_rebound() -> None:
@@ -709,13 +709,13 @@ def test_R_SUB_1_the_principal_lasts_until_the_connection_is_dropped_or_rebound(
     _connect_as(h, "s", "alice")
     assert h.state.conns["s"].principal == "alice"
     h.park("s", 1)
-    assert ("principal", "alice") in h.state.conns
+    assert h.state.store.count(("principal", "alice")) == 1
     h.feed(SubscriberAttached("s", 0, None))  # R-SUB-2: rebound, by no one
-    assert ("principal", "alice") not in h.state.conns
+    assert h.state.store.count(("principal", "alice")) == 0
     assert h.state.conns["s"].principal is None
     h.feed(ClientInitialized("s", {"elicitation": {}}))
     h.park("s", 2)
-    assert h.state.conns["s"].parked_count == 1
+    assert h.state.store.count("s") == 1
     h.feed(SubscriberDetached("s", 0))
     assert "s" not in h.state.conns
 

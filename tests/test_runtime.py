@@ -311,7 +311,8 @@ async def test_debug_mode_checks_invariants_after_every_step(
     assert checked.largest["parked"] == 0
     assert checked.largest["listens"] == 0  # every map of the state that can grow is sized
 
-    broken = attrs.evolve(initial_state(id_key=os.urandom(32)), parked_total=5)
+    empty = initial_state(id_key=os.urandom(32))
+    broken = attrs.evolve(empty, store=attrs.evolve(empty.store, total=5))
     with pytest.raises(InvariantError):
         Runtime(broken, _no_job, check_invariants=True).feed(SubscriberAttached("a"))
     # Normal serving does not check (nor pays for it).

@@ -425,16 +425,19 @@ def test_R_INV_1_check_catches_a_cap_overrun() -> None:
 
 def test_R_INV_2_check_catches_a_drifting_count() -> None:
     state = _busy_state()
-    _catches(attrs.evolve(state, parked_total=state.parked_total + 1), "R-INV-2")
+    _catches(
+        attrs.evolve(state, store=attrs.evolve(state.store, total=state.parked_total + 1)),
+        "R-INV-2",
+    )
     _catches(attrs.evolve(state, in_flight_total=state.in_flight_total + 1), "R-INV-2")
 
 
 def test_R_INV_3_check_catches_a_broken_index() -> None:
     state = _busy_state()
-    _catches(attrs.evolve(state, top=state.top + 1), "R-INV-3")
-    _catches(
-        attrs.evolve(state, buckets=state.buckets.set(7, Fifo[object]().push("zz")[0])), "R-INV-3"
-    )
+    store = state.store
+    _catches(attrs.evolve(state, store=attrs.evolve(store, top=store.top + 1)), "R-INV-3")
+    buckets = store.buckets.set(7, Fifo[object]().push("zz")[0])
+    _catches(attrs.evolve(state, store=attrs.evolve(store, buckets=buckets)), "R-INV-3")
 
 
 def test_R_INV_4_check_catches_a_call_without_its_worker() -> None:
@@ -495,7 +498,7 @@ def test_positional_constructors_build_the_same_frozen_objects() -> None:
         assert built == State(*values)
         assert type(built) is State
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
-            built.top = 99  # type: ignore[misc]
+            built.next_seq = 99  # type: ignore[misc]
         for call in state.calls.values():
             fields = [getattr(call, f.name) for f in attrs.fields(Call)]
             assert positional_constructor(Call)(*fields) == call
@@ -516,15 +519,15 @@ def test_a_draft_freezes_into_an_equal_frozen_state_and_leaves_its_source_alone(
         draft = _Draft(state)
         assert draft.freeze() == state
         draft = _Draft(state)
-        draft.top = state.top + 1
+        draft.next_seq = state.next_seq + 1
         draft.conns = draft.conns.set("draft-only", EMPTY_CONN)
         frozen = draft.freeze()
         assert type(frozen) is State
-        assert frozen == attrs.evolve(state, top=state.top + 1, conns=frozen.conns)
+        assert frozen == attrs.evolve(state, next_seq=state.next_seq + 1, conns=frozen.conns)
         assert "draft-only" in frozen.conns
         assert "draft-only" not in state.conns
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
-            frozen.top = 0  # type: ignore[misc]
+            frozen.next_seq = 0  # type: ignore[misc]
 
     @attrs.frozen(slots=True)
     class Checked:

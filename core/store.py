@@ -1,0 +1,269 @@
+"""The approvals store: parking places, single use and the caps (spec/store.md, R-STORE-*).
+
+Every parking place of either era (a 2025 parked call's, a modern approval's or round's nonce)
+is reserved here under its owner (R-PARK-1), and a nonce is taken here exactly once. The
+operations are those of :class:`Store`, each returning a new store and an answer, so that the
+in-memory implementation, :class:`MemoryStore`, is an immutable value the reducer's state holds
+and ``step`` stays pure; a store shared by several replicas implements the same operations
+(R-STORE-6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Literal, Protocol, TypeVar
+
+import attrs
+from immutables import Map
+
+from . import messages as m
+from .decide import park_verdict
+from .fifo import Fifo
+
+Owner = Hashable
+"""Whose parking place an id takes (R-PARK-1): ``("principal", <principal>)`` or a connection."""
+
+USED = m.ALREADY_USED
+"""Why a taken nonce is remembered (R-MRTR-14)."""
+EVICTED = m.EVICTED
+"""Why an evicted nonce is remembered (R-MRTR-14)."""
+
+ReserveOutcome = Literal["parked", "evicted", "owner_full", "server_full"]
+TakeOutcome = Literal["taken", "foreign", "closed", "unknown"]
+
+
+@attrs.frozen(slots=True)
+class Reserved:
+    """What ``reserve`` answered (R-STORE-2): ``victim`` is the evicted id when ``outcome`` is
+    ``evicted``, else ""."""
+
+    outcome: ReserveOutcome
+    victim: str = ""
+
+
+@attrs.frozen(slots=True)
+class Taken:
+    """What ``take`` answered (R-STORE-3): ``why`` is the remembered reason when ``outcome`` is
+    ``closed``, else ""."""
+
+    outcome: TakeOutcome
+    why: str = ""
+
+
+PARKED = Reserved("parked")
+OWNER_FULL = Reserved("owner_full")
+SERVER_FULL = Reserved("server_full")
+TAKEN = Taken("taken")
+FOREIGN = Taken("foreign")
+UNKNOWN = Taken("unknown")
+
+S = TypeVar("S", bound="Store")
+
+
+class Store(Protocol):
+    """The approvals store's operations (R-STORE-1): each is one atomic step that returns the
+    store after it and its answer; none raises for any id or owner."""
+
+    def reserve(
+        self: S,
+        owner: Owner,
+        ident: str,
+        deadline: int,
+        per_owner: int,
+        total: int,
+        now: int,
+        single_use: bool,
+    ) -> tuple[S, Reserved]:
+        """Parks ``ident`` under ``owner`` until ``deadline``, evicting another owner's oldest
+        place when R-PARK-3 says so, or answers which cap is full (R-STORE-2)."""
+        ...
+
+    def take(self: S, ident: str, owner: Owner, now: int) -> tuple[S, Taken]:
+        """Closes the single-use ``ident`` for ``owner``, at most once ever (R-STORE-3)."""
+        ...
+
+    def release(self: S, ident: str, why: str | None, now: int) -> S:
+        """Frees ``ident``'s place, remembering ``why`` for a single-use id (R-STORE-4)."""
+        ...
+
+
+@attrs.frozen(slots=True)
+class Place:
+    """A reserved id: its owner, its deadline, its position in its owner's queue, and whether it
+    is single use (a nonce, taken by a retry) or a place a call holds on this replica."""
+
+    owner: Owner
+    deadline: int
+    pos: int
+    single_use: bool
+
+
+@attrs.frozen(slots=True)
+class Holding:
+    """An owner's places, oldest first, and its position in the bucket of its count."""
+
+    queue: Fifo[str]
+    bucket_pos: int
+
+
+_NO_OWNERS: Fifo[Owner] = Fifo()
+_NO_IDS: Fifo[str] = Fifo()
+
+
+@attrs.frozen(slots=True)
+class MemoryStore:
+    """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
+    sharing what it did not change.
+
+    ``places`` holds every reserved id; ``owners`` each owner's queue; ``buckets[n]`` the owners
+    holding exactly ``n`` places, in the order they came to hold ``n``; ``top`` the largest
+    such ``n`` (0 when nothing is held); ``total`` the number of places; ``closed`` the nonces
+    closed lately, each with why, its expiry and its position in ``closed_order``, oldest first
+    (R-MRTR-14), at most ``record_cap`` of them.
+    """
+
+    places: Map[str, Place] = attrs.field(factory=Map)
+    owners: Map[Owner, Holding] = attrs.field(factory=Map)
+    buckets: Map[int, Fifo[Owner]] = attrs.field(factory=Map)
+    top: int = 0
+    total: int = 0
+    closed: Map[str, tuple[str, int, int]] = attrs.field(factory=Map)
+    closed_order: Fifo[str] = attrs.field(factory=Fifo)
+    record_cap: int = 0
+
+    def count(self, owner: Owner) -> int:
+        """How many places ``owner`` holds."""
+        h = self.owners.get(owner)
+        return 0 if h is None else len(h.queue)
+
+    def queue(self, owner: Owner) -> Fifo[str]:
+        """``owner``'s places, oldest first."""
+        h = self.owners.get(owner)
+        return _NO_IDS if h is None else h.queue
+
+    def victim(self) -> str | None:
+        """The id an eviction would take (R-PARK-4): the oldest place of the owner that has held
+        the top count the longest; ``None`` when nothing is held."""
+        if not self.top:
+            return None
+        holder = self.buckets[self.top].first()
+        return self.owners[holder].queue.first()
+
+    def reserve(
+        self,
+        owner: Owner,
+        ident: str,
+        deadline: int,
+        per_owner: int,
+        total: int,
+        now: int,
+        single_use: bool,
+    ) -> tuple[MemoryStore, Reserved]:
+        """R-STORE-2: R-PARK-1, R-PARK-3 and R-PARK-4 in one step."""
+        verdict = park_verdict(self.count(owner), per_owner, self.total, total, self.top)
+        if verdict == "deny_connection":
+            return self, OWNER_FULL
+        if verdict == "deny_server":
+            return self, SERVER_FULL
+        store = self
+        answer = PARKED
+        if verdict == "evict":
+            victim = self.victim()
+            assert victim is not None
+            store = self._free(victim, EVICTED, now)
+            answer = Reserved("evicted", victim)
+        return store._hold(owner, ident, deadline, single_use), answer
+
+    def take(self, ident: str, owner: Owner, now: int) -> tuple[MemoryStore, Taken]:
+        """R-STORE-3: ``taken`` once for a single-use id held by ``owner``; ``foreign`` when
+        another owner holds it (nothing changes); else what is remembered of it."""
+        p = self.places.get(ident)
+        if p is None or not p.single_use:
+            found = self.closed.get(ident)
+            return self, (UNKNOWN if found is None else Taken("closed", found[0]))
+        if p.owner != owner:
+            return self, FOREIGN
+        return self._free(ident, USED, now), TAKEN
+
+    def release(self, ident: str, why: str | None, now: int) -> MemoryStore:
+        """R-STORE-4: frees ``ident``'s place (an unknown id changes nothing); ``why`` is
+        remembered for a single-use id unless it is ``None`` (a timeout: its state has expired)."""
+        if ident not in self.places:
+            return self
+        return self._free(ident, why, now)
+
+    def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
+        h = self.owners.get(owner)
+        queue, pos = (_NO_IDS if h is None else h.queue).push(ident)
+        owners, buckets, top = self._recount(owner, h, queue)
+        places = self.places.set(ident, Place(owner, deadline, pos, single_use))
+        return MemoryStore(
+            places,
+            owners,
+            buckets,
+            top,
+            self.total + 1,
+            self.closed,
+            self.closed_order,
+            self.record_cap,
+        )
+
+    def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
+        p = self.places[ident]
+        h = self.owners[p.owner]
+        owners, buckets, top = self._recount(p.owner, h, h.queue.remove(p.pos))
+        closed, order = self.closed, self.closed_order
+        if why is not None and p.single_use:
+            closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
+        places = self.places.delete(ident)
+        return MemoryStore(
+            places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
+        )
+
+    def _recount(
+        self, owner: Owner, h: Holding | None, queue: Fifo[str]
+    ) -> tuple[Map[Owner, Holding], Map[int, Fifo[Owner]], int]:
+        """Moves ``owner`` from the bucket of its old count to that of its new one (R-PARK-4)."""
+        old, new = (0 if h is None else len(h.queue)), len(queue)
+        buckets = self.buckets
+        if old:
+            assert h is not None
+            fifo = buckets[old].remove(h.bucket_pos)
+            buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+        owners = self.owners
+        if new:
+            fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
+            buckets = buckets.set(new, fifo)
+            owners = owners.set(owner, Holding(queue, pos))
+        else:
+            owners = owners.delete(owner)
+        top = max(self.top, new)
+        while top and top not in buckets:
+            top -= 1
+        return owners, buckets, top
+
+
+def _remember(
+    closed: Map[str, tuple[str, int, int]],
+    order: Fifo[str],
+    ident: str,
+    why: str,
+    expiry: int,
+    now: int,
+    cap: int,
+) -> tuple[Map[str, tuple[str, int, int]], Fifo[str]]:
+    """R-MRTR-14: ``ident`` closed for ``why`` is remembered until ``expiry``; the record then
+    forgets, oldest first, what has expired and what is over ``cap`` entries."""
+    order, pos = order.push(ident)
+    closed = closed.set(ident, (why, expiry, pos))
+    while True:
+        first = order.first()
+        assert first is not None
+        _, first_expiry, first_pos = closed[first]
+        if len(order) <= cap and first_expiry > now:
+            break
+        order = order.remove(first_pos)
+        closed = closed.delete(first)
+        if not order:
+            break
+    return closed, order
