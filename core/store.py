@@ -11,14 +11,18 @@ and ``step`` stays pure; a store shared by several replicas implements the same 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
-import attrs
 from immutables import Map
 
 from . import messages as m
 from .decide import park_verdict
 from .fifo import Fifo
+
+if TYPE_CHECKING:
+    import attrs
+else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
+    from . import lean_attrs as attrs
 
 Owner = Hashable
 """Whose parking place an id takes (R-PARK-1): ``("principal", <principal>)`` or a connection."""
