@@ -144,6 +144,11 @@ PEERS_STDIO_ARGS ?=
 PEERS_HTTP_ARGS ?=
 PEERS_CLIENTS ?= 32 256
 PROFILES := bench/results/profile
+# The profiled run takes more calls than the measured ones: the sampler takes at most one sample
+# per tick of the kernel's timer (a few ms of CPU), and a profile needs a few hundred samples.
+PROFILE_STDIO_ARGS ?= --calls 20000 --pings 100 --elicitations 2000
+PROFILE_HTTP_ARGS ?= --calls 8000 --sequential 100 --elicitations 300 --elicit-calls 2000 \
+	--modern-trips 0 --modern-calls 0
 FASTMCP_VERSION := 4.2.3
 TS_SDK_VERSION := 1.32.2
 $(PEERS)/fastmcp/bin/python:
@@ -189,11 +194,11 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 		--clients $(PEERS_CLIENTS)
 	rm -rf $(PROFILES) && mkdir -p $(PROFILES)/stdio $(PROFILES)/http
 	$(BIN)/python bench/stdio_bench.py --rounds 1 --profile $(PROFILES)/stdio \
-		--out $(PROFILES)/stdio.json $(PEERS_STDIO_ARGS) \
+		--out $(PROFILES)/stdio.json $(PROFILE_STDIO_ARGS) \
 		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate \
 		> $(PROFILES)/stdio.txt
 	$(BIN)/python bench/http_bench.py --rounds 1 --profile $(PROFILES)/http \
-		--out $(PROFILES)/http.json $(PEERS_HTTP_ARGS) --modern-trips 0 --modern-calls 0 \
+		--out $(PROFILES)/http.json $(PROFILE_HTTP_ARGS) \
 		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate \
 		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend trio $(ASKGATE_32)" \

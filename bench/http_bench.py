@@ -56,13 +56,14 @@ The servers are run one after the other, each in a fresh process, and measured t
    under ``modern_error`` instead of these figures; its other phases still count.
 8. concurrent clients, for each N of ``--clients`` (none by default): N clients, each with its
    own keep-alive connection and its own session (``initialize`` then
-   ``notifications/initialized`` on that connection, one client after the other), each
-   calling echo one call at a time (a closed loop: its next call as soon as its response
-   ended and was checked). One unmeasured call per client first; then ``--client-calls`` calls
-   in all, shared by the N clients, or as many as are answered once ``--client-seconds`` have
-   passed (no call is started after that): the latency of each call (request written to
-   response ended), p50, p99 and max; calls/s; the server's CPU per call; the client's CPU
-   utilisation (near 1.0: the figures are the load generator's). Then each session is ended
+   ``notifications/initialized`` on that connection, all clients at once), each calling echo
+   one call at a time (a closed loop: its next call as soon as its response ended and was
+   checked). The calls started before every client has its session warm up and are not
+   measured; from then on ``--client-calls`` calls in all, shared by the N clients, or those
+   started within ``--client-seconds``: the latency of each call (request written to response
+   ended), p50, p99 and max; calls/s; the server's CPU per call; the client's CPU utilisation
+   (near 1.0: the figures are the load generator's). A failure here is reported under
+   ``clients_<N>_error`` and the other phases' figures stand. Then each session is ended
    with a DELETE (its answer not checked) and the connections closed. This is the figure a
    server shows to N users at once; stdio has no counterpart (a stdio server has exactly one
    client: N clients are N server processes).
@@ -855,98 +856,126 @@ def modern(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict
     return {"modern_trips": cfg.modern_trips, **out} if cfg.modern_trips else out
 
 
-def open_session(hub: Client, conn: Conn, deadline: float) -> bytes:
-    """initialize and notifications/initialized on ``conn``; the session's POST prefix."""
-    params = {
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {"elicitation": {}},
-        "clientInfo": CLIENT_INFO,
-    }
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-    hub.exchange(conn, init, deadline)
-    expect_status(conn, 200, "initialize")
-    result_of(conn, 0, "initialize")
-    session = conn.headers.get("mcp-session-id")
-    if not session:
-        raise BenchError(f"server {hub.server.label} minted no session: {conn.messages}")
-    prefix = post_prefix(hub.server.port, session)
-    conn.send(prefix + b"%d\r\n\r\n" % len(INITIALIZED) + INITIALIZED)
-    while not conn.done:
-        hub.wait(deadline, "notifications/initialized")
-    expect_status(conn, 202, "notifications/initialized")
-    conn.done = False
-    return prefix
-
-
 INITIALIZED = encode({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
-def closed_loop(
-    hub: Client, conns: list[Conn], prefixes: dict[int, bytes], cfg: Config, ids: Ids, count: int
-) -> list[int]:
-    """Each connection calls echo one call at a time until ``count`` calls were started in all
-    or ``cfg.client_seconds`` have passed; the latencies (ns) of every call answered."""
-    params = json.dumps({"name": "echo", "arguments": {"text": cfg.text}}, separators=(",", ":"))
-    tail = b',"method":"tools/call","params":' + params.encode() + b"}"
-    expected = [{"type": "text", "text": cfg.text}]
-    stop_at = time.monotonic() + cfg.client_seconds
-    latencies: list[int] = []
-    sent = 0
-    out = 0
+class ClientsPhase:
+    """Phase 8 for ``n`` clients: every connection runs its own client from the start, so no
+    connection sits idle (servers close idle keep-alive connections after a few seconds):
+    ``initialize``, then ``notifications/initialized`` in the session it minted, then echo
+    calls one at a time. Calls started before every client is ready warm up and are not
+    measured; from then on, calls are measured until ``calls`` were started or ``seconds``
+    passed, and the phase ends when every call out has been answered."""
 
-    def start(conn: Conn) -> None:
-        nonlocal sent, out
-        rid = ids.take()
+    def __init__(self, hub: Client, cfg: Config, ids: Ids, calls: int) -> None:
+        self.hub = hub
+        self.cfg = cfg
+        self.ids = ids
+        self.calls = calls
+        params = {"name": "echo", "arguments": {"text": cfg.text}}
+        self.tail = b',"method":"tools/call","params":' + encode(params) + b"}"
+        self.expected = [{"type": "text", "text": cfg.text}]
+        self.prefixes: dict[int, bytes] = {}
+        self.step: dict[int, str] = {}  # id(conn) -> "initialize", "initialized" or "echo"
+        self.ready = 0
+        self.started_at = 0  # perf_counter_ns when every client was ready, 0 before
+        self.stop_at = 0.0
+        self.sent = 0  # measured calls started
+        self.out = 0  # calls (measured or not) not answered yet
+        self.latencies: list[int] = []
+        self.server_cpu0: float | None = None  # the server's and the client's CPU seconds
+        self.client_cpu0 = 0.0  # when every client was ready
+
+    def begin(self, conn: Conn) -> None:
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": CLIENT_INFO,
+        }
+        conn.tag = 0
+        self.step[id(conn)] = "initialize"
+        msg = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        conn.send(self.hub.post_bytes(encode(msg)))
+
+    def call(self, conn: Conn) -> None:
+        rid = self.ids.take()
         conn.tag = rid
-        body = b'{"jsonrpc":"2.0","id":%d' % rid + tail
-        conn.send(prefixes[id(conn)] + b"%d\r\n\r\n" % len(body) + body)
-        sent += 1
-        out += 1
+        body = b'{"jsonrpc":"2.0","id":%d' % rid + self.tail
+        conn.send(self.prefixes[id(conn)] + b"%d\r\n\r\n" % len(body) + body)
+        self.out += 1
+        if self.started_at:
+            self.sent += 1
 
-    for conn in conns[:count]:
-        start(conn)
-    while out:
-        for conn in hub.wait(hub.server.hard_deadline, "tools/call echo (many clients)"):
-            if not conn.done:
-                continue
-            latencies.append(time.perf_counter_ns() - conn.sent_at)
-            expect_echo(conn, "echo", expected)
-            conn.done = False
-            out -= 1
-            if sent < count and time.monotonic() < stop_at:
-                start(conn)
-    return latencies
+    def answered(self, conn: Conn) -> None:
+        conn.done = False
+        step = self.step[id(conn)]
+        if step == "initialize":
+            expect_status(conn, 200, "initialize")
+            result_of(conn, 0, "initialize")
+            session = conn.headers.get("mcp-session-id")
+            if not session:
+                raise BenchError(f"server {conn.server.label} minted no session: {conn.messages}")
+            self.prefixes[id(conn)] = prefix = post_prefix(conn.server.port, session)
+            self.step[id(conn)] = "initialized"
+            conn.send(prefix + b"%d\r\n\r\n" % len(INITIALIZED) + INITIALIZED)
+            return
+        if step == "initialized":
+            expect_status(conn, 202, "notifications/initialized")
+            self.step[id(conn)] = "echo"
+            self.ready += 1
+            if self.ready == len(self.step):  # every client is in: measure from now
+                self.server_cpu0 = tree_cpu_seconds(conn.server.proc.pid)
+                self.client_cpu0 = time.process_time()
+                self.started_at = time.perf_counter_ns()
+                self.stop_at = time.monotonic() + self.cfg.client_seconds
+            self.call(conn)
+            return
+        self.out -= 1
+        if self.started_at and conn.sent_at >= self.started_at:
+            self.latencies.append(time.perf_counter_ns() - conn.sent_at)
+        expect_echo(conn, "echo", self.expected)
+        if not self.started_at or (self.sent < self.calls and time.monotonic() < self.stop_at):
+            self.call(conn)
 
-
-def end_sessions(hub: Client, conns: list[Conn], prefixes: dict[int, bytes]) -> None:
-    """A DELETE per session, its answer read but not judged (a server may not allow it)."""
-    deadline = time.monotonic() + 5
-    with suppress(BenchError):
+    def run(self, conns: list[Conn]) -> None:
         for conn in conns:
-            head = prefixes[id(conn)].split(b"\r\n")[1:-1]  # Host and the session's headers
-            conn.send(b"DELETE /mcp HTTP/1.1\r\n" + b"\r\n".join(head) + b"\r\n\r\n")
-        while any(conn.busy for conn in conns):
-            hub.wait(deadline, "the DELETE of a session")
+            self.begin(conn)
+        while self.out or self.ready < len(conns):
+            for conn in self.hub.wait(self.hub.server.hard_deadline, "many clients' calls"):
+                if conn.done:
+                    self.answered(conn)
+
+    def end_sessions(self, conns: list[Conn]) -> None:
+        """A DELETE per session, its answer read but not judged (a server may not allow it)."""
+        deadline = time.monotonic() + 5
+        with suppress(BenchError):
+            for conn in conns:
+                head = self.prefixes[id(conn)].split(b"\r\n")[1:-1]  # Host, session headers
+                conn.send(b"DELETE /mcp HTTP/1.1\r\n" + b"\r\n".join(head) + b"\r\n\r\n")
+            while any(conn.busy for conn in conns):
+                self.hub.wait(deadline, "the DELETE of a session")
 
 
 def many_clients(server: ServerProcess, cfg: Config, ids: Ids, n: int) -> dict[str, Any]:
-    """Phase 8 for ``n`` clients, each with its connection and session."""
-    hub = Client(server)
-    with hub.connections(n) as conns:
-        deadline = time.monotonic() + cfg.init_timeout + 0.05 * n
-        prefixes = {id(conn): open_session(hub, conn, deadline) for conn in conns}
-        closed_loop(hub, conns, prefixes, cfg, ids, n)  # one call each, not measured
-        server0 = tree_cpu_seconds(server.proc.pid)
-        client0 = time.process_time()
-        t0 = time.perf_counter()
-        latencies = sorted(closed_loop(hub, conns, prefixes, cfg, ids, cfg.client_calls))
-        wall = time.perf_counter() - t0
-        used = time.process_time() - client0
-        server1 = tree_cpu_seconds(server.proc.pid)
-        end_sessions(hub, conns, prefixes)
-    cpu = None if server0 is None or server1 is None else server1 - server0
-    calls = len(latencies)
+    """Phase 8 for ``n`` clients, each with its connection and session; a failure is reported
+    under ``clients_<n>_error``, the figures of the other phases stand."""
     key = f"clients_{n}"
+    hub = Client(server)
+    phase = ClientsPhase(hub, cfg, ids, cfg.client_calls)
+    try:
+        with hub.connections(n) as conns:
+            phase.run(conns)
+            ended = time.perf_counter_ns()
+            used = time.process_time() - phase.client_cpu0
+            server1 = tree_cpu_seconds(server.proc.pid)
+            phase.end_sessions(conns)
+    except BenchError as exc:
+        return {f"{key}_error": str(exc)}
+    latencies = sorted(phase.latencies)
+    calls = len(latencies)
+    wall = (ended - phase.started_at) / 1e9
+    server0 = phase.server_cpu0
+    cpu = None if server0 is None or server1 is None else server1 - server0
     return {
         f"{key}_calls": calls,
         f"{key}_p50_us": round(percentile(latencies, 50) / 1000, 1),
@@ -1057,6 +1086,12 @@ def table(results: list[Result], clients: tuple[int, ...] = ()) -> str:
         f"2026-07-28 not measured for {r.label}: {r.figures['modern_error']}"
         for r in results
         if r.ok and r.figures.get("modern_error")
+    ]
+    lines += [
+        f"{n} clients not measured for {r.label}: {r.figures[f'clients_{n}_error']}"
+        for r in results
+        for n in clients
+        if r.ok and r.figures.get(f"clients_{n}_error")
     ]
     return "\n".join(lines)
 
