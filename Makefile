@@ -142,11 +142,15 @@ bench-http: $(STAMP)
 PEERS := .bench-peers
 PEERS_STDIO_ARGS ?=
 PEERS_HTTP_ARGS ?=
+# Phase 8's bounds: 4000 calls or 8 s per number of clients, whichever ends first (the slow
+# peers take the 8 s: at 100 to 300 calls/s that is 800 to 2400 calls, enough for a p99).
 PEERS_CLIENTS ?= 32 256
+PEERS_CLIENTS_ARGS ?= --client-calls 4000 --client-seconds 8
 PROFILES := bench/results/profile
 # The profiled run takes more calls than the measured ones: the sampler takes at most one sample
-# per tick of the kernel's timer (a few ms of CPU), and a profile needs a few hundred samples.
-PROFILE_STDIO_ARGS ?= --calls 20000 --pings 100 --elicitations 2000
+# per tick of the kernel's timer (10 ms of CPU time for the stdio server here), and a profile
+# needs a few hundred samples.
+PROFILE_STDIO_ARGS ?= --calls 50000 --pings 100 --elicitations 5000
 PROFILE_HTTP_ARGS ?= --calls 8000 --sequential 100 --elicitations 300 --elicit-calls 2000 \
 	--modern-trips 0 --modern-calls 0
 FASTMCP_VERSION := 4.2.3
@@ -191,7 +195,7 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 		--label askgate-hypercorn-trio \
 		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend asyncio $(ASKGATE_32)" \
 		--label askgate-hypercorn-asyncio \
-		--clients $(PEERS_CLIENTS)
+		--clients $(PEERS_CLIENTS) $(PEERS_CLIENTS_ARGS)
 	rm -rf $(PROFILES) && mkdir -p $(PROFILES)/stdio $(PROFILES)/http
 	$(BIN)/python bench/stdio_bench.py --rounds 1 --profile $(PROFILES)/stdio \
 		--out $(PROFILES)/stdio.json $(PROFILE_STDIO_ARGS) \

@@ -396,7 +396,7 @@ def startup_lines(startup: dict[str, Any] | None, memory: bool) -> list[str]:
             lines.append(f"| {row['module']} | {row['us'] / 1000:.1f} |")
         return lines
     mem = startup["memory"]
-    lines = [f"`{startup['command']}` under `-X tracemalloc=25`, at exit: {mem['traced_kib']:.0f}"]
+    lines = [f"`{startup['command']}` under `-X tracemalloc`, at exit: {mem['traced_kib']:.0f}"]
     lines[-1] += f" KiB of Python allocations held, VmRSS {mem['rss_kib']} KiB (tracing"
     lines[-1] += (
         " inflates the RSS; the rest of it is the interpreter, C extensions and libraries)."
@@ -481,12 +481,14 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
     if curves:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for n, (label, (xs, p50, p99)) in enumerate(curves.items()):
-            colour = "tab:green" if label == BASE else f"C{n % 10}"
+            colour = "tab:green" if label == BASE else OTHERS[n % len(OTHERS)]
             ax.plot(xs, p50, marker="o", color=colour, label=f"{label} p50")
             ax.plot(xs, p99, marker="x", linestyle="--", color=colour, label=f"{label} p99")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(curves[next(iter(curves))][0], labels=None)
+        ticks = sorted({n for xs, _, _ in curves.values() for n in xs})
+        ax.minorticks_off()
+        ax.set_xticks(ticks, labels=[str(n) for n in ticks])
         ax.set_xlabel("concurrent clients (each its own session; 1: one call at a time)")
         ax.set_ylabel("echo latency, us (log)")
         ax.set_title("Streamable HTTP: echo p50 (solid) and p99 (dashed) vs clients", fontsize=9)
@@ -497,6 +499,9 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
         plt.close(fig)
         links.append(f"![latency vs clients]({path.name})")
     return links
+
+
+OTHERS = [f"C{i}" for i in range(10) if i != 2]  # matplotlib's cycle without its green, askgate's
 
 
 def latency_curves(data: dict[str, Any]) -> dict[str, tuple[list[int], list[float], list[float]]]:

@@ -10,7 +10,7 @@ with its standard input at end of file, so it starts, serves nothing and exits:
    time in microseconds, as CPython reports them on standard error. The output keeps the
    ``--top`` modules by cumulative and by own time, and the own time summed per top-level
    package (what a start-up spends importing, by who brings it);
-2. under ``-X tracemalloc=25``: at exit (an ``atexit`` hook, or ``os._exit``, which askgate's
+2. under ``-X tracemalloc=16``: at exit (an ``atexit`` hook, or ``os._exit``, which askgate's
    command ends with, wrapped) a snapshot of the Python allocations still held, summed per
    top-level package of the innermost frame outside importlib (the code that allocated, or the
    import statement that brought a module: its code objects and namespace count there), with
@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT = f"{sys.executable} -m askgate serve --stdio --demo"
+FRAMES = 16  # deep enough to see past importlib's own frames (about 8) to the importer
+TIMEOUT_S = 900  # each run; tracing makes a start-up many times slower, more on a busy machine
 
 TRACED = r"""
 import atexit, json, os, runpy, sys, tracemalloc
@@ -111,7 +113,7 @@ def import_times(argv: list[str], top: int) -> dict[str, Any]:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=TIMEOUT_S,
         check=False,
     )
     rows: list[tuple[str, int, int]] = []
@@ -141,11 +143,11 @@ def allocations(argv: list[str], top: int) -> dict[str, Any]:
     python, module, rest = split_module_argv(argv)
     code = f"ARGV = {[module, *rest]!r}\nMODULE = {module!r}\n" + TRACED
     done = subprocess.run(
-        [*python, "-X", "tracemalloc=25", "-c", code],
+        [*python, "-X", f"tracemalloc={FRAMES}", "-c", code],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=TIMEOUT_S,
         check=False,
     )
     last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
