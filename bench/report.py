@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -326,12 +327,9 @@ def package(frame: str) -> str:
         return f"askgate/{parts[0]}"
     if parts[0] == "bench":
         return "bench (the sampler, the runner)"
-    if len(parts) == 1 or parts[0] in STDLIB_PACKAGES:
+    if len(parts) == 1 or parts[0] in sys.stdlib_module_names:
         return f"stdlib/{parts[0].removesuffix('.py')}"
     return parts[0]
-
-
-STDLIB_PACKAGES = {"asyncio", "concurrent", "json", "email", "http", "importlib", "logging"}
 
 
 def by_package(own: dict[str, int]) -> dict[str, int]:

@@ -46,6 +46,7 @@ def test_a_profile_is_folded_and_grouped_by_package(report: ModuleType) -> None:
     assert report.by_package(own) == {"askgate/core": 6, "trio": 3, "generated": 1}
     assert report.package("select (selectors.py:400)") == "stdlib/selectors"
     assert report.package("run (asyncio/base_events.py:1)") == "stdlib/asyncio"
+    assert report.package("__init__ (collections/__init__.py:1)") == "stdlib/collections"
 
 
 def servers(**figures: dict[str, float]) -> dict[str, object]:
