@@ -134,9 +134,25 @@ bench-http: $(STAMP)
 # Streamable HTTP. The peers install into .bench-peers/ (ignored): fastmcp into a venv of its own
 # (it brings its own mcp release), the TypeScript SDK with npm. Figures: bench/results/peers_*.json.
 # PEERS_STDIO_ARGS and PEERS_HTTP_ARGS pass options to the two benchmarks (e.g. fewer calls).
+# Over HTTP, askgate also runs under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
+# the bench extra), and every server takes PEERS_CLIENTS concurrent clients, each with its own
+# connection and session (http_bench.py phase 8). Then askgate alone is run once more, profiled
+# (stdio_bench.py and http_bench.py --profile, and bench/startup_profile.py for start-up and
+# memory), into $(PROFILES)/: the report explains each missed target from those profiles.
 PEERS := .bench-peers
 PEERS_STDIO_ARGS ?=
 PEERS_HTTP_ARGS ?=
+# Phase 8's bounds: 4000 calls or 8 s per number of clients, whichever ends first (the slow
+# peers take the 8 s: at 100 to 300 calls/s that is 800 to 2400 calls, enough for a p99).
+PEERS_CLIENTS ?= 32 256
+PEERS_CLIENTS_ARGS ?= --client-calls 4000 --client-seconds 8
+PROFILES := bench/results/profile
+# The profiled run takes more calls than the measured ones: the sampler takes at most one sample
+# per tick of the kernel's timer (10 ms of CPU time for the stdio server here), and a profile
+# needs a few hundred samples.
+PROFILE_STDIO_ARGS ?= --calls 50000 --pings 100 --elicitations 5000
+PROFILE_HTTP_ARGS ?= --calls 8000 --sequential 100 --elicitations 300 --elicit-calls 2000 \
+	--modern-trips 0 --modern-calls 0
 FASTMCP_VERSION := 4.2.3
 TS_SDK_VERSION := 1.32.2
 $(PEERS)/fastmcp/bin/python:
@@ -150,8 +166,12 @@ $(PEERS)/node/node_modules/@modelcontextprotocol/sdk/package.json:
 $(PEERS)/plot/bin/python:
 	$(PYTHON) -m venv $(PEERS)/plot
 	$(PEERS)/plot/bin/python -m pip install --quiet matplotlib
+# hypercorn (and trio) in the project's venv: the bench extra, installed only for this target.
+$(VENV)/.bench-extra: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
 PEER_DEPS := $(PEERS)/fastmcp/bin/python $(PEERS)/plot/bin/python \
-	$(PEERS)/node/node_modules/@modelcontextprotocol/sdk/package.json
+	$(PEERS)/node/node_modules/@modelcontextprotocol/sdk/package.json $(VENV)/.bench-extra
 
 bench-peers: $(STAMP) $(PEER_DEPS)
 	NODE_PATH=$(CURDIR)/$(PEERS)/node/node_modules $(BIN)/python bench/stdio_bench.py \
@@ -170,8 +190,26 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 		--server "$(BIN)/python bench/peers/mcpserver_server.py --port {port}" --label mcpserver \
 		--server "$(PEERS)/fastmcp/bin/python bench/peers/fastmcp_server.py --port {port}" \
 		--label fastmcp \
-		--server "node bench/peers/ts_server.mjs --port {port}" --label ts-sdk
-	$(PEERS)/plot/bin/python bench/report.py
+		--server "node bench/peers/ts_server.mjs --port {port}" --label ts-sdk \
+		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend trio $(ASKGATE_32)" \
+		--label askgate-hypercorn-trio \
+		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend asyncio $(ASKGATE_32)" \
+		--label askgate-hypercorn-asyncio \
+		--clients $(PEERS_CLIENTS) $(PEERS_CLIENTS_ARGS)
+	rm -rf $(PROFILES) && mkdir -p $(PROFILES)/stdio $(PROFILES)/http
+	$(BIN)/python bench/stdio_bench.py --rounds 1 --profile $(PROFILES)/stdio \
+		--out $(PROFILES)/stdio.json $(PROFILE_STDIO_ARGS) \
+		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate \
+		> $(PROFILES)/stdio.txt
+	$(BIN)/python bench/http_bench.py --rounds 1 --profile $(PROFILES)/http \
+		--out $(PROFILES)/http.json $(PROFILE_HTTP_ARGS) \
+		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate \
+		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend trio $(ASKGATE_32)" \
+		--label askgate-hypercorn-trio \
+		> $(PROFILES)/http.txt
+	$(BIN)/python bench/startup_profile.py --out $(PROFILES)/startup.json
+	$(PEERS)/plot/bin/python bench/report.py --profiles $(PROFILES)
 
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked
 # into .bench-base/ with a venv of its own; the reducer benchmark runs for each in turn, then the

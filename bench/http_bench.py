@@ -5,7 +5,8 @@
         [--server "askgate serve --http 127.0.0.1:{port} --demo" --label askgate] \\
         [--calls 5000] [--in-flight 32] [--sequential 1000] [--elicitations 300] \\
         [--elicit-calls 1000] [--elicit-in-flight 16] [--modern-trips 300] \\
-        [--modern-calls 1000] [--modern-in-flight 16] [--rounds 3] [--out bench/results/http.json]
+        [--modern-calls 1000] [--modern-in-flight 16] [--clients 32 256] [--client-calls 4000]
+        [--client-seconds 15] [--rounds 3] [--profile DIR] [--out bench/results/http.json]
 
 Each ``--server`` is a command line (split like a shell would, no shell involved) in which
 ``{port}`` is replaced by a free TCP port on 127.0.0.1; the server must serve MCP Streamable HTTP
@@ -53,6 +54,19 @@ The servers are run one after the other, each in a fresh process, and measured t
    round trips come first, unmeasured. A server that does not serve this revision (its first
    answer is not an input-required result, or anything in this phase fails) gets the reason
    under ``modern_error`` instead of these figures; its other phases still count.
+8. concurrent clients, for each N of ``--clients`` (none by default): N clients, each with its
+   own keep-alive connection and its own session (``initialize`` then
+   ``notifications/initialized`` on that connection, all clients at once), each calling echo
+   one call at a time (a closed loop: its next call as soon as its response ended and was
+   checked). The calls started before every client has its session warm up and are not
+   measured; from then on ``--client-calls`` calls in all, shared by the N clients, or those
+   started within ``--client-seconds``: the latency of each call (request written to response
+   ended), p50, p99 and max; calls/s; the server's CPU per call; the client's CPU utilisation
+   (near 1.0: the figures are the load generator's). A failure here is reported under
+   ``clients_<N>_error`` and the other phases' figures stand. Then each session is ended
+   with a DELETE (its answer not checked) and the connections closed. This is the figure a
+   server shows to N users at once; stdio has no counterpart (a stdio server has exactly one
+   client: N clients are N server processes).
 
 The load generator is one thread over non-blocking sockets and ``selectors``, writing
 precomputed request bytes and parsing only the status line, the headers it needs, chunked
@@ -62,6 +76,13 @@ CPU per call and utilisation during the echo phase are reported, so that a satur
 connections and closes them at its end (servers close idle keep-alive connections after a few
 seconds). A watchdog kills a server still running ``--timeout`` seconds after it was started;
 a server is stopped with SIGTERM (then SIGKILL) at the end of its run, on failure too.
+
+With ``--profile DIR``, each server given as a Python command line is run under
+``stdio_bench.py``'s CPU-time stack sampler (see there): sampling is on for exactly phase 3
+(echo throughput; stacks to ``DIR/<label>.folded``) and for phase 5 and 6 (the elicitation
+round trips; ``DIR/<label>.1.folded``), and the output adds, per server, the functions taking
+the most CPU per echo call. The server must exit normally on SIGTERM for its samples to be
+written (uvicorn and ``bench/askgate_hypercorn.py`` do).
 
 With ``--rounds R`` (default 3) the servers take turns R times, a fresh process each time, and
 each figure is the median of the rounds; a server that fails once is not run again. The table
@@ -95,7 +116,10 @@ from stdio_bench import (
     Result,
     WatchedProcess,
     percentile,
+    phase_file,
     positive,
+    profile_table,
+    profiled_argv,
     rounds,
     tree_cpu_seconds,
 )
@@ -125,6 +149,10 @@ class Config:
     text: str
     init_timeout: float
     timeout: float
+    clients: tuple[int, ...] = ()
+    client_calls: int = 4000
+    client_seconds: float = 15.0
+    profiled: bool = False
 
 
 # --- the server process ---------------------------------------------------------------------
@@ -361,18 +389,7 @@ class Client:
         self._set_prefix()
 
     def _set_prefix(self) -> None:
-        lines = [
-            "POST /mcp HTTP/1.1",
-            f"Host: 127.0.0.1:{self.server.port}",
-            "Content-Type: application/json",
-            "Accept: application/json, text/event-stream",
-        ]
-        if self.session is not None:
-            lines += [
-                f"Mcp-Session-Id: {self.session}",
-                f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
-            ]
-        self._prefix = ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
+        self._prefix = post_prefix(self.server.port, self.session)
 
     def post_bytes(self, body: bytes) -> bytes:
         return self._prefix + str(len(body)).encode() + b"\r\n\r\n" + body
@@ -421,6 +438,19 @@ class Client:
         while not conn.done:
             self.wait(deadline, what)
         return conn
+
+
+def post_prefix(port: int, session: str | None) -> bytes:
+    """The head of a POST to /mcp (in ``session`` when given), up to its Content-Length value."""
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+    ]
+    if session is not None:
+        lines += [f"Mcp-Session-Id: {session}", f"MCP-Protocol-Version: {PROTOCOL_VERSION}"]
+    return ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
 
 
 def encode(msg: dict[str, Any]) -> bytes:
@@ -826,6 +856,137 @@ def modern(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> dict
     return {"modern_trips": cfg.modern_trips, **out} if cfg.modern_trips else out
 
 
+INITIALIZED = encode({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+class ClientsPhase:
+    """Phase 8 for ``n`` clients: every connection runs its own client from the start, so no
+    connection sits idle (servers close idle keep-alive connections after a few seconds):
+    ``initialize``, then ``notifications/initialized`` in the session it minted, then echo
+    calls one at a time. Calls started before every client is ready warm up and are not
+    measured; from then on, calls are measured until ``calls`` were started or ``seconds``
+    passed, and the phase ends when every call out has been answered."""
+
+    def __init__(self, hub: Client, cfg: Config, ids: Ids, calls: int) -> None:
+        self.hub = hub
+        self.cfg = cfg
+        self.ids = ids
+        self.calls = calls
+        params = {"name": "echo", "arguments": {"text": cfg.text}}
+        self.tail = b',"method":"tools/call","params":' + encode(params) + b"}"
+        self.expected = [{"type": "text", "text": cfg.text}]
+        self.prefixes: dict[int, bytes] = {}
+        self.step: dict[int, str] = {}  # id(conn) -> "initialize", "initialized" or "echo"
+        self.ready = 0
+        self.started_at = 0  # perf_counter_ns when every client was ready, 0 before
+        self.stop_at = 0.0
+        self.sent = 0  # measured calls started
+        self.out = 0  # calls (measured or not) not answered yet
+        self.latencies: list[int] = []
+        self.server_cpu0: float | None = None  # the server's and the client's CPU seconds
+        self.client_cpu0 = 0.0  # when every client was ready
+
+    def begin(self, conn: Conn) -> None:
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": CLIENT_INFO,
+        }
+        conn.tag = 0
+        self.step[id(conn)] = "initialize"
+        msg = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        conn.send(self.hub.post_bytes(encode(msg)))
+
+    def call(self, conn: Conn) -> None:
+        rid = self.ids.take()
+        conn.tag = rid
+        body = b'{"jsonrpc":"2.0","id":%d' % rid + self.tail
+        conn.send(self.prefixes[id(conn)] + b"%d\r\n\r\n" % len(body) + body)
+        self.out += 1
+        if self.started_at:
+            self.sent += 1
+
+    def answered(self, conn: Conn) -> None:
+        conn.done = False
+        step = self.step[id(conn)]
+        if step == "initialize":
+            expect_status(conn, 200, "initialize")
+            result_of(conn, 0, "initialize")
+            session = conn.headers.get("mcp-session-id")
+            if not session:
+                raise BenchError(f"server {conn.server.label} minted no session: {conn.messages}")
+            self.prefixes[id(conn)] = prefix = post_prefix(conn.server.port, session)
+            self.step[id(conn)] = "initialized"
+            conn.send(prefix + b"%d\r\n\r\n" % len(INITIALIZED) + INITIALIZED)
+            return
+        if step == "initialized":
+            expect_status(conn, 202, "notifications/initialized")
+            self.step[id(conn)] = "echo"
+            self.ready += 1
+            if self.ready == len(self.step):  # every client is in: measure from now
+                self.server_cpu0 = tree_cpu_seconds(conn.server.proc.pid)
+                self.client_cpu0 = time.process_time()
+                self.started_at = time.perf_counter_ns()
+                self.stop_at = time.monotonic() + self.cfg.client_seconds
+            self.call(conn)
+            return
+        self.out -= 1
+        if self.started_at and conn.sent_at >= self.started_at:
+            self.latencies.append(time.perf_counter_ns() - conn.sent_at)
+        expect_echo(conn, "echo", self.expected)
+        if not self.started_at or (self.sent < self.calls and time.monotonic() < self.stop_at):
+            self.call(conn)
+
+    def run(self, conns: list[Conn]) -> None:
+        for conn in conns:
+            self.begin(conn)
+        while self.out or self.ready < len(conns):
+            for conn in self.hub.wait(self.hub.server.hard_deadline, "many clients' calls"):
+                if conn.done:
+                    self.answered(conn)
+
+    def end_sessions(self, conns: list[Conn]) -> None:
+        """A DELETE per session, its answer read but not judged (a server may not allow it)."""
+        deadline = time.monotonic() + 5
+        with suppress(BenchError):
+            for conn in conns:
+                head = self.prefixes[id(conn)].split(b"\r\n")[1:-1]  # Host, session headers
+                conn.send(b"DELETE /mcp HTTP/1.1\r\n" + b"\r\n".join(head) + b"\r\n\r\n")
+            while any(conn.busy for conn in conns):
+                self.hub.wait(deadline, "the DELETE of a session")
+
+
+def many_clients(server: ServerProcess, cfg: Config, ids: Ids, n: int) -> dict[str, Any]:
+    """Phase 8 for ``n`` clients, each with its connection and session; a failure is reported
+    under ``clients_<n>_error``, the figures of the other phases stand."""
+    key = f"clients_{n}"
+    hub = Client(server)
+    phase = ClientsPhase(hub, cfg, ids, cfg.client_calls)
+    try:
+        with hub.connections(n) as conns:
+            phase.run(conns)
+            ended = time.perf_counter_ns()
+            used = time.process_time() - phase.client_cpu0
+            server1 = tree_cpu_seconds(server.proc.pid)
+            phase.end_sessions(conns)
+    except BenchError as exc:
+        return {f"{key}_error": str(exc)}
+    latencies = sorted(phase.latencies)
+    calls = len(latencies)
+    wall = (ended - phase.started_at) / 1e9
+    server0 = phase.server_cpu0
+    cpu = None if server0 is None or server1 is None else server1 - server0
+    return {
+        f"{key}_calls": calls,
+        f"{key}_p50_us": round(percentile(latencies, 50) / 1000, 1),
+        f"{key}_p99_us": round(percentile(latencies, 99) / 1000, 1),
+        f"{key}_max_us": round(latencies[-1] / 1000, 1),
+        f"{key}_per_s": round(calls / wall, 1),
+        f"{key}_server_cpu_us": None if cpu is None else round(cpu / calls * 1e6, 2),
+        f"{key}_client_cpu_utilisation": round(used / wall, 3),
+    }
+
+
 def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
     result = Result(label, argv)
     try:
@@ -841,12 +1002,22 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
                 echo_calls(client, cfg, ids, cfg.warmup, cfg.in_flight)
                 if cfg.elicitations or cfg.elicit_calls:
                     elicit_round_trips(client, cfg, ids, max(1, cfg.warmup // 10), 1)
+            if cfg.profiled:
+                server.proc.send_signal(signal.SIGUSR1)  # the sampler: on (phase 0)
             result.figures.update(throughput(server, client, cfg, ids))
+            if cfg.profiled:
+                server.proc.send_signal(signal.SIGUSR2)  # off
             if cfg.sequential:
                 result.figures.update(sequential_echo(client, cfg, ids))
+            if cfg.profiled:
+                server.proc.send_signal(signal.SIGUSR1)  # on (phase 1)
             result.figures.update(elicitation(server, client, cfg, ids))
+            if cfg.profiled:
+                server.proc.send_signal(signal.SIGUSR2)  # off
             if cfg.modern_trips or cfg.modern_calls:
                 result.figures.update(modern(server, client, cfg, ids))
+            for n in cfg.clients:
+                result.figures.update(many_clients(server, cfg, ids, n))
             result.ok = True
     except BenchError as exc:
         result.error = str(exc)
@@ -895,12 +1066,32 @@ def combine(rounds: list[Result]) -> Result:
     return out
 
 
-def table(results: list[Result]) -> str:
-    lines = [stdio_table(results, ROWS, _versus)]
+def client_rows(clients: tuple[int, ...]) -> list[tuple[str, str]]:
+    """The table's rows for phase 8."""
+    rows = []
+    for n in clients:
+        rows += [
+            (f"clients_{n}_p50_us", f"echo p50, {n} clients, us"),
+            (f"clients_{n}_p99_us", f"echo p99, {n} clients, us"),
+            (f"clients_{n}_per_s", f"echo calls/s, {n} clients"),
+            (f"clients_{n}_server_cpu_us", f"server CPU per echo, {n} clients, us"),
+            (f"clients_{n}_client_cpu_utilisation", f"client CPU utilisation, {n} clients"),
+        ]
+    return rows
+
+
+def table(results: list[Result], clients: tuple[int, ...] = ()) -> str:
+    lines = [stdio_table(results, ROWS + client_rows(clients), _versus)]
     lines += [
         f"2026-07-28 not measured for {r.label}: {r.figures['modern_error']}"
         for r in results
         if r.ok and r.figures.get("modern_error")
+    ]
+    lines += [
+        f"{n} clients not measured for {r.label}: {r.figures[f'clients_{n}_error']}"
+        for r in results
+        for n in clients
+        if r.ok and r.figures.get(f"clients_{n}_error")
     ]
     return "\n".join(lines)
 
@@ -946,12 +1137,20 @@ def main() -> int:
     parser.add_argument("--modern-trips", type=int, default=300, help="2026 trips one at a time")
     parser.add_argument("--modern-calls", type=int, default=1000, help="2026 trips, concurrent")
     parser.add_argument("--modern-in-flight", type=positive, default=16)
+    parser.add_argument(
+        "--clients", type=positive, nargs="*", default=[], help="concurrent clients (phase 8)"
+    )
+    parser.add_argument("--client-calls", type=positive, default=4000, help="per client count")
+    parser.add_argument("--client-seconds", type=float, default=15.0, help="per client count")
     parser.add_argument("--warmup", type=int, default=500, help="echo calls before measuring")
     parser.add_argument("--text", default="hello from the http benchmark")
     parser.add_argument("--init-timeout", type=float, default=15.0, help="seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per server, in all")
     parser.add_argument("--rounds", type=positive, default=3, help="runs per server, interleaved")
     parser.add_argument("--out", type=Path, default=Path("bench/results/http.json"))
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="sample each server's stacks")
+    parser.add_argument("--profile-hz", type=positive, default=1000, help="samples per CPU second")
+    parser.add_argument("--profile-top", type=positive, default=30, help="functions listed")
     args = parser.parse_args()
     if len(args.label) > len(args.server):
         parser.error("more --label than --server")
@@ -975,16 +1174,35 @@ def main() -> int:
         text=args.text,
         init_timeout=args.init_timeout,
         timeout=args.timeout,
+        clients=tuple(args.clients),
+        client_calls=args.client_calls,
+        client_seconds=args.client_seconds,
+        profiled=args.profile is not None,
     )
 
     servers = [
         (label, shlex.split(command)) for label, command in zip(labels, args.server, strict=True)
     ]
+    given = dict(servers)
+    folded: dict[str, Path] = {}
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        os.environ["STDIO_BENCH_HZ"] = str(args.profile_hz)  # the servers inherit it
+        for i, (label, argv) in enumerate(servers):
+            out = args.profile / f"{label}.folded"
+            wrapped = profiled_argv(argv, out)
+            if wrapped is None:
+                print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
+                continue
+            out.unlink(missing_ok=True)
+            phase_file(out, 1).unlink(missing_ok=True)
+            folded[label] = out
+            servers[i] = (label, wrapped)
     results = rounds(
         servers, args.rounds, lambda label, argv: bench_one(label, argv, cfg), HEADLINE, combine
     )
     for result in results:  # the port differs per round: keep the command as given
-        result.command = dict(servers)[result.label]
+        result.command = given[result.label]
 
     report = {
         "params": {
@@ -1002,6 +1220,10 @@ def main() -> int:
             "text": cfg.text,
             "protocol_version": PROTOCOL_VERSION,
             "rounds": args.rounds,
+            "clients": list(cfg.clients),
+            "client_calls": cfg.client_calls,
+            "client_seconds": cfg.client_seconds,
+            "profiled": cfg.profiled,
             "session": "one per server run (phases 1-6; phase 7 is stateless); "
             "one request at a time per keep-alive connection",
         },
@@ -1016,7 +1238,14 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(table(results))
+    print(table(results, cfg.clients))
+    for r in results:
+        path = folded.get(r.label)
+        if path is not None and path.exists():
+            print(profile_table(path, r.figures.get("server_cpu_us_per_call"), args.profile_top))
+        if path is not None and phase_file(path, 1).exists():
+            cpu = r.figures.get("elicit_server_cpu_us")
+            print(profile_table(phase_file(path, 1), cpu, args.profile_top))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0 if any(r.ok for r in results) else 1
 

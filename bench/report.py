@@ -2,25 +2,37 @@
 
     python bench/report.py [--stdio bench/results/peers_stdio.json]
         [--http bench/results/peers_http.json] [--core bench/results/core.json]
-        [--out bench/report.md]
+        [--profiles bench/results/profile] [--out bench/report.md]
 
 Reads what ``make bench-peers`` wrote (one run, every server measured in interleaved rounds,
 each figure the median of its rounds) and writes a Markdown report: one table per transport
-with every server's figures, askgate's ratio to each peer figure by figure, and the targets of
-the performance issue with what was measured against each (met, or missed by how much). With
-matplotlib installed (``pip install matplotlib``), PNG bar charts go beside the report
-(``bench/report_*.png``) and are linked from it; without it the report says they were not drawn.
-Nothing is measured here: every number comes from the JSON files.
+with every server's figures, askgate's ratio to each peer figure by figure; over HTTP, the
+latency under 32 and 256 concurrent clients (each its own session) per server, and askgate's
+app under uvicorn on asyncio beside hypercorn on asyncio and on trio (servers labelled
+``askgate-...``); the targets of the performance issue with what was measured against each (met,
+or missed by how much), and for each missed target where the time (or memory) goes, from the
+profiles of askgate taken after the measured rounds (``--profiles``: ``stdio/askgate*.folded``
+and ``http/askgate*.folded`` from the benchmarks' ``--profile``, with their runs' figures in
+``stdio.json`` and ``http.json``, and ``startup.json`` from ``bench/startup_profile.py``).
+With matplotlib installed (``pip install matplotlib``), PNG charts go beside the report
+(``bench/report_*.png``: bar charts per transport, and p50/p99 against the number of clients)
+and are linked from it; without it the report says they were not drawn. Nothing is measured
+here: every number comes from the files.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 BASE = "askgate"
+VARIANT = "askgate-"  # askgate's app under another server or event loop (not a peer)
+CLIENTS = (32, 256)  # the concurrent clients of http_bench.py phase 8 in make bench-peers
+TOP = 10  # functions or packages listed per profile
 
 STDIO_ROWS = [
     ("calls_per_s", "echo calls/s (32 in flight)", False),
@@ -73,8 +85,13 @@ def ratio(base: object, other: object, lower_is_better: bool) -> str:
     return f"{times:.2f}x"
 
 
+def peers_only(servers: dict[str, Any]) -> dict[str, Any]:
+    """The servers that are askgate or a peer (not askgate under another server or loop)."""
+    return {k: v for k, v in servers.items() if not k.startswith(VARIANT)}
+
+
 def table(data: dict[str, Any], rows: list[tuple[str, str, bool]]) -> list[str]:
-    servers = data["servers"]
+    servers = peers_only(data["servers"])
     labels = [label for label, figures in servers.items() if figures.get("ok")]
     failed = [(label, f.get("error")) for label, f in servers.items() if not f.get("ok")]
     lines = ["| | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
@@ -102,51 +119,325 @@ def table(data: dict[str, Any], rows: list[tuple[str, str, bool]]) -> list[str]:
     return lines
 
 
+Target = tuple[str, float | None, float | None, str, bool, str]
+"""(name, measured, limit, unit, at most (else at least), what explains a miss: a profile's
+name, see :func:`where_the_time_goes`)."""
+
+
+def verdict(value: float | None, limit: float | None, most: bool) -> str:
+    """ "met", "missed by N%" (of the limit), or "not measured"."""
+    if value is None or limit is None:
+        return "not measured"
+    met = value <= limit if most else value >= limit
+    return "met" if met else f"missed by {abs(value - limit) / limit:.0%}"
+
+
 def target(label: str, value: float | None, limit: float | None, unit: str, most: bool) -> str:
     """One target's line: met, or missed and by how much."""
     if value is None or limit is None:
         return f"| {label} | n/a | n/a | not measured |"
-    met = value <= limit if most else value >= limit
-    how = "met" if met else f"missed by {abs(value - limit) / limit:.0%}"
+    how = verdict(value, limit, most)
     sign = "at most" if most else "at least"
     return f"| {label} | {cell(float(value))} {unit} | {sign} {cell(float(limit))} {unit} | {how} |"
 
 
-def targets(stdio: dict[str, Any] | None, http: dict[str, Any] | None) -> list[str]:
-    lines = ["| target | measured | target | |", "| --- | --- | --- | --- |"]
+def target_list(stdio: dict[str, Any] | None, http: dict[str, Any] | None) -> list[Target]:
+    """The issue's targets against this run's figures."""
     s = (stdio or {}).get("servers", {})
     h = (http or {}).get("servers", {})
     me, floor, ts = s.get(BASE, {}), s.get("floor", {}), s.get("ts-sdk", {})
     floor_trip = floor.get("elicit_p50_us")
-    lines.append(target("stdio CPU per echo", me.get("server_cpu_us_per_call"), 25, "us", True))
+    out: list[Target] = [
+        ("stdio CPU per echo", me.get("server_cpu_us_per_call"), 25, "us", True, "stdio-echo")
+    ]
     if ts.get("server_cpu_us_per_call"):
         half = ts["server_cpu_us_per_call"] / 2
         mine = me.get("server_cpu_us_per_call")
-        lines.append(target("stdio CPU per echo vs TS SDK/2", mine, half, "us", True))
-    lines.append(
-        target(
+        out.append(("stdio CPU per echo vs TS SDK/2", mine, half, "us", True, "stdio-echo"))
+    trip_limit = None if floor_trip is None else 1.5 * floor_trip
+    out.append(
+        (
             "stdio elicitation p50 vs 1.5x floor",
             me.get("elicit_p50_us"),
-            None if floor_trip is None else 1.5 * floor_trip,
+            trip_limit,
             "us",
             True,
+            "stdio-elicit",
         )
     )
-    lines.append(target("stdio start + initialize", me.get("startup_ms"), 100, "ms", True))
+    out.append(("stdio start + initialize", me.get("startup_ms"), 100, "ms", True, "startup"))
     rss = me.get("peak_rss_kib")
-    lines.append(target("stdio peak RSS", None if rss is None else rss / 1024, 25, "MiB", True))
+    mib = None if rss is None else rss / 1024
+    out.append(("stdio peak RSS", mib, 25, "MiB", True, "memory"))
     hme, sdk = h.get(BASE, {}), h.get("sdk-lowlevel", {})
-    lines.append(target("HTTP CPU per echo", hme.get("server_cpu_us_per_call"), 100, "us", True))
+    hcpu = hme.get("server_cpu_us_per_call")
+    out.append(("HTTP CPU per echo", hcpu, 100, "us", True, "http-echo"))
     sdk_trips = sdk.get("elicit_per_s")
-    lines.append(
-        target(
+    out.append(
+        (
             "HTTP elicitation trips/s vs 5x SDK",
             hme.get("elicit_per_s"),
             None if sdk_trips is None else 5 * sdk_trips,
             "/s",
             False,
+            "http-elicit",
         )
     )
+    return out
+
+
+def targets(stdio: dict[str, Any] | None, http: dict[str, Any] | None) -> list[str]:
+    lines = ["| target | measured | target | |", "| --- | --- | --- | --- |"]
+    for name, value, limit, unit, most, _ in target_list(stdio, http):
+        lines.append(target(name, value, limit, unit, most))
+    return lines
+
+
+# --- concurrent clients and askgate's app on other servers (HTTP) ------------------------------
+
+
+def clients_table(data: dict[str, Any], clients: tuple[int, ...] = CLIENTS) -> list[str]:
+    """Per server: echo p50 and p99 one client at a time and with each number of concurrent
+    clients, calls/s and server CPU per call there; askgate's ratio to each peer at each."""
+    servers = {k: v for k, v in data["servers"].items() if v.get("ok")}
+    measured = [n for n in clients if any(f"clients_{n}_p50_us" in v for v in servers.values())]
+    if not measured:
+        return ["Not measured in this run (http_bench.py without --clients)."]
+    head = ["p50 1 client", "p99 1 client"]
+    for n in measured:
+        head += [f"p50 {n}", f"p99 {n}", f"calls/s {n}", f"CPU/call {n}"]
+    lines = ["| server | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(head)]
+    for label, f in servers.items():
+        values = [f.get("echo_p50_us"), f.get("echo_p99_us")]
+        for n in measured:
+            values += [f.get(f"clients_{n}_{k}") for k in ("p50_us", "p99_us", "per_s")]
+            values.append(f.get(f"clients_{n}_server_cpu_us"))
+        lines.append(f"| {label} | " + " | ".join(cell(v) for v in values) + " |")
+    base = servers.get(BASE)
+    others = [k for k in peers_only(servers) if k != BASE]
+    if base is not None and others:
+        lines += ["", f"{BASE}'s advantage (above 1.00x: {BASE} better):", ""]
+        cols = [f"{what} {n}" for n in measured for what in ("p50", "p99", "calls/s")]
+        lines += ["| | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
+        for other in others:
+            f = servers[other]
+            cells = []
+            for n in measured:
+                for key, lower in (("p50_us", True), ("p99_us", True), ("per_s", False)):
+                    name = f"clients_{n}_{key}"
+                    cells.append(ratio(base.get(name), f.get(name), lower))
+            lines.append(f"| vs {other} | " + " | ".join(cells) + " |")
+    for label, f in servers.items():
+        for n in clients:
+            if f.get(f"clients_{n}_error"):
+                error = str(f[f"clients_{n}_error"]).splitlines()[0][:240]
+                lines += ["", f"- {label}, {n} clients, not measured: {error}"]
+    busy = [
+        f"{label} at {n} clients ({f[f'clients_{n}_client_cpu_utilisation']:.2f})"
+        for label, f in servers.items()
+        for n in measured
+        if (f.get(f"clients_{n}_client_cpu_utilisation") or 0) > 0.8
+    ]
+    if busy:
+        lines += ["", "The load generator was near saturation (its CPU utilisation) for: "]
+        lines[-1] += ", ".join(busy) + "; those figures are partly the client's."
+    return lines
+
+
+VARIANT_ROWS = [
+    ("calls_per_s", "echo calls/s (32 in flight)", False),
+    ("server_cpu_us_per_call", "server CPU per echo call, us", True),
+    ("loaded_echo_p50_us", "echo p50 under load, us", True),
+    ("loaded_echo_p99_us", "echo p99 under load, us", True),
+    ("echo_p50_us", "echo p50 one at a time, us", True),
+    ("elicit_p50_us", "elicitation round trip p50, us", True),
+    ("elicit_per_s", "elicitation round trips/s (concurrent)", False),
+    ("elicit_server_cpu_us", "server CPU per elicitation trip, us", True),
+    ("clients_32_p99_us", "echo p99, 32 clients, us", True),
+    ("clients_256_p99_us", "echo p99, 256 clients, us", True),
+]
+
+
+def variants_table(data: dict[str, Any]) -> list[str]:
+    """askgate's app under each server and event loop of the run, with the ratios that isolate
+    the loop (hypercorn on trio against hypercorn on asyncio) and the server (hypercorn against
+    uvicorn, both on asyncio)."""
+    servers = data["servers"]
+    labels = [k for k in servers if k == BASE or k.startswith(VARIANT)]
+    if len(labels) < 2:
+        return ["Not measured in this run (no askgate-... server)."]
+    ok = [k for k in labels if servers[k].get("ok")]
+    lines = ["| | " + " | ".join(ok) + " |", "| --- |" + " --- |" * len(ok)]
+    for key, title, _ in VARIANT_ROWS:
+        lines.append(f"| {title} | " + " | ".join(cell(servers[k].get(key)) for k in ok) + " |")
+    pairs = [
+        ("askgate-hypercorn-asyncio", "askgate-hypercorn-trio", "trio's cost (same server)"),
+        (BASE, "askgate-hypercorn-asyncio", "hypercorn+h11's cost (both asyncio)"),
+    ]
+    pairs = [(a, b, why) for a, b, why in pairs if a in ok and b in ok]
+    if pairs:
+        lines += ["", "Ratios (above 1.00x: the first is better):", ""]
+        lines += ["| | " + " | ".join(f"{a} / {b}: {why}" for a, b, why in pairs) + " |"]
+        lines += ["| --- |" + " --- |" * len(pairs)]
+        for key, title, lower in VARIANT_ROWS:
+            cells = [ratio(servers[a].get(key), servers[b].get(key), lower) for a, b, _ in pairs]
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    for k in labels:
+        if not servers[k].get("ok"):
+            lines += ["", f"- {k} failed: {str(servers[k].get('error')).splitlines()[0][:300]}"]
+    return lines
+
+
+# --- profiles ---------------------------------------------------------------------------------
+
+FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*):(?P<line>\d+)\)$")
+
+
+def fold(text: str) -> tuple[int, dict[str, int], dict[str, int]]:
+    """A folded-stacks text (``frame;frame;... count`` per line): the samples in all, and per
+    function its own (innermost) samples and its inclusive ones (counted once per stack)."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+    return total, own, inclusive
+
+
+def package(frame: str) -> str:
+    """Who a frame's code belongs to: ``askgate/core``, ``askgate/transports``, another
+    top-level package (``uvicorn``, ``trio``, ``anyio``, ``h11``), ``stdlib/asyncio``, or
+    ``generated`` for code compiled at run time (attrs' and dataclasses' methods)."""
+    found = FRAME.match(frame)
+    where = found.group("file") if found else frame
+    if where.startswith("<"):
+        return "generated" if where.startswith(("<string", "<attrs")) else where
+    parts = where.split("/")
+    if parts[0] == "askgate":
+        return "/".join(parts[:2]) if len(parts) > 2 else "askgate"
+    if parts[0] in ("core", "transports"):
+        return f"askgate/{parts[0]}"
+    if parts[0] == "bench":
+        return "bench (the sampler, the runner)"
+    if len(parts) == 1 or parts[0] in sys.stdlib_module_names:
+        return f"stdlib/{parts[0].removesuffix('.py')}"
+    return parts[0]
+
+
+def by_package(own: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for frame, n in own.items():
+        out[package(frame)] = out.get(package(frame), 0) + n
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+FEW_SAMPLES = 200
+TRUNK = 0.95
+"""A frame on at least this share of the stacks is the trunk (the runner, the event loop's
+run_forever), left out of the inclusive list, where it would say nothing."""
+
+
+def profile_lines(path: Path, per_call_us: float | None, what: str) -> list[str]:
+    """A folded profile as Markdown: self time by package, then the top functions by self and
+    by inclusive time, as shares of the samples and, given ``per_call_us``, microseconds."""
+    if not path.exists():
+        return [f"(no profile: {path} is missing; `make bench-peers` writes it)"]
+    total, own, inclusive = fold(path.read_text(encoding="utf-8"))
+    if not total:
+        return [f"(no samples in {path})"]
+
+    def us(n: int) -> str:
+        return "" if per_call_us is None else f" | {per_call_us * n / total:.1f}"
+
+    unit = "" if per_call_us is None else " | us per " + what
+    head = ["| share" + unit + " |", "| ---" + (" | ---" if per_call_us else "") + " |"]
+    lines = [f"{total} samples in `{path.as_posix()}`."]
+    if total < FEW_SAMPLES:
+        lines[-1] += f" Fewer than {FEW_SAMPLES}: the shares are rough."
+    if per_call_us is not None:
+        lines[-1] += f" Microseconds: the share times the {per_call_us:.1f} us of server CPU"
+        lines[-1] += f" per {what} in the profiled run."
+    lines += ["", "Self time by package:", ""]
+    lines += ["| package " + head[0], "| --- " + head[1]]
+    for name, n in list(by_package(own).items())[:TOP]:
+        lines.append(f"| {name} | {100 * n / total:.1f}%{us(n)} |")
+    branches = {k: n for k, n in inclusive.items() if n < TRUNK * total}
+    for title, counts in (("self", own), ("inclusive, below the trunk", branches)):
+        lines += ["", f"Top functions, {title}:", ""]
+        lines += ["| function " + head[0], "| --- " + head[1]]
+        for frame, n in sorted(counts.items(), key=lambda kv: -kv[1])[:TOP]:
+            lines.append(f"| `{frame}` | {100 * n / total:.1f}%{us(n)} |")
+    return lines
+
+
+def startup_lines(startup: dict[str, Any] | None, memory: bool) -> list[str]:
+    """Where start-up time (import times) or memory (Python allocations held) goes."""
+    if startup is None:
+        return ["(no start-up profile: bench/startup_profile.py did not run)"]
+    if not memory:
+        imports = startup["imports"]
+        lines = [f"`{startup['command']}` under `-X importtime`: {imports['modules']} modules,"]
+        lines[-1] += f" {imports['total_us'] / 1000:.0f} ms of import time in all (own times)."
+        lines += ["", "| package | own import time, ms |", "| --- | --- |"]
+        for name, value in list(imports["by_package_us"].items())[:TOP]:
+            lines.append(f"| {name} | {value / 1000:.1f} |")
+        lines += ["", "| module | cumulative import time, ms |", "| --- | --- |"]
+        for row in imports["top_cumulative_us"][:TOP]:
+            lines.append(f"| {row['module']} | {row['us'] / 1000:.1f} |")
+        return lines
+    mem = startup["memory"]
+    lines = [f"`{startup['command']}` under `-X tracemalloc`, at exit: {mem['traced_kib']:.0f}"]
+    lines[-1] += f" KiB of Python allocations held, VmRSS {mem['rss_kib']} KiB (tracing"
+    lines[-1] += (
+        " inflates the RSS; the rest of it is the interpreter, C extensions and libraries)."
+    )
+    lines += ["", "| package (who allocated or imported) | KiB |", "| --- | --- |"]
+    for name, value in list(mem["by_package_kib"].items())[:TOP]:
+        lines.append(f"| {name} | {value:.1f} |")
+    return lines
+
+
+def where_the_time_goes(
+    missed: list[Target], profiles: Path, figures: dict[str, dict[str, Any] | None]
+) -> list[str]:
+    """One section per missed target, from the profile that explains it (each profile once)."""
+    lines: list[str] = []
+    shown: set[str] = set()
+    startup = load(profiles / "startup.json")
+    for name, value, limit, unit, most, why in missed:
+        lines += [f"### {name}: {verdict(value, limit, most)}", ""]
+        lines += [f"Measured {cell(value)} {unit} against {cell(limit)} {unit}."]
+        if why in shown:
+            lines += [f"Where the time goes: as for the {why} profile above.", ""]
+            continue
+        shown.add(why)
+        transport, _, phase = why.partition("-")
+        if why in ("startup", "memory"):
+            lines += ["", *startup_lines(startup, why == "memory"), ""]
+            continue
+        run = figures.get(transport) or {}
+        me = run.get("servers", {}).get(BASE, {})
+        if phase == "echo":
+            path, per, what = (
+                profiles / transport / "askgate.folded",
+                "server_cpu_us_per_call",
+                "echo call",
+            )
+        else:
+            path, per, what = (
+                profiles / transport / "askgate.1.folded",
+                "elicit_server_cpu_us",
+                "trip",
+            )
+        lines += ["", *profile_lines(path, me.get(per), what), ""]
     return lines
 
 
@@ -168,7 +459,7 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
     for transport, results in data.items():
         if results is None:
             continue
-        servers = {k: v for k, v in results["servers"].items() if v.get("ok")}
+        servers = {k: v for k, v in peers_only(results["servers"]).items() if v.get("ok")}
         fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4))
         for ax, (key, title) in zip(axes, metrics, strict=True):
             labels = [k for k, v in servers.items() if isinstance(v.get(key), int | float)]
@@ -183,7 +474,101 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         links.append(f"![{transport}]({path.name})")
+    http = data.get("http")
+    curves = latency_curves(http) if http is not None else {}
+    if curves:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for n, (label, (xs, p50, p99)) in enumerate(curves.items()):
+            colour = "tab:green" if label == BASE else OTHERS[n % len(OTHERS)]
+            ax.plot(xs, p50, marker="o", color=colour, label=f"{label} p50")
+            ax.plot(xs, p99, marker="x", linestyle="--", color=colour, label=f"{label} p99")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ticks = sorted({n for xs, _, _ in curves.values() for n in xs})
+        ax.minorticks_off()
+        ax.set_xticks(ticks, labels=[str(n) for n in ticks])
+        ax.set_xlabel("concurrent clients (each its own session; 1: one call at a time)")
+        ax.set_ylabel("echo latency, us (log)")
+        ax.set_title("Streamable HTTP: echo p50 (solid) and p99 (dashed) vs clients", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        path = out_dir / "report_clients.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        links.append(f"![latency vs clients]({path.name})")
     return links
+
+
+OTHERS = [f"C{i}" for i in range(10) if i != 2]  # matplotlib's cycle without its green, askgate's
+
+
+def latency_curves(data: dict[str, Any]) -> dict[str, tuple[list[int], list[float], list[float]]]:
+    """Per server (askgate's variants included): the numbers of clients (1 for one call at a
+    time) and the echo p50 and p99 at each, where all were measured."""
+    out = {}
+    for label, f in data["servers"].items():
+        if not f.get("ok"):
+            continue
+        points = [(1, f.get("echo_p50_us"), f.get("echo_p99_us"))]
+        points += [(n, f.get(f"clients_{n}_p50_us"), f.get(f"clients_{n}_p99_us")) for n in CLIENTS]
+        kept = [(n, a, b) for n, a, b in points if a is not None and b is not None]
+        if len(kept) > 1:
+            out[label] = ([n for n, _, _ in kept], [a for _, a, _ in kept], [b for _, _, b in kept])
+    return out
+
+
+CLIENTS_TEXT = [
+    "Each client has its own keep-alive connection and its own session and calls echo one call",
+    "at a time (a closed loop); p50 and p99 are over every call of the phase, in microseconds;",
+    '"1 client" is the one-at-a-time phase. stdio is not in this table: a stdio server has',
+    "exactly one client (the process that started it), so N clients are N server processes",
+    "sharing the machine's cores, a figure of the OS and the machine more than of the server;",
+    "stdio's figure under concurrency is the 32-in-flight echo phase on one connection above.",
+]
+VARIANTS_TEXT = [
+    "The same app (askgate's demo, `HttpApp`) served by `askgate serve --http` (uvicorn with",
+    "httptools, on asyncio) and by `bench/askgate_hypercorn.py` (hypercorn with h11) on asyncio",
+    "and on trio: askgate's shell is anyio, so it runs on either loop. hypercorn on asyncio",
+    "isolates the loop: trio's cost is the ratio of the two hypercorn columns.",
+]
+PROFILES_TEXT = [
+    "From askgate's profiles taken after the measured rounds (`make bench-peers`, one round,",
+    "the server under `stdio_bench.py`'s CPU-time stack sampler, on for the echo throughput",
+    "phase and for the elicitation phases; start-up and memory from `bench/startup_profile.py`).",
+    "Shares are of the samples; microseconds are the share times the profiled run's own CPU per",
+    "call. Stacks are the main thread's.",
+]
+
+
+def trio_lines(profiles: Path, run: dict[str, Any] | None) -> list[str]:
+    """askgate under uvicorn (asyncio) beside hypercorn on trio, self time by package, from
+    the HTTP profiles, when both were taken."""
+    paths = {
+        label: profiles / "http" / f"{label}.folded" for label in (BASE, VARIANT + "hypercorn-trio")
+    }
+    if not all(p.exists() for p in paths.values()):
+        return []
+    servers = (run or {}).get("servers", {})
+    packages: dict[str, dict[str, float]] = {}
+    for label, path in paths.items():
+        total, own, _ = fold(path.read_text(encoding="utf-8"))
+        cpu = servers.get(label, {}).get("server_cpu_us_per_call")
+        scale = (cpu or 0.0) / total if total else 0.0
+        packages[label] = {k: n * scale for k, n in by_package(own).items()}
+    names = sorted(
+        {k for v in packages.values() for k in v},
+        key=lambda k: -max(v.get(k, 0) for v in packages.values()),
+    )
+    lines = [
+        "Where an echo call's CPU goes, by package (self time, us per call, profiled run):",
+        "",
+    ]
+    lines += ["| package | " + " | ".join(packages) + " |", "| --- |" + " --- |" * len(packages)]
+    for name in names[: TOP + 5]:
+        lines.append(
+            f"| {name} | " + " | ".join(f"{v.get(name, 0.0):.1f}" for v in packages.values()) + " |"
+        )
+    return [*lines, ""]
 
 
 def main() -> int:
@@ -191,6 +576,7 @@ def main() -> int:
     parser.add_argument("--stdio", type=Path, default=Path("bench/results/peers_stdio.json"))
     parser.add_argument("--http", type=Path, default=Path("bench/results/peers_http.json"))
     parser.add_argument("--core", type=Path, default=Path("bench/results/core.json"))
+    parser.add_argument("--profiles", type=Path, default=Path("bench/results/profile"))
     parser.add_argument("--out", type=Path, default=Path("bench/report.md"))
     args = parser.parse_args()
     stdio, http, core = load(args.stdio), load(args.http), load(args.core)
@@ -214,7 +600,21 @@ def main() -> int:
         lines[-1] += f"{machine.get('cpus')} CPUs, Python {machine.get('python')}"
         lines[-1] += f", load average {loadavg} at the end of the run." if loadavg else "."
         lines += ["", *table(data, STDIO_ROWS if name == "stdio" else HTTP_ROWS), ""]
+    if http is not None:
+        lines += ["### Concurrent clients", "", *CLIENTS_TEXT, ""]
+        lines += [*clients_table(http), ""]
+        lines += ["### askgate's app under other servers and event loops", "", *VARIANTS_TEXT, ""]
+        lines += [*variants_table(http), ""]
+        lines += trio_lines(args.profiles, load(args.profiles / "http.json"))
     lines += ["## Targets", "", *targets(stdio, http), ""]
+    missed = [t for t in target_list(stdio, http) if verdict(t[1], t[2], t[4]).startswith("missed")]
+    if missed:
+        lines += ["## Where the time goes (missed targets)", "", *PROFILES_TEXT, ""]
+        runs = {
+            "stdio": load(args.profiles / "stdio.json"),
+            "http": load(args.profiles / "http.json"),
+        }
+        lines += where_the_time_goes(missed, args.profiles, runs)
     if core is not None:
         lines += ["## The reducer", ""]
         lines += [f"- {k}: {cell(v)}" for k, v in core.items()]

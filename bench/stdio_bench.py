@@ -41,9 +41,11 @@ With ``--profile DIR`` each server written ``PYTHON [-opts] -m MODULE ...`` or `
 SCRIPT.py ...`` is run in-process under a CPU-time stack sampler (``SIGPROF`` every
 ``--profile-hz`` of its CPU time; the kernel's tick bounds the rate), switched on for exactly
 the throughput phase (``SIGUSR1`` / ``SIGUSR2`` from the client). The stacks of every round go
-to ``DIR/<label>.folded`` (one ``frame;frame;... count`` per line, flame-graph input), and the
-report adds, per server, the functions taking the most CPU per call (self and inclusive, in
-microseconds: the share of samples times the server CPU per call). The sampler costs about one
+to ``DIR/<label>.folded`` (one ``frame;frame;... count`` per line, flame-graph input); those of
+the elicitation phase, sampled the same way, to ``DIR/<label>.1.folded`` (:func:`phase_file`:
+each ``SIGUSR2`` starts the next phase's file). The report adds, per server, the functions
+taking the most CPU per call (self and inclusive, in microseconds: the share of samples times
+the server CPU per call; for the elicitation phase, shares only). The sampler costs about one
 percent; the figures of a profiled run are still its own. Stacks are those of the main
 thread: CPU spent in other threads is counted where the main thread stands (waiting, often).
 """
@@ -562,7 +564,11 @@ def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
             result.figures.update(latency(peer, cfg, next_id))
             next_id += cfg.pings
             if cfg.elicitations and "guarded_echo" in init["tools"]:
+                if cfg.profiled:
+                    peer.proc.send_signal(signal.SIGUSR1)  # the sampler: on, phase 1
                 result.figures.update(elicitation(peer, cfg, next_id))
+                if cfg.profiled:
+                    peer.proc.send_signal(signal.SIGUSR2)
             result.figures["peak_rss_kib"] = tree_peak_rss_kib(peer.proc.pid)
             result.ok = True
     except BenchError as exc:
@@ -589,11 +595,18 @@ def profiled_argv(argv: list[str], out: Path) -> list[str] | None:
     return None
 
 
+def phase_file(out: Path, phase: int) -> Path:
+    """Where the stacks of the ``phase``-th sampled phase go (0: ``out`` itself,
+    ``DIR/label.folded``; then ``DIR/label.1.folded``, ...)."""
+    return out if phase == 0 else out.with_name(f"{out.stem}.{phase}{out.suffix}")
+
+
 def sampled_run(out: Path, args: list[str], hz: int) -> None:
     """Runs ``[-opts] -m MODULE ARGS`` or ``SCRIPT.py ARGS`` in this process, sampling its
-    stacks on SIGPROF between SIGUSR1 and SIGUSR2; appends the folded stacks to ``out`` at exit
-    (also at ``os._exit``, which servers that abandon threads call)."""
-    stacks: collections.Counter[str] = collections.Counter()
+    stacks on SIGPROF between SIGUSR1 and SIGUSR2; each SIGUSR2 ends a phase. At exit (also at
+    ``os._exit``, which servers that abandon threads call) the folded stacks of phase k are
+    appended to ``phase_file(out, k)``."""
+    phases: list[collections.Counter[str]] = [collections.Counter()]
     names: dict[types.CodeType, str] = {}
 
     def name(code: types.CodeType) -> str:
@@ -614,11 +627,13 @@ def sampled_run(out: Path, args: list[str], hz: int) -> None:
         while frame is not None:
             frames.append(name(frame.f_code))
             frame = frame.f_back
-        stacks[";".join(reversed(frames))] += 1
+        phases[-1][";".join(reversed(frames))] += 1
 
     def switch(signum: int, _frame: types.FrameType | None) -> None:
         period = 1 / hz if signum == signal.SIGUSR1 else 0
         signal.setitimer(signal.ITIMER_PROF, period, period)
+        if signum == signal.SIGUSR2:
+            phases.append(collections.Counter())
 
     written = False
 
@@ -627,8 +642,10 @@ def sampled_run(out: Path, args: list[str], hz: int) -> None:
         if not written:
             written = True
             signal.setitimer(signal.ITIMER_PROF, 0, 0)
-            with out.open("a", encoding="utf-8") as f:
-                f.writelines(f"{stack} {n}\n" for stack, n in stacks.items())
+            for phase, stacks in enumerate(phases):
+                if stacks:
+                    with phase_file(out, phase).open("a", encoding="utf-8") as f:
+                        f.writelines(f"{stack} {n}\n" for stack, n in stacks.items())
 
     exit_now = os._exit
 
@@ -862,6 +879,7 @@ def main() -> int:
                 print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
                 continue
             out.unlink(missing_ok=True)
+            phase_file(out, 1).unlink(missing_ok=True)
             folded[label] = out
             servers[i] = (label, wrapped)
     results = rounds(
@@ -895,6 +913,8 @@ def main() -> int:
         if r.label in folded and folded[r.label].exists():
             cpu = r.figures.get("server_cpu_us_per_call")
             print(profile_table(folded[r.label], cpu, args.profile_top))
+        if r.label in folded and phase_file(folded[r.label], 1).exists():
+            print(profile_table(phase_file(folded[r.label], 1), None, args.profile_top))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0 if any(r.ok for r in results) else 1
 

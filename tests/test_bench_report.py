@@ -1,0 +1,113 @@
+"""bench/report.py's logic on small made-up figures: targets met or missed by how much, the
+concurrent-clients table, profiles folded and grouped by package, and a "where the time goes"
+section for a missed target only. Nothing is measured; no plot is drawn."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "report.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_report"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_verdict_says_met_or_missed_by_how_much(report: ModuleType) -> None:
+    assert report.verdict(20.0, 25, True) == "met"
+    assert report.verdict(50.0, 25, True) == "missed by 100%"
+    assert report.verdict(300.0, 400, False) == "missed by 25%"
+    assert report.verdict(None, 25, True) == "not measured"
+
+
+def test_a_profile_is_folded_and_grouped_by_package(report: ModuleType) -> None:
+    text = (
+        "main (askgate/transports/stdio.py:1);step (askgate/core/reducer.py:9) 6\n"
+        "main (askgate/transports/stdio.py:1);run (trio/_core/_run.py:3) 3\n"
+        "main (askgate/transports/stdio.py:1);__init__ (<string>:1) 1\n"
+    )
+    total, own, inclusive = report.fold(text)
+    assert total == 10
+    assert own["step (askgate/core/reducer.py:9)"] == 6
+    assert inclusive["main (askgate/transports/stdio.py:1)"] == 10
+    assert report.by_package(own) == {"askgate/core": 6, "trio": 3, "generated": 1}
+    assert report.package("select (selectors.py:400)") == "stdlib/selectors"
+    assert report.package("run (asyncio/base_events.py:1)") == "stdlib/asyncio"
+    assert report.package("__init__ (collections/__init__.py:1)") == "stdlib/collections"
+
+
+def servers(**figures: dict[str, float]) -> dict[str, object]:
+    return {"servers": {label: {"ok": True, **f} for label, f in figures.items()}}
+
+
+def test_the_clients_table_has_a_column_per_level_and_askgates_ratios(report: ModuleType) -> None:
+    mine = {"echo_p50_us": 500.0, "echo_p99_us": 900.0, "clients_32_p50_us": 1000.0}
+    mine |= {"clients_32_p99_us": 2000.0, "clients_32_per_s": 3000.0}
+    peer = {"echo_p50_us": 1500.0, "echo_p99_us": 2000.0, "clients_32_p50_us": 4000.0}
+    peer |= {"clients_32_p99_us": 3000.0, "clients_32_per_s": 1000.0}
+    hyper = {"clients_32_p50_us": 9.0, "clients_32_p99_us": 9.0, "clients_32_per_s": 9.0}
+    lines = report.clients_table(
+        servers(**{"askgate": mine, "sdk": peer, "askgate-hypercorn-trio": hyper})
+    )
+    assert "| server | p50 1 client | p99 1 client | p50 32 | p99 32 | calls/s 32 |" in lines[0]
+    assert "256" not in lines[0]  # not measured: no column
+    assert "| vs sdk | 4.00x | 1.50x | 3.00x |" in lines
+    assert not any("vs askgate-hypercorn-trio" in line for line in lines)  # not a peer
+
+
+def test_a_missed_target_gets_its_profile_and_a_met_one_none(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    (tmp_path / "http").mkdir()
+    (tmp_path / "http" / "askgate.folded").write_text(
+        "serve (askgate/transports/http.py:1);parse (httptools/parser.py:5) 3\n"
+        "serve (askgate/transports/http.py:1) 1\n",
+        encoding="utf-8",
+    )
+    run = {"servers": {"askgate": {"server_cpu_us_per_call": 200.0}}}
+    stdio = servers(askgate={"server_cpu_us_per_call": 20.0})
+    http = servers(askgate={"server_cpu_us_per_call": 150.0})
+    missed = [
+        t
+        for t in report.target_list(stdio, http)
+        if report.verdict(t[1], t[2], t[4]).startswith("missed")
+    ]
+    assert [t[0] for t in missed] == ["HTTP CPU per echo"]
+    lines = report.where_the_time_goes(missed, tmp_path, {"http": run})
+    assert lines[0] == "### HTTP CPU per echo: missed by 50%"
+    assert "| httptools | 75.0% | 150.0 |" in lines  # 3 of 4 samples of 200 us
+    assert "| askgate/transports | 25.0% | 50.0 |" in lines
+
+
+def test_the_startup_section_lists_import_time_by_package(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    startup = {
+        "command": "python -m askgate serve --stdio --demo",
+        "imports": {
+            "modules": 2,
+            "total_us": 3000,
+            "by_package_us": {"askgate.core": 2000, "anyio": 1000},
+            "top_cumulative_us": [{"module": "askgate", "us": 3000}],
+        },
+        "memory": {"traced_kib": 10.0, "rss_kib": 30000, "by_package_kib": {"attr": 4.0}},
+    }
+    (tmp_path / "startup.json").write_text(json.dumps(startup), encoding="utf-8")
+    missed = [("stdio start + initialize", 150.0, 100, "ms", True, "startup")]
+    missed.append(("stdio peak RSS", 30.0, 25, "MiB", True, "memory"))
+    lines = report.where_the_time_goes(missed, tmp_path, {})
+    assert "| askgate.core | 2.0 |" in lines
+    assert "| attr | 4.0 |" in lines
