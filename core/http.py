@@ -9,6 +9,7 @@ them; values are the raw bytes decoded as Latin-1.
 from __future__ import annotations
 
 import base64
+import functools
 import ipaddress
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal
@@ -172,13 +173,33 @@ def auth_refusal(credentials: bool, challenge: str) -> tuple[Rejection, str]:
     return Rejection(403, "Forbidden: loopback peers only"), ""
 
 
+MEMO_VALUE_CHARS: Final = 256
+"""Header values up to this length have their verdicts remembered (a client sends the same few
+values on every request); longer ones are judged afresh each time, so the memo stays small."""
+
+
 def check_origin_and_host(headers: Mapping[str, str], options: HttpOptions) -> Rejection | None:
     """R-HTTP-1, R-HTTP-2: every request, before anything else is looked at."""
-    if not origin_allowed(headers.get("origin"), options):
+    origin = headers.get("origin")
+    host = headers.get("host")
+    if (origin is None or len(origin) <= MEMO_VALUE_CHARS) and (
+        host is None or len(host) <= MEMO_VALUE_CHARS
+    ):
+        return _origin_and_host_memo(origin, host, options)
+    return _origin_and_host(origin, host, options)
+
+
+def _origin_and_host(
+    origin: str | None, host: str | None, options: HttpOptions
+) -> Rejection | None:
+    if not origin_allowed(origin, options):
         return Rejection(403, "Forbidden: Origin not allowed")
-    if not host_allowed(headers.get("host"), options):
+    if not host_allowed(host, options):
         return Rejection(421, "Misdirected Request: Host not allowed")
     return None
+
+
+_origin_and_host_memo = functools.lru_cache(maxsize=128)(_origin_and_host)
 
 
 def _media_types(value: str) -> list[str]:
@@ -192,15 +213,26 @@ def _accepts(types: list[str], wanted: str) -> bool:
 
 def check_post_headers(headers: Mapping[str, str]) -> Rejection | None:
     """R-HTTP-3 (Content-Type), R-HTTP-4 (Accept) for a POST."""
-    content_type = _media_types(headers.get("content-type", ""))
+    content_type = headers.get("content-type", "")
+    accept = headers.get("accept", "")
+    if len(content_type) <= MEMO_VALUE_CHARS and len(accept) <= MEMO_VALUE_CHARS:
+        return _post_media_memo(content_type, accept)
+    return _post_media(content_type, accept)
+
+
+def _post_media(content_type_value: str, accept_value: str) -> Rejection | None:
+    content_type = _media_types(content_type_value)
     if content_type != ["application/json"]:
         return Rejection(415, "Unsupported Media Type: Content-Type must be application/json")
-    accept = _media_types(headers.get("accept", ""))
+    accept = _media_types(accept_value)
     if not (_accepts(accept, "application/json") and _accepts(accept, "text/event-stream")):
         return Rejection(
             406, "Not Acceptable: Accept must list application/json and text/event-stream"
         )
     return None
+
+
+_post_media_memo = functools.lru_cache(maxsize=64)(_post_media)
 
 
 def check_get_headers(headers: Mapping[str, str]) -> Rejection | None:

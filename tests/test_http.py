@@ -127,6 +127,34 @@ def test_R_HTTP_4_accept_lists_json_and_event_stream() -> None:
     assert get_rejection.status == 406
 
 
+def test_R_HTTP_1_R_HTTP_4_remembered_verdicts_match_fresh_ones() -> None:
+    """The header checks remember their verdicts for short values; a value asked twice, and
+    one too long to remember, get the verdict judging it afresh gives."""
+    long_host = "localhost:8765" + " " * rules.MEMO_VALUE_CHARS
+    long_accept = "application/json, text/event-stream" + ", x/y" * rules.MEMO_VALUE_CHARS
+    for host in ("127.0.0.1:8765", "evil.example:8765", long_host, "e" * 300):
+        for origin in (None, "http://localhost:8765", "https://evil.example"):
+            headers = {"host": host} if origin is None else {"host": host, "origin": origin}
+            fresh = rules._origin_and_host(origin, host, OPTS)
+            assert rules.check_origin_and_host(headers, OPTS) == fresh
+            assert rules.check_origin_and_host(headers, OPTS) == fresh
+    assert rules.check_origin_and_host({"host": long_host}, OPTS) is None
+    assert rules.check_origin_and_host({"host": "e" * 300}, OPTS) is not None
+    for content_type in ("application/json", "text/plain", "application/json" + " " * 300):
+        for accept in (POST_OK["accept"], "application/json", long_accept, "text/html" * 40):
+            fresh = rules._post_media(content_type, accept)
+            headers = {"content-type": content_type, "accept": accept}
+            assert rules.check_post_headers(headers) == fresh
+            assert rules.check_post_headers(headers) == fresh
+    assert (
+        rules.check_post_headers({"content-type": "application/json", "accept": long_accept})
+        is None
+    )
+    refused = rules.check_post_headers({**POST_OK, "accept": "text/html" * 40})
+    assert refused is not None
+    assert refused.status == 406
+
+
 def test_R_HTTP_5_the_cap_counts_bytes_received() -> None:
     small = rules.HttpOptions(max_body=10)
     assert rules.declared_too_large({"content-length": "11"}, small)
