@@ -370,8 +370,9 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     thread), into one buffer kept for the life of the stream, each chunk a copy of exactly the
     bytes read; on asyncio the descriptor stays watched from one read to the next (until end
     of input, an error, a cancelled read or :meth:`aclose`), and the loop's callback reads at
-    most one chunk ahead of the reader. Anything else (a regular file, ``/dev/null``, a terminal) is read with one
-    worker-thread hop per chunk, abandoned on cancel. Either way a chunk, never a line.
+    most one chunk ahead of the reader. Anything else (a regular file, ``/dev/null``, a
+    terminal) is read with one worker-thread hop per chunk, abandoned on cancel. Either way a
+    chunk, never a line.
     """
 
     def __init__(self, fd: int, *, poll: bool | None = None) -> None:
