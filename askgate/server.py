@@ -503,6 +503,48 @@ def _ensure_json(value: object) -> object:
     return value
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _own_copy(value: object) -> object:
+    """A deep copy of ``value`` (what ``copy.deepcopy`` returns): JSON's plain dicts and lists
+    are copied directly, anything else (another type, a container met twice or a cycle) by
+    ``copy.deepcopy`` of the whole, which keeps what is shared shared."""
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or type(item) not in _ATOMS:
+                break
+        else:  # the common arguments: names to strings and numbers
+            return value.copy()
+    try:
+        return _plain_copy(value, set())
+    except _NotPlainError:
+        return copy.deepcopy(value)
+
+
+def _plain_copy(item: object, seen: set[int]) -> object:
+    kind = type(item)
+    if kind in _ATOMS:
+        return item
+    if kind is not dict and kind is not list:
+        raise _NotPlainError
+    if id(item) in seen:
+        raise _NotPlainError
+    seen.add(id(item))
+    if kind is list:
+        return [_plain_copy(val, seen) for val in item]  # type: ignore[attr-defined]
+    copied = {}
+    for key, val in item.items():  # type: ignore[attr-defined]
+        if type(key) is not str:
+            raise _NotPlainError
+        copied[key] = _plain_copy(val, seen)
+    return copied
+
+
+class _NotPlainError(Exception):
+    """Raised by :func:`_own_copy` for a value it leaves to ``copy.deepcopy``."""
+
+
 # -- the server ----------------------------------------------------------------------------------
 
 
@@ -995,15 +1037,16 @@ class Server:
         """Whether ``job``'s callback is marked ``completes_without_suspending`` (askgate's own
         policy authorizers are, and tools may be): its worker then runs it at once, without a
         task."""
-        if isinstance(job, Authorize):
-            return self._authorizer is not None and runs_eagerly(self._authorizer)
-        if isinstance(job, FilterTools):
-            return self._visibility is not None and runs_eagerly(self._visibility)
-        if isinstance(job, AuthorizeRead):
-            return self._read_authorizer is not None and runs_eagerly(self._read_authorizer)
-        if isinstance(job, RunTool):
-            tool = self._tools.get(job.tool)
+        kind = type(job)  # job classes are final: the most frequent first
+        if kind is RunTool:
+            tool = self._tools.get(job.tool)  # type: ignore[union-attr]
             return tool is not None and runs_eagerly(tool.func)
+        if kind is Authorize:
+            return self._authorizer is not None and runs_eagerly(self._authorizer)
+        if kind is FilterTools:
+            return self._visibility is not None and runs_eagerly(self._visibility)
+        if kind is AuthorizeRead:
+            return self._read_authorizer is not None and runs_eagerly(self._read_authorizer)
         return False
 
     def runs_without_loop(self, job: Job) -> bool:
@@ -1062,12 +1105,12 @@ class Server:
         """
         if isinstance(job, Authorize):
             assert self._authorizer is not None
-            arguments = copy.deepcopy(job.arguments)  # R-AUTH-5: it cannot change what runs
+            arguments = _own_copy(job.arguments)  # R-AUTH-5: it cannot change what runs
             return await self._call(self._authorizer, job.tool, arguments, self._context(conn))
         if isinstance(job, AuthorizeRead):
             assert self._read_authorizer is not None
             context = self._context(conn)
-            params = copy.deepcopy(job.params)  # R-AUTH-5
+            params = _own_copy(job.params)  # R-AUTH-5
             return await self._call(self._read_authorizer, job.method, params, context)
         if isinstance(job, RunTool):
             try:

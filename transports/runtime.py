@@ -58,6 +58,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from contextlib import asynccontextmanager
+from types import CoroutineType
 from typing import Any, Protocol, cast
 
 import anyio
@@ -300,7 +301,7 @@ async def call_user(
         result = await anyio.to_thread.run_sync(
             functools.partial(func, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
         )
-    if inspect.isawaitable(result):
+    if type(result) is CoroutineType or inspect.isawaitable(result):
         result = await result
     return result
 
@@ -350,7 +351,10 @@ class Runtime:
         self._armings = itertools.count()
         self._timer_wake: anyio.Event | None = None
         self._timer_sleep = math.inf  # the deadline (ms) the timer task sleeps until
-        self._timers_moved = False  # a timer was armed during a feed: check the sleep after it
+        # Keys armed during the current feed, pushed on the heap when it ends if still armed: a
+        # timer armed and cancelled within one feed (a call that completes at once) costs two
+        # dict updates, no heap entry and no wake-up of the timer task.
+        self._armed: dict[object, None] = {}
         # Live workers: their cancel scope, or None for one that completed at once and whose
         # report is queued (a kill removes it, and the report is then dropped).
         self._workers: dict[int, Cancellable | None] = {}
@@ -416,6 +420,7 @@ class Runtime:
                         scope.cancel()
                 self._queue.clear()
                 self._timers.clear()
+                self._armed.clear()
                 self._heap.clear()
                 self._workers.clear()
                 if self._loop_tasks is not None:
@@ -502,9 +507,8 @@ class Runtime:
             raise
         finally:
             self._feeding = False
-        if self._timers_moved:
-            self._timers_moved = False
-            self._wake_timers_if_earlier()
+            if self._armed:
+                self._push_armed()
 
     def _step(self, event: Event) -> None:
         before = self._state
@@ -619,22 +623,31 @@ class Runtime:
     def _start_timer(self, key: object, deadline: int) -> None:
         arming = next(self._armings)
         self._timers[key] = (deadline, arming)
+        if self._feeding:
+            self._armed[key] = None  # on the heap when the feed ends, if still armed then
+            return
+        self._push_timer(deadline, arming, key)
+        if deadline < self._timer_sleep and self._timer_wake is not None:
+            self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
+
+    def _push_timer(self, deadline: int, arming: int, key: object) -> None:
         heapq.heappush(self._heap, (deadline, arming, key))
         if len(self._heap) > 2 * len(self._timers) + 64:  # mostly cancelled entries: sweep
             self._heap = [(d, n, k) for k, (d, n) in self._timers.items()]
             heapq.heapify(self._heap)
-        if deadline < self._timer_sleep:
-            if self._feeding:
-                # Decided when the feed ends: a worker that completes at once cancels its timer
-                # before then, and the sleep need not move for it.
-                self._timers_moved = True
-            else:
-                self._wake_timers_if_earlier()
 
-    def _wake_timers_if_earlier(self) -> None:
-        """Wakes the timer task when the earliest live deadline is before its sleep's end."""
-        self._pop_stale()
-        if self._heap and self._heap[0][0] < self._timer_sleep and self._timer_wake is not None:
+    def _push_armed(self) -> None:
+        """Puts the timers armed during the feed that are still armed on the heap, and wakes
+        the timer task when one is due before the end of its sleep."""
+        armed, self._armed = self._armed, {}
+        timers, earliest = self._timers, math.inf
+        for key in armed:
+            entry = timers.get(key)
+            if entry is not None:
+                deadline, arming = entry
+                self._push_timer(deadline, arming, key)
+                earliest = min(earliest, deadline)
+        if earliest < self._timer_sleep and self._timer_wake is not None:
             self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 
     def _pop_stale(self) -> None:
@@ -709,12 +722,12 @@ class Runtime:
         token = _WORKER.set(ref)  # a tool's Context finds its worker, as in a task
         try:
             coro = self._perform_job(conn, job)
-            if not inspect.iscoroutine(coro):
+            if not isinstance(coro, CoroutineType):
                 raise TypeError("an eager job must be an async def")
             try:
                 coro.send(None)
             except StopIteration as done:
-                report = WorkerFinished(ref, done.value, self.now())
+                report = WorkerFinished(ref, done.value, int(self._clock() * 1000))
             else:
                 coro.close()
                 raise RuntimeError(

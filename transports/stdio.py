@@ -11,8 +11,11 @@ Every line goes to the reducer in read order, without waiting for the replies to
 The reader reads in chunks, never per line, and pauses only while too much output is waiting
 for the peer to read it, which bounds memory when the peer stops reading. Pipes and sockets are
 read and written in non-blocking mode, waiting for them on the event loop; a descriptor that
-cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. Every
-reply produced while the writer waits for its turn goes out in one write.
+cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. The
+replies to one chunk's lines go out in one write as soon as the chunk is handed to the reducer,
+from the reader's task when the output can be polled and is not full; every other reply
+(a tool that ran in its own task, a timer) produced while the writer waits for its turn goes
+out in one write from the writer's task.
 
 The whole process is one connection (``"stdio"``), subscribed at start. At end of input the
 connection is detached: the reducer drops everything still running or parked, with no reply;
@@ -24,6 +27,7 @@ so a tool that prints, or a child process it starts, cannot write into the strea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -32,7 +36,7 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import ClassVar, Final
 
@@ -145,7 +149,10 @@ class Outbox:
     """One connection's output: :meth:`write` buffers (it never blocks), :meth:`pump` writes.
 
     Messages are written in the order they were given, one per line, batched into one write
-    when several are waiting.
+    when several are waiting. Between :meth:`hold` and :meth:`release` (the reader handing one
+    chunk's lines to the reducer, with no await between) the pump is not woken: ``release``
+    first writes what is waiting at once through ``write_now``, when given and the pump is not
+    in the middle of a write, and wakes the pump only for what that left.
     """
 
     def __init__(self, high_water: int = OUTPUT_HIGH_WATER) -> None:
@@ -153,6 +160,8 @@ class Outbox:
         self._pending = 0  # bytes given and not yet written
         self._high_water = high_water
         self._closed = False
+        self._holding = False
+        self._sending = False  # the pump is in a write (waiting for the peer to read)
         self.broken = False
         self._wake: anyio.Event | None = None
         self._room: anyio.Event | None = None
@@ -163,8 +172,36 @@ class Outbox:
         self._chunks += (message, b"\n")
         self._pending += len(message) + 1
         wake = self._wake
-        if wake is not None:  # the pump waits: wake it once, whatever comes before it runs
+        if wake is not None and not self._holding:
+            # The pump waits: wake it once, whatever comes before it runs.
             self._wake = None
+            wake.set()
+
+    def hold(self) -> None:
+        """Writes from now on wait for :meth:`release` (call both with no await between)."""
+        self._holding = True
+
+    def release(self, write_now: Callable[[bytes], int] | None = None) -> None:
+        """Ends :meth:`hold`: writes what is waiting with ``write_now`` (it returns how many
+        bytes it wrote, 0 when the peer's pipe is full, and raises ``OSError`` when it cannot
+        write), then wakes the pump if anything is left."""
+        self._holding = False
+        if not self._chunks:
+            return
+        if write_now is not None and not self._sending and not self._closed:
+            blob = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+            self._chunks.clear()
+            try:
+                written = write_now(blob)
+            except OSError:
+                written = 0  # the pump meets the same error and ends as it says
+            self._pending -= written
+            if written < len(blob):
+                self._chunks.append(blob[written:])
+            elif self._room is not None and self._pending <= self._high_water:
+                self._room.set()
+        if self._chunks and self._wake is not None:
+            wake, self._wake = self._wake, None
             wake.set()
 
     def close(self) -> None:
@@ -187,7 +224,11 @@ class Outbox:
                 if self._chunks:
                     blob = b"".join(self._chunks)
                     self._chunks.clear()
-                    await stream.send(blob)
+                    self._sending = True
+                    try:
+                        await stream.send(blob)
+                    finally:
+                        self._sending = False
                     self._pending -= len(blob)
                     if self._room is not None and self._pending <= self._high_water:
                         self._room.set()
@@ -220,6 +261,9 @@ async def serve_stdio(
     R-STOP-1, and what that produced is written). ``runtime`` must be running."""
     outbox = Outbox()
     splitter = LineSplitter(max_bytes)
+    # A descriptor polled on the event loop takes the replies to a chunk's lines in one write
+    # as soon as they are produced, without waking the writer's task.
+    write_now = stdout.send_nowait if isinstance(stdout, FdSendStream) and stdout.polled else None
     pumped = anyio.Event()
     reading = anyio.CancelScope()
     stopping = False
@@ -257,8 +301,12 @@ async def serve_stdio(
                     ):
                         break
                     now = runtime.now()  # the lines of one chunk arrived together
-                    for line in splitter.feed(chunk):
-                        feed(MessageReceived(conn, line, now))
+                    outbox.hold()
+                    try:
+                        for line in splitter.feed(chunk):
+                            feed(MessageReceived(conn, line, now))
+                    finally:
+                        outbox.release(write_now)
                 for line in splitter.finish():
                     runtime.feed(MessageReceived(conn, line, runtime.now()))
             if stopping:  # R-STOP-1: every call answered, every prompt withdrawn
@@ -320,8 +368,11 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 
     A pipe or a socket is read in non-blocking mode, waiting for it on the event loop (no
     thread), into one buffer kept for the life of the stream, each chunk a copy of exactly the
-    bytes read; anything else (a regular file, ``/dev/null``, a terminal) is read with one
-    worker-thread hop per chunk, abandoned on cancel. Either way a chunk, never a line.
+    bytes read; on asyncio the descriptor stays watched from one read to the next (until end
+    of input, an error, a cancelled read or :meth:`aclose`), and the loop's callback reads at
+    most one chunk ahead of the reader. Anything else (a regular file, ``/dev/null``, a
+    terminal) is read with one worker-thread hop per chunk, abandoned on cancel. Either way a
+    chunk, never a line.
     """
 
     def __init__(self, fd: int, *, poll: bool | None = None) -> None:
@@ -329,6 +380,12 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._mode = _Fd(fd, poll=poll)
         self._limiter = anyio.CapacityLimiter(1)
         self._buffer = memoryview(bytearray(0))  # grown to the largest read asked for
+        # On asyncio: the loop watching the descriptor (None: not watched), the chunk its
+        # callback read and nobody took yet (or the error it met), the reader waiting for it.
+        self._watcher: asyncio.AbstractEventLoop | None = None
+        self._ready: bytes | OSError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._want = CHUNK_BYTES
 
     def _read_polled(self, max_bytes: int) -> bytes:
         """One non-blocking read of at most ``max_bytes`` into the kept buffer, copied out at
@@ -348,8 +405,56 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
         return self._mode.polled
 
+    def _on_readable(self) -> None:
+        """The loop's callback while the descriptor is watched: reads one chunk for the reader
+        and wakes it; with a chunk already waiting to be taken, stops watching instead."""
+        if self._ready is not None:
+            self._unwatch()  # watched again when the reader takes it
+            return
+        try:
+            self._ready = self._read_polled(self._want)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._ready = exc
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        if self._watcher is not None:
+            self._watcher.remove_reader(self._fd)
+            self._watcher = None
+
+    async def _receive_on_loop(self, loop: asyncio.AbstractEventLoop, max_bytes: int) -> bytes:
+        """On asyncio: the descriptor stays watched between reads (no registration per wait),
+        its callback reading each chunk as it comes; the reader wakes once per chunk."""
+        if self._waiter is not None:
+            raise anyio.BusyResourceError("reading from")
+        self._want = max_bytes
+        try:
+            if self._ready is None:
+                if self._watcher is None:
+                    loop.add_reader(self._fd, self._on_readable)
+                    self._watcher = loop
+                waiter = self._waiter = loop.create_future()
+                await waiter
+        except BaseException:
+            self._waiter = None
+            self._unwatch()  # cancelled: nobody reads until the next receive
+            raise
+        data, self._ready = self._ready, None
+        if isinstance(data, OSError):
+            self._unwatch()
+            raise data
+        if not data:
+            self._unwatch()  # end of input
+        return data or b""
+
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
-        if self._mode.polled:
+        if self._mode.polled and (loop := _asyncio_loop()) is not None:
+            data = await self._receive_on_loop(loop, max_bytes)
+        elif self._mode.polled:
             waited = False
             while True:
                 try:
@@ -373,7 +478,16 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 
     async def aclose(self) -> None:
         """The descriptor belongs to whoever opened it: it is left open, its flags as found."""
+        self._unwatch()
         self._mode.restore()
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or ``None`` (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -399,6 +513,14 @@ class FdSendStream(anyio.abc.ByteSendStream):
     def polled(self) -> bool:
         """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
         return self._mode.polled
+
+    def send_nowait(self, item: bytes) -> int:
+        """Writes what the descriptor takes of ``item`` now, without waiting: how many bytes
+        (0 when it is full). Only for a descriptor that is :attr:`polled`."""
+        try:
+            return os.write(self._fd, item)
+        except BlockingIOError:
+            return 0
 
     async def send(self, item: bytes) -> None:
         try:
