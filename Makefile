@@ -214,7 +214,9 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked
 # into .bench-base/ with a venv of its own; the reducer benchmark runs for each in turn, then the
 # stdio and HTTP benchmarks take askgate at BASE and at this tree as two servers, interleaved
-# 7 rounds each, interleaved. Figures go to bench/results/compare/ (a few minutes).
+# 7 rounds each, interleaved. Figures go to bench/results/compare/ (a few minutes). BASE's
+# servers run with -P: `python -m` would otherwise put this tree (the working directory) first
+# on sys.path, ahead of BASE's own install, and run this tree's code under BASE's label.
 BASE ?= HEAD~1
 COMPARE := bench/results/compare
 bench-compare: $(STAMP)
@@ -228,11 +230,11 @@ bench-compare: $(STAMP)
 	@echo "base:" && .bench-base/.venv/bin/python bench/http_app_bench.py
 	@echo "this tree:" && $(BIN)/python bench/http_app_bench.py
 	$(BIN)/python bench/stdio_bench.py --rounds 7 --out $(COMPARE)/stdio.json \
-		--server ".bench-base/.venv/bin/python -m askgate serve --stdio --demo $(ASKGATE_32)" \
+		--server ".bench-base/.venv/bin/python -P -m askgate serve --stdio --demo $(ASKGATE_32)" \
 		--label askgate-base \
 		--server "$(BIN)/python -m askgate serve --stdio --demo $(ASKGATE_32)" --label askgate
 	$(BIN)/python bench/http_bench.py --rounds 7 --out $(COMPARE)/http.json \
-		--server ".bench-base/.venv/bin/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--server ".bench-base/.venv/bin/python -P -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate-base \
 		--server "$(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
 		--label askgate
