@@ -22,6 +22,8 @@ deadlines go out on ``StartTimer``, and elicitation ids are a keyed hash of a co
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Hashable
@@ -83,6 +85,7 @@ from .jobs import (
     RunTool,
     UnknownToolReply,
 )
+from .layout import field_copier, positional_constructor
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -120,14 +123,15 @@ from .state import (
     State,
     StatelessCall,
     Variables,
-    field_copier,
-    positional_constructor,
 )
 from .tools import argument_problem, tool_info
 
 Out = list[Effect]
 _copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
+_new_parked = positional_constructor(Parked)
+_new_emit = positional_constructor(Emit)
+_new_start_worker = positional_constructor(StartWorker)
 JsonObject = dict[str, Any]
 
 _NO_CONNS: Fifo[ConnId] = Fifo()
@@ -434,7 +438,7 @@ def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
     d.in_flight_total += 1
     conn = key[0]
     d.in_flight = d.in_flight.set(conn, d.in_flight.get(conn, 0) + 1)
-    out.append(StartWorker(ref, conn, job))
+    out.append(_new_start_worker(ref, conn, job))
     out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
     return ref
 
@@ -504,7 +508,7 @@ def _record(
         decision, approved = "ask", True
     elif decision == "ask":
         approved = False
-    return Emit(
+    return _new_emit(
         "call_ended",
         {
             "conn": conn,
@@ -1056,12 +1060,26 @@ def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
     digest = _keyed_digest(id_key, counter)
-    return prefix + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    # base64.urlsafe_b64encode's two steps, without its two Python calls.
+    encoded = binascii.b2a_base64(digest, newline=False).translate(_URL_SAFE)
+    return prefix + encoded.rstrip(b"=").decode()
+
+
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _keyed_digest(id_key: bytes, counter: int) -> bytes:
     """16 bytes no one without ``id_key`` can predict, never repeated for another counter."""
-    return hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
+    hasher = _keyed_hasher(id_key).copy()
+    hasher.update(counter.to_bytes(8, "big"))
+    return hasher.digest()
+
+
+@functools.lru_cache(maxsize=8)
+def _keyed_hasher(id_key: bytes) -> hashlib.blake2b:
+    """A BLAKE2b keyed with ``id_key``, fed nothing: each digest copies it (keying costs more
+    than copying). It is never fed itself, so the cache holds no state of any step."""
+    return hashlib.blake2b(key=id_key[:64], digest_size=16)
 
 
 def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Conn:
@@ -1185,7 +1203,7 @@ def _park(
     _put_conn(d, owner, _set_parked_count(d, owner, c, parked))
     deadline = now + d.options.elicitation_timeout_ms
     key = (call.conn, call.request_id)
-    d.parked = d.parked.set(eid, Parked(key, pos, deadline, owner))
+    d.parked = d.parked.set(eid, _new_parked(key, pos, deadline, owner, False))
     d.parked_total += 1
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))

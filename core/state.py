@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable, Hashable
-from typing import Any, Literal, TypeVar
+from collections.abc import Hashable
+from typing import Any, Literal
 
 import attrs
-from attrs import AttrsInstance
 from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
 from .jobs import Round
+from .layout import positional_constructor
 from .messages import RequestId
 from .options import OptionError, Options
 from .revisions import Revision
@@ -26,47 +26,6 @@ from .sealing import Key, Keyring
 from .tools import ToolInfo, tool_info
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
-T = TypeVar("T", bound=AttrsInstance)
-
-
-def _generate(name: str, params: list[str], body: list[str], scope: dict[str, Any]) -> Any:
-    """The function ``name(*params)`` with ``body``, compiled once. Callers build the source
-    from an attrs class's own field names, nothing else."""
-    exec("\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)]), scope)
-    return scope[name]
-
-
-def _field_names(cls: type[AttrsInstance]) -> list[str]:
-    fields = attrs.fields(cls)
-    if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
-        raise TypeError(f"{cls.__name__} validates or converts: use its __init__")
-    return [f.name for f in fields]
-
-
-def positional_constructor(cls: type[T]) -> Callable[..., T]:
-    """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
-    building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
-    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor, which
-    costs less than the ``object.__setattr__`` attrs' ``__init__`` calls for a frozen class. Only
-    for classes with no validators, converters or ``__attrs_post_init__``.
-    """
-    names = _field_names(cls)
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    body = ["self = _new(_cls)"]
-    for i, name in enumerate(names):
-        scope[f"_set{i}"] = getattr(cls, name).__set__
-        body.append(f"_set{i}(self, {name})")
-    make: Callable[..., T] = _generate("make", names, [*body, "return self"], scope)
-    return make
-
-
-def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
-    """``copy(target, source)`` sets every field of the attrs class ``cls`` on the mutable
-    ``target`` to its value on ``source``: one plain attribute copy per field, spelled out in
-    the generated source rather than looped."""
-    body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
-    copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
-    return copy
 
 
 class Stage(enum.Enum):
@@ -92,9 +51,10 @@ class Catalog:
     prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
-@attrs.frozen(slots=True)
-class Call:
-    """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
+@attrs.define(slots=True)
+class CallFields:
+    """The fields of a :class:`Call`, mutable: its layout, which the hot path's constructor
+    fills before the object becomes a frozen :class:`Call` (:func:`positional_constructor`)."""
 
     conn: ConnId
     request_id: RequestId
@@ -114,6 +74,11 @@ class Call:
     started: int
     decision: str
     approval: str
+
+
+@attrs.frozen(slots=True)
+class Call(CallFields):
+    """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     def moved(
         self,
@@ -162,8 +127,14 @@ class Progress:
     last: float | None = None
 
 
+class ParkedSlots:
+    """:class:`Parked`'s slots, declared apart for the hot path's constructor."""
+
+    __slots__ = ("__weakref__", "deadline", "key", "owner", "pos", "stateless")
+
+
 @attrs.frozen(slots=True)
-class Parked:
+class Parked(ParkedSlots):
     """A parked call, or a modern approval's outstanding nonce (``stateless``): ``pos`` is its
     place in its owner's queue of parked calls."""
 
@@ -198,9 +169,10 @@ class StatelessCall:
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
-@attrs.frozen(slots=True)
-class Conn:
-    """What the reducer knows about one connection; dropped once it holds nothing."""
+@attrs.define(slots=True)
+class ConnFields:
+    """The fields of a :class:`Conn`, mutable: its layout, as :class:`CallFields` is
+    :class:`Call`'s."""
 
     subscribed: bool = False
     # The client-capabilities entry (R-CAP): present iff cap_group != "".
@@ -220,6 +192,11 @@ class Conn:
     subscriptions: Map[str, bool] = attrs.field(factory=Map)
     # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
     principal: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Conn(ConnFields):
+    """What the reducer knows about one connection; dropped once it holds nothing."""
 
     def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
         """This connection with other open requests (hot path)."""
