@@ -108,8 +108,12 @@ class Emit(EmitSlots):
     fields: dict[str, Any]
 
 
+class ResolveSlots:
+    __slots__ = ("__weakref__", "outcome", "ref", "token")
+
+
 @attrs.frozen(slots=True)
-class Resolve:
+class Resolve(ResolveSlots):
     """Hand ``outcome`` to the running tool of worker ``ref`` that waits as ``token``: the
     client's result object, or a :class:`~askgate.core.decisions.Failure` (R-CTX-4 .. R-CTX-6)."""
 

@@ -53,8 +53,9 @@ def _mutable_layout(cls: type[AttrsInstance], names: list[str]) -> type | None:
 def positional_constructor(cls: type[T]) -> Callable[..., T]:
     """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
     building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
-    ever (its ``__setattr__`` still refuses). Only for classes with no validators, converters
-    or ``__attrs_post_init__``.
+    ever (its ``__setattr__`` still refuses); trailing fields with plain defaults (not
+    factories) may be left out, as with ``__init__``. Only for classes with no validators,
+    converters or ``__attrs_post_init__``.
 
     When ``cls`` has a mutable layout (:func:`_mutable_layout`), the object is built as an
     instance of a mutable subclass of that layout, whose plain attribute stores Python runs
@@ -65,6 +66,15 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
     names = _field_names(cls)
     layout = _mutable_layout(cls, names)
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    params: list[str] = []
+    for i, field in reversed(list(enumerate(attrs.fields(cls)))):
+        default = field.default
+        plain = default is not attrs.NOTHING and not isinstance(default, attrs.Factory)  # type: ignore[arg-type]
+        if plain and all("=" in p for p in params):  # only trailing plain defaults
+            scope[f"_default{i}"] = default  # the very object attrs' __init__ would use
+            params.insert(0, f"{field.name}=_default{i}")
+        else:
+            params.insert(0, field.name)
     if layout is not None:
         scope["_builder"] = type(f"_{cls.__name__}Builder", (layout,), {"__slots__": ()})
         body = ["self = _new(_builder)", *(f"self.{name} = {name}" for name in names)]
@@ -74,7 +84,7 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
         for i, name in enumerate(names):
             scope[f"_set{i}"] = getattr(cls, name).__set__
             body.append(f"_set{i}(self, {name})")
-    make: Callable[..., T] = _generate("make", names, [*body, "return self"], scope)
+    make: Callable[..., T] = _generate("make", params, [*body, "return self"], scope)
     return make
 
 

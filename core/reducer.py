@@ -33,20 +33,12 @@ import attrs
 from immutables import Map
 
 from . import codec, door, protocol, sealing
+from . import effects as fx
+from . import jobs as jb
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, park_verdict, refusal_detail
 from .decisions import Allow, Ask, Deny, Failure, NeedsInput
-from .effects import (
-    CancelTimer,
-    Effect,
-    Emit,
-    KillWorker,
-    Push,
-    Reply,
-    Resolve,
-    StartTimer,
-    StartWorker,
-)
+from .effects import Effect
 from .events import (
     CallerExited,
     CancelRequested,
@@ -75,16 +67,7 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
-from .jobs import (
-    Authorize,
-    AuthorizeRead,
-    FilterTools,
-    Job,
-    Round,
-    RunRead,
-    RunTool,
-    UnknownToolReply,
-)
+from .jobs import FilterTools, Job, Round, UnknownToolReply
 from .layout import field_copier, positional_constructor
 from .revisions import (
     CACHEABLE,
@@ -129,9 +112,25 @@ from .tools import argument_problem, tool_info
 Out = list[Effect]
 _copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
+_new_object = object.__new__
 _new_parked = positional_constructor(Parked)
-_new_emit = positional_constructor(Emit)
-_new_start_worker = positional_constructor(StartWorker)
+
+# The effects and jobs a step builds are built by constructors named after their classes: each
+# takes what the class's __init__ takes and returns an instance of that very class, built with
+# plain slot stores (core/layout.py), which attrs' frozen __init__ cannot use. Checks and
+# annotations name the classes themselves (fx.Reply, jb.RunTool).
+Reply = positional_constructor(fx.Reply)
+Push = positional_constructor(fx.Push)
+StartTimer = positional_constructor(fx.StartTimer)
+CancelTimer = positional_constructor(fx.CancelTimer)
+StartWorker = positional_constructor(fx.StartWorker)
+KillWorker = positional_constructor(fx.KillWorker)
+Emit = positional_constructor(fx.Emit)
+Resolve = positional_constructor(fx.Resolve)
+Authorize = positional_constructor(jb.Authorize)
+AuthorizeRead = positional_constructor(jb.AuthorizeRead)
+RunTool = positional_constructor(jb.RunTool)
+RunRead = positional_constructor(jb.RunRead)
 JsonObject = dict[str, Any]
 
 _NO_CONNS: Fifo[ConnId] = Fifo()
@@ -438,7 +437,7 @@ def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
     d.in_flight_total += 1
     conn = key[0]
     d.in_flight = d.in_flight.set(conn, d.in_flight.get(conn, 0) + 1)
-    out.append(_new_start_worker(ref, conn, job))
+    out.append(StartWorker(ref, conn, job))
     out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
     return ref
 
@@ -500,7 +499,7 @@ def _record(
     evicted_by: ConnId | None,
     started: int,
     now: int,
-) -> Emit:
+) -> fx.Emit:
     """The ``call_ended`` record of a ``tools/call`` (R-LOG-1, R-LOG-2); ``decision`` as
     :class:`~askgate.core.state.Call` keeps it, or ``deny``."""
     approved = None
@@ -508,7 +507,7 @@ def _record(
         decision, approved = "ask", True
     elif decision == "ask":
         approved = False
-    return _new_emit(
+    return Emit(
         "call_ended",
         {
             "conn": conn,
@@ -1084,7 +1083,7 @@ def _keyed_hasher(id_key: bytes) -> hashlib.blake2b:
 
 def _set_parked_count(d: _Draft, conn: ConnId, c: Conn, parked: Fifo[str]) -> Conn:
     """Moves ``conn`` from the bucket of its old parked count to that of its new one (R-PARK-4)."""
-    old, new = len(c.parked), len(parked)
+    old, new = len(c.parked.items), len(parked.items)  # Fifo's __len__, without its call
     buckets = d.buckets
     if old:
         fifo = buckets[old].remove(c.bucket_pos)
@@ -1165,7 +1164,7 @@ def _owner_verdict(d: _Draft, owner: ConnId) -> tuple[Conn, str]:
     c = _get_conn(d, owner)
     opts = d.options
     verdict = park_verdict(
-        len(c.parked),
+        len(c.parked.items),
         opts.max_parked_elicitations,
         d.parked_total,
         opts.max_parked_elicitations_total,
@@ -1299,7 +1298,7 @@ def _served_statelessly(
     info = _server_info(d)
     for effect in sub:
         if (
-            isinstance(effect, Reply)
+            isinstance(effect, fx.Reply)
             and effect.message is not None
             and effect.conn == conn
             and effect.request_id == rid
@@ -1937,7 +1936,7 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
         out.append(CancelTimer((WORKER_TIMER, ref)))
     if ref in d.worker_requests:
         _withdraw_requests(d, ref, out, notify=True)  # R-CTX-6
-    CALL_TRANSITIONS[(kind, call.stage)].handler(d, call, value, now, out)
+    _CALL_HANDLERS[kind][call.stage._value_](d, call, value, now, out)  # CALL_TRANSITIONS
 
 
 def _on_worker_finished(d: _Draft, ev: WorkerFinished, out: Out) -> None:
@@ -2002,6 +2001,13 @@ CALL_TRANSITIONS: dict[tuple[str, Stage], Transition] = {
     ("TimerFired", _W.READ_RUNNING): Transition(_read_timed_out, ("R-WORK-2",), "closed"),
 }
 """Worker outcomes by the stage of the call that owns the worker."""
+
+_CALL_HANDLERS: dict[str, dict[str, Callable[..., None]]] = {
+    kind: {stage._value_: t.handler for (k, stage), t in CALL_TRANSITIONS.items() if k == kind}
+    for kind, _ in CALL_TRANSITIONS
+}
+""":data:`CALL_TRANSITIONS`' handlers by event kind, then by the stage's value: the step looks a
+handler up without hashing a tuple or an enum member (whose hash is a Python call)."""
 
 PARKED_TRANSITIONS: dict[str, Transition] = {
     "ElicitationAnswered": Transition(
@@ -2097,7 +2103,8 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _Draft(state)
+    draft = _new_object(_Draft)  # _Draft(state), without the calls to reach its __init__
+    _copy_variables(draft, state)
     out: Out = []
     handler(draft, event, out)
     return draft.freeze(), out

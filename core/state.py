@@ -242,7 +242,10 @@ class Conn(ConnFields):
 
     def is_empty(self) -> bool:
         return (
-            not self.subscribed and self.cap_group == "" and not self.requests and not self.parked
+            not self.subscribed
+            and self.cap_group == ""
+            and not self.requests
+            and not self.parked.items  # Fifo's __len__, without its call
         )
 
 
