@@ -51,10 +51,33 @@ class Catalog:
     prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
-@attrs.define(slots=True)
-class CallFields:
-    """The fields of a :class:`Call`, mutable: its layout, which the hot path's constructor
-    fills before the object becomes a frozen :class:`Call` (:func:`positional_constructor`)."""
+class CallSlots:
+    """:class:`Call`'s slots, declared apart so that the hot path builds calls with plain
+    stores (:func:`~askgate.core.layout.positional_constructor`)."""
+
+    __slots__ = (
+        "__weakref__",
+        "approval",
+        "arguments",
+        "caller",
+        "conn",
+        "decision",
+        "elicitation_id",
+        "is_tool",
+        "mode",
+        "name",
+        "replied",
+        "request_id",
+        "seq",
+        "stage",
+        "started",
+        "worker",
+    )
+
+
+@attrs.frozen(slots=True)
+class Call(CallSlots):
+    """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     conn: ConnId
     request_id: RequestId
@@ -74,11 +97,6 @@ class CallFields:
     started: int
     decision: str
     approval: str
-
-
-@attrs.frozen(slots=True)
-class Call(CallFields):
-    """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     def moved(
         self,
@@ -169,10 +187,29 @@ class StatelessCall:
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
-@attrs.define(slots=True)
-class ConnFields:
-    """The fields of a :class:`Conn`, mutable: its layout, as :class:`CallFields` is
-    :class:`Call`'s."""
+class ConnSlots:
+    """:class:`Conn`'s slots, declared apart as :class:`CallSlots` are."""
+
+    __slots__ = (
+        "__weakref__",
+        "bucket_pos",
+        "can_elicit",
+        "can_sample",
+        "cap_group",
+        "cap_pos",
+        "log_level",
+        "parked",
+        "principal",
+        "requests",
+        "subscribed",
+        "subscriptions",
+        "version",
+    )
+
+
+@attrs.frozen(slots=True)
+class Conn(ConnSlots):
+    """What the reducer knows about one connection; dropped once it holds nothing."""
 
     subscribed: bool = False
     # The client-capabilities entry (R-CAP): present iff cap_group != "".
@@ -192,11 +229,6 @@ class ConnFields:
     subscriptions: Map[str, bool] = attrs.field(factory=Map)
     # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
     principal: str | None = None
-
-
-@attrs.frozen(slots=True)
-class Conn(ConnFields):
-    """What the reducer knows about one connection; dropped once it holds nothing."""
 
     def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
         """This connection with other open requests (hot path)."""
