@@ -16,10 +16,17 @@ if TYPE_CHECKING:
     import attrs
 else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
     from . import lean_attrs as attrs
+# Each effect's slots are declared by a bare class of its own so that the reducer's hot path can
+# build effects with plain stores (core.layout.positional_constructor); attrs' ``__init__`` and
+# every other behaviour are unchanged.
+
+
+class ReplySlots:
+    __slots__ = ("__weakref__", "conn", "message", "request_id")
 
 
 @attrs.frozen(slots=True)
-class Reply:
+class Reply(ReplySlots):
     """Answer request ``request_id`` of ``conn``; ``message`` ``None`` answers with nothing."""
 
     conn: ConnId
@@ -27,8 +34,12 @@ class Reply:
     message: dict[str, Any] | None
 
 
+class PushSlots:
+    __slots__ = ("__weakref__", "conn", "message", "related")
+
+
 @attrs.frozen(slots=True)
-class Push:
+class Push(PushSlots):
     """Send ``message`` on ``conn``'s push channel.
 
     ``related`` is the id of the request the push is about (an ``elicitation/create``, its
@@ -41,21 +52,33 @@ class Push:
     related: object = attrs.field(default=None, eq=False)
 
 
+class StartTimerSlots:
+    __slots__ = ("__weakref__", "deadline", "key")
+
+
 @attrs.frozen(slots=True)
-class StartTimer:
+class StartTimer(StartTimerSlots):
     """Arm timer ``key`` to fire at ``deadline`` (the shell's monotonic clock, ms)."""
 
     key: TimerKey
     deadline: int
 
 
+class CancelTimerSlots:
+    __slots__ = ("__weakref__", "key")
+
+
 @attrs.frozen(slots=True)
-class CancelTimer:
+class CancelTimer(CancelTimerSlots):
     key: TimerKey
 
 
+class StartWorkerSlots:
+    __slots__ = ("__weakref__", "conn", "job", "ref")
+
+
 @attrs.frozen(slots=True)
-class StartWorker:
+class StartWorker(StartWorkerSlots):
     """Run ``job`` for ``conn`` in an isolated task; report it as ``WorkerFinished``/``Failed``."""
 
     ref: int
@@ -63,15 +86,23 @@ class StartWorker:
     job: Job
 
 
+class KillWorkerSlots:
+    __slots__ = ("__weakref__", "ref")
+
+
 @attrs.frozen(slots=True)
-class KillWorker:
+class KillWorker(KillWorkerSlots):
     """Cancel the worker ``ref``; nothing it returns afterwards is looked at."""
 
     ref: int
 
 
+class EmitSlots:
+    __slots__ = ("__weakref__", "fields", "name")
+
+
 @attrs.frozen(slots=True)
-class Emit:
+class Emit(EmitSlots):
     """A telemetry event for the embedder's observers; the records of spec/rules.md's
     "Records" (:data:`RECORDS`) are what the shell logs (R-LOG-1 .. R-LOG-4)."""
 
@@ -79,8 +110,12 @@ class Emit:
     fields: dict[str, Any]
 
 
+class ResolveSlots:
+    __slots__ = ("__weakref__", "outcome", "ref", "token")
+
+
 @attrs.frozen(slots=True)
-class Resolve:
+class Resolve(ResolveSlots):
     """Hand ``outcome`` to the running tool of worker ``ref`` that waits as ``token``: the
     client's result object, or a :class:`~askgate.core.decisions.Failure` (R-CTX-4 .. R-CTX-6)."""
 

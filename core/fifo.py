@@ -18,12 +18,20 @@ if TYPE_CHECKING:
     import attrs
 else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
     from . import lean_attrs as attrs
+from .layout import positional_constructor
 
 T = TypeVar("T")
 
 
+class FifoSlots:
+    """:class:`Fifo`'s slots, declared apart so that its hot path builds queues with plain
+    stores (:func:`~askgate.core.layout.positional_constructor`)."""
+
+    __slots__ = ("__weakref__", "head", "items", "tail")
+
+
 @attrs.frozen(slots=True)
-class Fifo(Generic[T]):
+class Fifo(FifoSlots, Generic[T]):
     """Entries by position; ``head`` is the lowest occupied position (or ``tail`` if empty)."""
 
     items: Map[int, T] = attrs.field(factory=Map)
@@ -33,7 +41,7 @@ class Fifo(Generic[T]):
     def push(self, value: T) -> tuple[Fifo[T], int]:
         """Appends ``value``; returns the new queue and the position it took."""
         pos = self.tail
-        return Fifo(self.items.set(pos, value), self.head, pos + 1), pos
+        return _new_fifo(self.items.set(pos, value), self.head, pos + 1), pos
 
     def remove(self, pos: int) -> Fifo[T]:
         """Removes the entry at ``pos`` (which must be occupied)."""
@@ -44,7 +52,7 @@ class Fifo(Generic[T]):
             head += 1
             while head < tail and head not in items:
                 head += 1
-        return Fifo(items, head, self.tail)
+        return _new_fifo(items, head, self.tail)
 
     def first(self) -> T | None:
         """The oldest entry, or ``None`` when empty."""
@@ -70,3 +78,6 @@ class Fifo(Generic[T]):
                 raise AssertionError("fifo entry at or past its tail")
         elif self.head != self.tail:
             raise AssertionError("empty fifo with head != tail")
+
+
+_new_fifo = positional_constructor(Fifo)

@@ -13,9 +13,16 @@ if TYPE_CHECKING:
 else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
     from . import lean_attrs as attrs
 
+# The jobs a step builds most declare their slots in a bare class of their own, so that the
+# reducer builds them with plain stores (core.layout.positional_constructor).
+
+
+class AuthorizeSlots:
+    __slots__ = ("__weakref__", "arguments", "tool")
+
 
 @attrs.frozen(slots=True)
-class Authorize:
+class Authorize(AuthorizeSlots):
     """Job: ask the tool authorizer about ``tool`` with ``arguments``."""
 
     tool: str
@@ -35,8 +42,12 @@ class Round:
     approved: bool = False
 
 
+class RunToolSlots:
+    __slots__ = ("__weakref__", "arguments", "round", "tool")
+
+
 @attrs.frozen(slots=True)
-class RunTool:
+class RunTool(RunToolSlots):
     """Job: run ``tool``; the worker's value is the ``tools/call`` result object, or a
     :class:`~askgate.core.decisions.NeedsInput` ending a round. ``round`` is set for a modern
     call (R-MRTR-20), ``None`` for a 2025 one."""
@@ -46,16 +57,24 @@ class RunTool:
     round: Round | None = None
 
 
+class AuthorizeReadSlots:
+    __slots__ = ("__weakref__", "method", "params")
+
+
 @attrs.frozen(slots=True)
-class AuthorizeRead:
+class AuthorizeRead(AuthorizeReadSlots):
     """Job: ask the read authorizer about ``method`` with ``params``."""
 
     method: str
     params: object
 
 
+class RunReadSlots:
+    __slots__ = ("__weakref__", "method", "params", "round")
+
+
 @attrs.frozen(slots=True)
-class RunRead:
+class RunRead(RunReadSlots):
     """Job: perform the read method; the worker's value is its result object. ``round`` is set
     for a modern ``prompts/get`` or ``resources/read`` (R-MRTR-24), ``None`` otherwise."""
 

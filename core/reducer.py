@@ -22,6 +22,8 @@ deadlines go out on ``StartTimer``, and elicitation ids are a keyed hash of a co
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Hashable
@@ -30,20 +32,12 @@ from typing import TYPE_CHECKING, Any
 from immutables import Map
 
 from . import codec, door, protocol, sealing
+from . import effects as fx
+from . import jobs as jb
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, refusal_detail
 from .decisions import Allow, Ask, Deny, Failure, NeedsInput
-from .effects import (
-    CancelTimer,
-    Effect,
-    Emit,
-    KillWorker,
-    Push,
-    Reply,
-    Resolve,
-    StartTimer,
-    StartWorker,
-)
+from .effects import Effect
 from .events import (
     CallerExited,
     CancelRequested,
@@ -72,16 +66,8 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
-from .jobs import (
-    Authorize,
-    AuthorizeRead,
-    FilterTools,
-    Job,
-    Round,
-    RunRead,
-    RunTool,
-    UnknownToolReply,
-)
+from .jobs import FilterTools, Job, Round, UnknownToolReply
+from .layout import field_copier, positional_constructor
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -119,8 +105,6 @@ from .state import (
     State,
     StatelessCall,
     Variables,
-    field_copier,
-    positional_constructor,
 )
 from .tools import argument_problem, tool_info
 
@@ -132,6 +116,25 @@ else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_
 Out = list[Effect]
 _copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
+_new_object = object.__new__
+_new_parked = positional_constructor(Parked)
+
+# The effects and jobs a step builds are built by constructors named after their classes: each
+# takes what the class's __init__ takes and returns an instance of that very class, built with
+# plain slot stores (core/layout.py), which attrs' frozen __init__ cannot use. Checks and
+# annotations name the classes themselves (fx.Reply, jb.RunTool).
+Reply = positional_constructor(fx.Reply)
+Push = positional_constructor(fx.Push)
+StartTimer = positional_constructor(fx.StartTimer)
+CancelTimer = positional_constructor(fx.CancelTimer)
+StartWorker = positional_constructor(fx.StartWorker)
+KillWorker = positional_constructor(fx.KillWorker)
+Emit = positional_constructor(fx.Emit)
+Resolve = positional_constructor(fx.Resolve)
+Authorize = positional_constructor(jb.Authorize)
+AuthorizeRead = positional_constructor(jb.AuthorizeRead)
+RunTool = positional_constructor(jb.RunTool)
+RunRead = positional_constructor(jb.RunRead)
 JsonObject = dict[str, Any]
 
 _NO_KEYS: Map[CallKey, bool] = Map()
@@ -500,7 +503,7 @@ def _record(
     evicted_by: ConnId | None,
     started: int,
     now: int,
-) -> Emit:
+) -> fx.Emit:
     """The ``call_ended`` record of a ``tools/call`` (R-LOG-1, R-LOG-2); ``decision`` as
     :class:`~askgate.core.state.Call` keeps it, or ``deny``."""
     approved = None
@@ -1060,12 +1063,26 @@ def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
     digest = _keyed_digest(id_key, counter)
-    return prefix + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    # base64.urlsafe_b64encode's two steps, without its two Python calls.
+    encoded = binascii.b2a_base64(digest, newline=False).translate(_URL_SAFE)
+    return prefix + encoded.rstrip(b"=").decode()
+
+
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _keyed_digest(id_key: bytes, counter: int) -> bytes:
     """16 bytes no one without ``id_key`` can predict, never repeated for another counter."""
-    return hashlib.blake2b(counter.to_bytes(8, "big"), key=id_key[:64], digest_size=16).digest()
+    hasher = _keyed_hasher(id_key).copy()
+    hasher.update(counter.to_bytes(8, "big"))
+    return hasher.digest()
+
+
+@functools.lru_cache(maxsize=8)
+def _keyed_hasher(id_key: bytes) -> hashlib.blake2b:
+    """A BLAKE2b keyed with ``id_key``, fed nothing: each digest copies it (keying costs more
+    than copying). It is never fed itself, so the cache holds no state of any step."""
+    return hashlib.blake2b(key=id_key[:64], digest_size=16)
 
 
 def owner_of(conn: ConnId, principal: str | None) -> Hashable:
@@ -1165,7 +1182,7 @@ def _park(
     d.next_elicitation += 1
     deadline = now + d.options.elicitation_timeout_ms
     key = (call.conn, call.request_id)
-    d.parked = d.parked.set(eid, Parked(key, owner))
+    d.parked = d.parked.set(eid, _new_parked(key, owner))
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
@@ -1260,7 +1277,7 @@ def _served_statelessly(
     info = _server_info(d)
     for effect in sub:
         if (
-            isinstance(effect, Reply)
+            isinstance(effect, fx.Reply)
             and effect.message is not None
             and effect.conn == conn
             and effect.request_id == rid
@@ -1856,7 +1873,7 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
         out.append(CancelTimer((WORKER_TIMER, ref)))
     if ref in d.worker_requests:
         _withdraw_requests(d, ref, out, notify=True)  # R-CTX-6
-    CALL_TRANSITIONS[(kind, call.stage)].handler(d, call, value, now, out)
+    _CALL_HANDLERS[kind][call.stage._value_](d, call, value, now, out)  # CALL_TRANSITIONS
 
 
 def _on_worker_finished(d: _Draft, ev: WorkerFinished, out: Out) -> None:
@@ -1921,6 +1938,13 @@ CALL_TRANSITIONS: dict[tuple[str, Stage], Transition] = {
     ("TimerFired", _W.READ_RUNNING): Transition(_read_timed_out, ("R-WORK-2",), "closed"),
 }
 """Worker outcomes by the stage of the call that owns the worker."""
+
+_CALL_HANDLERS: dict[str, dict[str, Callable[..., None]]] = {
+    kind: {stage._value_: t.handler for (k, stage), t in CALL_TRANSITIONS.items() if k == kind}
+    for kind, _ in CALL_TRANSITIONS
+}
+""":data:`CALL_TRANSITIONS`' handlers by event kind, then by the stage's value: the step looks a
+handler up without hashing a tuple or an enum member (whose hash is a Python call)."""
 
 PARKED_TRANSITIONS: dict[str, Transition] = {
     "ElicitationAnswered": Transition(
@@ -2016,7 +2040,8 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _Draft(state)
+    draft = _new_object(_Draft)  # _Draft(state), without the calls to reach its __init__
+    _copy_variables(draft, state)
     out: Out = []
     handler(draft, event, out)
     return draft.freeze(), out

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Literal
 
-from attrs import AttrsInstance
 from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
 from .jobs import Round
+from .layout import positional_constructor
 from .messages import RequestId
 from .options import OptionError, Options
 from .revisions import Revision
@@ -31,47 +31,6 @@ else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_
     from . import lean_attrs as attrs
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
-T = TypeVar("T", bound=AttrsInstance)
-
-
-def _generate(name: str, params: list[str], body: list[str], scope: dict[str, Any]) -> Any:
-    """The function ``name(*params)`` with ``body``, compiled once. Callers build the source
-    from an attrs class's own field names, nothing else."""
-    exec("\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)]), scope)
-    return scope[name]
-
-
-def _field_names(cls: type[AttrsInstance]) -> list[str]:
-    fields = attrs.fields(cls)
-    if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
-        raise TypeError(f"{cls.__name__} validates or converts: use its __init__")
-    return [f.name for f in fields]
-
-
-def positional_constructor(cls: type[T]) -> Callable[..., T]:
-    """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
-    building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
-    ever (its ``__setattr__`` still refuses). It sets each slot through its descriptor, which
-    costs less than the ``object.__setattr__`` attrs' ``__init__`` calls for a frozen class. Only
-    for classes with no validators, converters or ``__attrs_post_init__``.
-    """
-    names = _field_names(cls)
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    body = ["self = _new(_cls)"]
-    for i, name in enumerate(names):
-        scope[f"_set{i}"] = getattr(cls, name).__set__
-        body.append(f"_set{i}(self, {name})")
-    make: Callable[..., T] = _generate("make", names, [*body, "return self"], scope)
-    return make
-
-
-def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
-    """``copy(target, source)`` sets every field of the attrs class ``cls`` on the mutable
-    ``target`` to its value on ``source``: one plain attribute copy per field, spelled out in
-    the generated source rather than looped."""
-    body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
-    copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
-    return copy
 
 
 class Stage(enum.Enum):
@@ -97,8 +56,32 @@ class Catalog:
     prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
+class CallSlots:
+    """:class:`Call`'s slots, declared apart so that the hot path builds calls with plain
+    stores (:func:`~askgate.core.layout.positional_constructor`)."""
+
+    __slots__ = (
+        "__weakref__",
+        "approval",
+        "arguments",
+        "caller",
+        "conn",
+        "decision",
+        "elicitation_id",
+        "is_tool",
+        "mode",
+        "name",
+        "replied",
+        "request_id",
+        "seq",
+        "stage",
+        "started",
+        "worker",
+    )
+
+
 @attrs.frozen(slots=True)
-class Call:
+class Call(CallSlots):
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     conn: ConnId
@@ -167,6 +150,12 @@ class Progress:
     last: float | None = None
 
 
+class ParkedSlots:
+    """:class:`Parked`'s slots, declared apart for the hot path's constructor."""
+
+    __slots__ = ("__weakref__", "key", "owner", "stateless")
+
+
 @attrs.frozen(slots=True)
 class Parked:
     """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
@@ -202,8 +191,26 @@ class StatelessCall:
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
+class ConnSlots:
+    """:class:`Conn`'s slots, declared apart as :class:`CallSlots` are."""
+
+    __slots__ = (
+        "__weakref__",
+        "can_elicit",
+        "can_sample",
+        "cap_group",
+        "cap_pos",
+        "log_level",
+        "principal",
+        "requests",
+        "subscribed",
+        "subscriptions",
+        "version",
+    )
+
+
 @attrs.frozen(slots=True)
-class Conn:
+class Conn(ConnSlots):
     """What the reducer knows about one connection; dropped once it holds nothing."""
 
     subscribed: bool = False

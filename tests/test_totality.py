@@ -69,8 +69,9 @@ from askgate.core import (
 )
 from askgate.core.decide import is_request_id
 from askgate.core.fifo import Fifo
+from askgate.core.layout import field_copier, positional_constructor
 from askgate.core.reducer import _Draft
-from askgate.core.state import EMPTY_CONN, Call, Progress, field_copier, positional_constructor
+from askgate.core.state import EMPTY_CONN, Call, Progress
 
 CONNS = ("a", "b", "c")
 IDS: tuple[object, ...] = (0, 1, "x")

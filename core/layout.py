@@ -1,0 +1,97 @@
+"""Fast constructors and copiers for the reducer's frozen, slotted attrs records.
+
+attrs' ``__init__`` for a frozen class sets each field through ``object.__setattr__`` (its own
+``__setattr__`` refuses), which is the larger part of building a small record. The functions
+here are generated once per class from the class's own field names and build the very object
+attrs builds, faster; records that the reducer builds on every step are declared so that the
+fastest form applies (see :func:`positional_constructor`).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+from attrs import AttrsInstance
+
+T = TypeVar("T", bound=AttrsInstance)
+
+
+def _generate(name: str, params: list[str], body: list[str], scope: dict[str, Any]) -> Any:
+    """The function ``name(*params)`` with ``body``, compiled once. Callers build the source
+    from an attrs class's own field names, nothing else."""
+    exec("\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)]), scope)
+    return scope[name]
+
+
+def _field_names(cls: type[AttrsInstance]) -> list[str]:
+    fields = attrs.fields(cls)
+    if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
+        raise TypeError(f"{cls.__name__} validates or converts: use its __init__")
+    return [f.name for f in fields]
+
+
+def _mutable_layout(cls: type[AttrsInstance], names: list[str]) -> type | None:
+    """The mutable class that declares every slot of ``cls`` (its *layout*), when ``cls`` adds
+    no slot to its first base and that base's instances take plain attribute stores: a mutable
+    attrs class (as :class:`~askgate.core.state.Variables` is
+    :class:`~askgate.core.state.State`'s) or a class of bare ``__slots__``. Else ``None``."""
+    if cls.__dict__.get("__slots__") != () or not cls.__bases__:
+        return None
+    base, *others = cls.__bases__
+    if any(other.__dict__.get("__slots__") != () for other in others):
+        return None
+    if any("__setattr__" in vars(k) for k in base.__mro__[:-1]):  # a store that refuses
+        return None
+    if not all(isinstance(getattr(base, name, None), types.MemberDescriptorType) for name in names):
+        return None
+    return base
+
+
+def positional_constructor(cls: type[T]) -> Callable[..., T]:
+    """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
+    building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
+    ever (its ``__setattr__`` still refuses); trailing fields with plain defaults (not
+    factories) may be left out, as with ``__init__``. Only for classes with no validators,
+    converters or ``__attrs_post_init__``.
+
+    When ``cls`` has a mutable layout (:func:`_mutable_layout`), the object is built as an
+    instance of a mutable subclass of that layout, whose plain attribute stores Python runs
+    fastest, and then takes ``cls`` as its class (same slots, nothing copied). Otherwise each
+    slot is set through its descriptor, which costs less than the ``object.__setattr__`` attrs'
+    ``__init__`` calls for a frozen class.
+    """
+    names = _field_names(cls)
+    layout = _mutable_layout(cls, names)
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    params: list[str] = []
+    for i, field in reversed(list(enumerate(attrs.fields(cls)))):
+        default = field.default
+        plain = default is not attrs.NOTHING and not isinstance(default, attrs.Factory)  # type: ignore[arg-type]
+        if plain and all("=" in p for p in params):  # only trailing plain defaults
+            scope[f"_default{i}"] = default  # the very object attrs' __init__ would use
+            params.insert(0, f"{field.name}=_default{i}")
+        else:
+            params.insert(0, field.name)
+    if layout is not None:
+        scope["_builder"] = type(f"_{cls.__name__}Builder", (layout,), {"__slots__": ()})
+        body = ["self = _new(_builder)", *(f"self.{name} = {name}" for name in names)]
+        body.append("self.__class__ = _cls")
+    else:
+        body = ["self = _new(_cls)"]
+        for i, name in enumerate(names):
+            scope[f"_set{i}"] = getattr(cls, name).__set__
+            body.append(f"_set{i}(self, {name})")
+    make: Callable[..., T] = _generate("make", params, [*body, "return self"], scope)
+    return make
+
+
+def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
+    """``copy(target, source)`` sets every field of the attrs class ``cls`` on the mutable
+    ``target`` to its value on ``source``: one plain attribute copy per field, spelled out in
+    the generated source rather than looped."""
+    body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
+    copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
+    return copy
