@@ -6,6 +6,13 @@ explorations, the model's Context runs, the matrix) and module-scoped fixtures (
 recorded demo). Each such test is marked with an xdist group, one per module, so one worker
 runs all the tests sharing that module's work and does it once, as a run without xdist does;
 every other test goes to whichever worker is free.
+
+Hypothesis runs under the ``ci`` profile: the settings in force (its defaults, or a profile a
+plugin loaded first) without the two checks of the machine's speed, the 200 ms deadline per
+example and the too_slow health check. Two workers beside the servers they start share two cores,
+and a machine shared with other work can make any example slow: those checks then fail a test
+whose code is right. Every test's number of examples and every assertion stay as written;
+``pytest --hypothesis-profile=default`` runs with Hypothesis's own defaults.
 """
 
 from __future__ import annotations
@@ -14,6 +21,12 @@ from collections.abc import Iterator
 from types import CodeType, ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", settings.default, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci")
 
 # Module-scoped fixtures, by the module that defines them: the tests using one share a group.
 MODULE_FIXTURES = {
