@@ -366,8 +366,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unpark-frees-the-connections-place",
         REDUCER,
-        "    d.parked = d.parked.set(eid, Parked(key, owner))\n",
-        "    d.parked = d.parked.set(eid, Parked(key, call.conn))\n",
+        "    d.parked = d.parked.set(eid, _new_parked(key, owner))\n",
+        "    d.parked = d.parked.set(eid, _new_parked(key, call.conn))\n",
         ("R-PARK-1", "R-CLOSE-3", "R-STORE-5"),
         "a parked call is known by its connection, not by the owner whose place it holds",
     ),

@@ -293,9 +293,10 @@ class Rounds(ReducerMachine):
 def test_R_MRTR_20_model_machine_rounds() -> None:
     """A modern tool's own rounds meet the model at every step: asked, refused for a capability
     the request did not declare, retried (at once when approved, else through the authorizer)
-    and refused when forged, replayed or late. A run of 150 histories here missed the retry
-    that runs once in two runs, so the run goes on, in batches of 100 and at most 5, until each
-    path was reached; every history is checked step by step all the same."""
+    and refused when forged, replayed or late. Random runs of up to 500 histories missed the
+    refusal now and then (two probes of 100 random histories asked one round and none), so the
+    histories are fixed, as the stop's are: these 300 reach every path below (37 rounds asked,
+    32 refused), and every history is checked step by step all the same."""
 
     def missing(seen: Counter[str]) -> list[str]:
         wanted = ("modern round asked", "modern round missing capability")
@@ -304,10 +305,7 @@ def test_R_MRTR_20_model_machine_rounds() -> None:
             prefix for prefix in prefixes if not any(key.startswith(prefix) for key in seen)
         ]
 
-    for _ in range(5):  # bounded
-        seen = run(Rounds, 100)
-        if not missing(seen):
-            break
+    seen = run(Rounds, 300, derandomize=True)
     assert not missing(seen), (missing(seen), seen)
 
 
