@@ -251,7 +251,9 @@ WRONG = (
         "wrong_verdict",
         sealing.verdict,
         "a state is still valid at its expiry",
-        inspect.getsource(sealing),
+        inspect.getsource(sealing).replace(
+            "from . import lean_attrs as attrs", "from askgate.core import lean_attrs as attrs"
+        ),
         "    if now >= expiry:\n",
         "    if now > expiry:\n",
     ),
