@@ -14,10 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Two pytest-xdist workers, one per core of the 2-core machines the project runs on.
-# `pytest` alone runs the suite in one process.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
