@@ -118,8 +118,8 @@ from stdio_bench import (
     percentile,
     phase_file,
     positive,
+    profile_servers,
     profile_table,
-    profiled_argv,
     rounds,
     tree_cpu_seconds,
 )
@@ -1186,18 +1186,7 @@ def main() -> int:
     given = dict(servers)
     folded: dict[str, Path] = {}
     if args.profile is not None:
-        args.profile.mkdir(parents=True, exist_ok=True)
-        os.environ["STDIO_BENCH_HZ"] = str(args.profile_hz)  # the servers inherit it
-        for i, (label, argv) in enumerate(servers):
-            out = args.profile / f"{label}.folded"
-            wrapped = profiled_argv(argv, out)
-            if wrapped is None:
-                print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
-                continue
-            out.unlink(missing_ok=True)
-            phase_file(out, 1).unlink(missing_ok=True)
-            folded[label] = out
-            servers[i] = (label, wrapped)
+        folded = profile_servers(servers, args.profile, args.profile_hz)
     results = rounds(
         servers, args.rounds, lambda label, argv: bench_one(label, argv, cfg), HEADLINE, combine
     )

@@ -601,6 +601,26 @@ def phase_file(out: Path, phase: int) -> Path:
     return out if phase == 0 else out.with_name(f"{out.stem}.{phase}{out.suffix}")
 
 
+def profile_servers(servers: list[tuple[str, list[str]]], where: Path, hz: int) -> dict[str, Path]:
+    """Wraps each Python server of ``servers`` (in place) in the stack sampler, writing to
+    ``where/label.folded`` (and its phase files, emptied first) at ``hz`` samples per CPU
+    second; returns where each profiled server's stacks go. Other commands run unprofiled."""
+    where.mkdir(parents=True, exist_ok=True)
+    os.environ["STDIO_BENCH_HZ"] = str(hz)  # the servers inherit it
+    folded: dict[str, Path] = {}
+    for i, (label, argv) in enumerate(servers):
+        out = where / f"{label}.folded"
+        wrapped = profiled_argv(argv, out)
+        if wrapped is None:
+            print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
+            continue
+        out.unlink(missing_ok=True)
+        phase_file(out, 1).unlink(missing_ok=True)
+        folded[label] = out
+        servers[i] = (label, wrapped)
+    return folded
+
+
 def sampled_run(out: Path, args: list[str], hz: int) -> None:
     """Runs ``[-opts] -m MODULE ARGS`` or ``SCRIPT.py ARGS`` in this process, sampling its
     stacks on SIGPROF between SIGUSR1 and SIGUSR2; each SIGUSR2 ends a phase. At exit (also at
@@ -870,18 +890,7 @@ def main() -> int:
     ]
     folded: dict[str, Path] = {}
     if args.profile is not None:
-        args.profile.mkdir(parents=True, exist_ok=True)
-        os.environ["STDIO_BENCH_HZ"] = str(args.profile_hz)  # the servers inherit it
-        for i, (label, argv) in enumerate(servers):
-            out = args.profile / f"{label}.folded"
-            wrapped = profiled_argv(argv, out)
-            if wrapped is None:
-                print(f"{label}: not a Python command line; not profiled", file=sys.stderr)
-                continue
-            out.unlink(missing_ok=True)
-            phase_file(out, 1).unlink(missing_ok=True)
-            folded[label] = out
-            servers[i] = (label, wrapped)
+        folded = profile_servers(servers, args.profile, args.profile_hz)
     results = rounds(
         servers, args.rounds, lambda label, argv: bench_one(label, argv, cfg), HEADLINE, combine
     )
