@@ -245,14 +245,7 @@ def clients_table(data: dict[str, Any], clients: tuple[int, ...] = CLIENTS) -> l
 
 
 VARIANT_ROWS = [
-    ("calls_per_s", "echo calls/s (32 in flight)", False),
-    ("server_cpu_us_per_call", "server CPU per echo call, us", True),
-    ("loaded_echo_p50_us", "echo p50 under load, us", True),
-    ("loaded_echo_p99_us", "echo p99 under load, us", True),
-    ("echo_p50_us", "echo p50 one at a time, us", True),
-    ("elicit_p50_us", "elicitation round trip p50, us", True),
-    ("elicit_per_s", "elicitation round trips/s (concurrent)", False),
-    ("elicit_server_cpu_us", "server CPU per elicitation trip, us", True),
+    *HTTP_ROWS[:8],  # echo and the 2025 elicitation trip, as in the HTTP table
     ("clients_32_p99_us", "echo p99, 32 clients, us", True),
     ("clients_256_p99_us", "echo p99, 256 clients, us", True),
 ]

@@ -2,7 +2,8 @@
 does not move, for comparing two builds on a shared, noisy machine.
 
     python bench/stdio_instructions.py \\
-        --server "env PYTHONPATH=/tmp/base python -P -m askgate serve --stdio --demo" --label base \\
+        --server "env PYTHONPATH=/tmp/base python -P -m askgate serve --stdio --demo" \\
+        --label base \\
         --server "python -m askgate serve --stdio --demo" --label mine \\
         [--phase ping --phase elicit] [--counts 200 600]
 
