@@ -94,7 +94,10 @@ soak: $(STAMP)
 
 # The benchmarks: the reducer alone, then MCP over stdio and over Streamable HTTP beside the
 # official SDK.
-bench: bench-core bench-scale bench-stdio bench-http
+# Everything: the reducer, its scaling and memory, then askgate beside every peer (which installs
+# the peers into .bench-peers/ and writes bench/report.md from all of it). bench-stdio and
+# bench-http are the quick pair: askgate beside the official SDK's low-level server only.
+bench: bench-core bench-scale bench-peers
 
 # The reducer alone: events per second on a mixed workload.
 bench-core: $(STAMP)
@@ -137,8 +140,10 @@ bench-http: $(STAMP)
 # Over HTTP, askgate also runs under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
 # the bench extra), and every server takes PEERS_CLIENTS concurrent clients, each with its own
 # connection and session (http_bench.py phase 8). Then askgate alone is run once more, profiled
-# (stdio_bench.py and http_bench.py --profile, and bench/startup_profile.py for start-up and
-# memory), into $(PROFILES)/: the report explains each missed target from those profiles.
+# (stdio_bench.py and http_bench.py --profile, bench/startup_profile.py for start-up and memory,
+# core_bench.py --profile for the reducer), into $(PROFILES)/: the report explains each missed
+# target from those profiles, and the scaling targets from make bench-scale's and bench-core's
+# figures (bench/results/scale.json, sessions.json, core.json) and allocation sites.
 PEERS := .bench-peers
 PEERS_STDIO_ARGS ?=
 PEERS_HTTP_ARGS ?=
@@ -209,6 +214,8 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 		--label askgate-hypercorn-trio \
 		> $(PROFILES)/http.txt
 	$(BIN)/python bench/startup_profile.py --out $(PROFILES)/startup.json
+	$(BIN)/python bench/core_bench.py --events 20000 --repeat 1 --out $(PROFILES)/core_run.json \
+		--profile $(PROFILES)/core.json
 	$(PEERS)/plot/bin/python bench/report.py --profiles $(PROFILES)
 
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked

@@ -16,6 +16,10 @@ the workload makes the same decisions from each start.
 A calibration (a fixed pure-Python workload) is timed before and after the reducer in the same
 run; ``mixed_per_calibration`` divides the mixed rate by it, so that figures taken on other
 machines, or on a busy one, compare as ratios.
+
+``--profile FILE`` replays the mixed workload once more under ``cProfile`` after the measured
+rounds and writes the functions that took the most time (own time, with their share of the
+replay and microseconds per event) to FILE as JSON: where a step's time goes.
 """
 
 from __future__ import annotations
@@ -176,6 +180,33 @@ def measure(start: State, conns: list[str], count: int, repeat: int, concurrency
     return statistics.median(rates)
 
 
+def profile_replay(start: State, events: list[Event], top: int = 25) -> dict[str, object]:
+    """The replay of ``events`` under cProfile: its most expensive functions by own time."""
+    import cProfile  # noqa: PLC0415 (only with --profile)
+    import pstats  # noqa: PLC0415
+
+    profiler = cProfile.Profile()
+    state = start
+    profiler.enable()
+    for event in events:
+        state, _ = step(state, event)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    table = stats.stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in table.values()) or 1.0
+    rows = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    functions = [
+        {
+            "function": f"{name} ({Path(file).name}:{line})" if line else name,
+            "calls": calls,
+            "own_share": round(own / total, 4),
+            "own_us_per_event": round(own / len(events) * 1e6, 3),
+        }
+        for (file, line, name), (_, calls, own, _, _) in rows
+    ]
+    return {"events": len(events), "functions": functions}
+
+
 def calibration_workload() -> int:
     """A fixed pure-Python workload shaped like a reducer step: small immutable records built,
     dicts and tuples copied, strings formatted, a few comparisons. Its rate on a machine says
@@ -208,6 +239,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=60_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("bench/results/core.json"))
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the mixed replay here")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
@@ -248,6 +280,12 @@ def main() -> int:
     for key, value in report.items():
         print(f"{key:28} {value}")
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.profile is not None:
+        events = record(mixed_start, workload_conns, n, 32)
+        profile = profile_replay(mixed_start, events)
+        args.profile.parent.mkdir(parents=True, exist_ok=True)
+        args.profile.write_text(json.dumps(profile, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.profile}", file=sys.stderr)
     return 0
 
 

@@ -14,7 +14,12 @@ With ``--sessions N ...`` it runs once per N: a fresh app, N idle sessions opene
 ``initialize`` POST and its ``notifications/initialized``; the app's session cap raised to fit),
 their cost in memory measured with ``tracemalloc`` (bytes still allocated once they are open,
 divided by N: the shell's session table and the reducer's connection together), then the echo
-calls on one more session. ``--out FILE`` writes the figures per N as JSON.
+calls on one more session. The N sessions are also opened once more in a fresh interpreter,
+untraced, and the growth of its resident set (``VmRSS``; Linux only) is divided by N: what the
+operating system sees, coarser than the traced figure (pymalloc takes memory in arenas of
+1 MiB), and in a fresh process because one that has freed memory opens sessions into it unseen.
+The source lines that allocated most of the traced bytes are listed per N (``sites``).
+``--out FILE`` writes the figures per N as JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import MutableMapping
@@ -94,8 +101,28 @@ async def open_session(app: HttpApp) -> list[tuple[bytes, bytes]]:
     return extra
 
 
+SITES = 12  # allocation sites listed per number of idle sessions
+
+
+def top_sites(count: int) -> list[dict[str, str | int]]:
+    """The source lines holding most of what tracemalloc traced, with bytes per ``count``."""
+    ignore = tracemalloc.Filter(inclusive=False, filename_pattern=tracemalloc.__file__)
+    snapshot = tracemalloc.take_snapshot().filter_traces([ignore])
+    top: list[dict[str, str | int]] = []
+    for stat in snapshot.statistics("lineno")[:SITES]:
+        frame = stat.traceback[0]
+        where = "/".join(Path(frame.filename).parts[-2:])
+        top.append({"site": f"{where}:{frame.lineno}", "bytes": stat.size})
+        top[-1]["per"] = round(stat.size / count)
+    return top
+
+
 async def measure(
-    calls: int, rounds: int, idle: int = 0, memory: dict[str, float] | None = None
+    calls: int,
+    rounds: int,
+    idle: int = 0,
+    memory: dict[str, float] | None = None,
+    sites: list[dict[str, str | int]] | None = None,
 ) -> list[float]:
     server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
     app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
@@ -108,6 +135,8 @@ async def measure(
             for _ in range(idle):
                 await open_session(app)
             after = tracemalloc.get_traced_memory()[0]
+            if sites is not None:
+                sites.extend(top_sites(idle))
             tracemalloc.stop()
             if memory is not None:
                 memory["bytes_per_session"] = (after - before) / idle
@@ -128,27 +157,72 @@ async def measure(
     return figures
 
 
+def rss_bytes() -> int | None:
+    """This process's resident set size now (``VmRSS``), or None where /proc has none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+async def rss_child(idle: int) -> None:
+    """Child mode: one session opened first (one-time allocations), then ``idle`` more; prints
+    the resident set's growth over those, in bytes (-1 without /proc)."""
+    server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
+    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
+    async with app.running():
+        await open_session(app)
+        before = rss_bytes()
+        for _ in range(idle):
+            await open_session(app)
+        after = rss_bytes()
+    print(-1 if before is None or after is None else after - before)
+
+
+def rss_per_session(idle: int) -> int | None:
+    """Bytes of resident set per idle session, opened in a fresh interpreter."""
+    me = str(Path(__file__).resolve())
+    done = subprocess.run(
+        [sys.executable, me, "--rss-child", str(idle)], capture_output=True, text=True, check=True
+    )
+    grew = int(done.stdout.strip())
+    return None if grew < 0 else round(grew / idle)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", type=int, nargs="+", help="idle sessions, one run each")
     parser.add_argument("--out", type=Path, help="the figures as JSON")
+    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    report: list[dict[str, float | int | None]] = []
+    if args.rss_child:
+        anyio.run(rss_child, args.rss_child)
+        return 0
+    report: list[dict[str, object]] = []
     for idle in args.sessions or [0]:
         memory: dict[str, float] = {}
-        figures = anyio.run(measure, args.calls, args.rounds, idle, memory)
+        sites: list[dict[str, str | int]] = []
+        figures = anyio.run(measure, args.calls, args.rounds, idle, memory, sites)
         rounds = ", ".join(f"{f:.1f}" for f in figures)
         cpu = statistics.median(figures)
         per = memory.get("bytes_per_session")
-        where = f" beside {idle} idle sessions ({per:,.0f} bytes each)" if idle else ""
+        rss = rss_per_session(idle) if idle else None
+        where = f" beside {idle} idle sessions ({per:,.0f} bytes each" if idle else ""
+        where += f", resident set {rss:,} each)" if rss is not None else ")" if idle else ""
         print(f"app CPU per echo call{where}: {cpu:.1f} us (rounds: {rounds})")
         report.append(
             {
                 "idle_sessions": idle,
                 "cpu_us_per_call": round(cpu, 1),
                 "bytes_per_session": None if per is None else round(per),
+                "rss_bytes_per_session": rss,
+                "sites": sites,
             }
         )
     if args.out is not None:

@@ -2,6 +2,7 @@
 
     python bench/report.py [--stdio bench/results/peers_stdio.json]
         [--http bench/results/peers_http.json] [--core bench/results/core.json]
+        [--scale bench/results/scale.json] [--sessions bench/results/sessions.json]
         [--profiles bench/results/profile] [--out bench/report.md]
 
 Reads what ``make bench-peers`` wrote (one run, every server measured in interleaved rounds,
@@ -13,7 +14,10 @@ app under uvicorn on asyncio beside hypercorn on asyncio and on trio (servers la
 or missed by how much), and for each missed target where the time (or memory) goes, from the
 profiles of askgate taken after the measured rounds (``--profiles``: ``stdio/askgate*.folded``
 and ``http/askgate*.folded`` from the benchmarks' ``--profile``, with their runs' figures in
-``stdio.json`` and ``http.json``, and ``startup.json`` from ``bench/startup_profile.py``).
+``stdio.json`` and ``http.json``, ``startup.json`` from ``bench/startup_profile.py``, and
+``core.json`` from ``bench/core_bench.py --profile``). Then the scaling and memory figures of
+``make bench-scale`` and ``make bench-core`` (``scale.json``, ``sessions.json``, ``core.json``),
+with their targets and, for each missed one, the reducer's profile or the allocation sites.
 With matplotlib installed (``pip install matplotlib``), PNG charts go beside the report
 (``bench/report_*.png``: bar charts per transport, and p50/p99 against the number of clients)
 and are linked from it; without it the report says they were not drawn. Nothing is measured
@@ -138,7 +142,17 @@ def target(label: str, value: float | None, limit: float | None, unit: str, most
         return f"| {label} | n/a | n/a | not measured |"
     how = verdict(value, limit, most)
     sign = "at most" if most else "at least"
-    return f"| {label} | {cell(float(value))} {unit} | {sign} {cell(float(limit))} {unit} | {how} |"
+    return f"| {label} | {amount(value, unit)} | {sign} {amount(limit, unit)} | {how} |"
+
+
+def amount(value: float | None, unit: str) -> str:
+    """A target's figure with its unit: ratios ("x") to two decimals, others as cells."""
+    if value is None:
+        return "n/a"
+    if unit == "x":
+        return f"{value:.2f}x"
+    number = cell(round(value) if unit in ("B", "/s") else float(value))
+    return f"{number} {unit}".rstrip()
 
 
 def target_list(stdio: dict[str, Any] | None, http: dict[str, Any] | None) -> list[Target]:
@@ -407,7 +421,7 @@ def where_the_time_goes(
     startup = load(profiles / "startup.json")
     for name, value, limit, unit, most, why in missed:
         lines += [f"### {name}: {verdict(value, limit, most)}", ""]
-        lines += [f"Measured {cell(value)} {unit} against {cell(limit)} {unit}."]
+        lines += [f"Measured {amount(value, unit)} against {amount(limit, unit)}."]
         if why in shown:
             lines += [f"Where the time goes: as for the {why} profile above.", ""]
             continue
@@ -434,8 +448,14 @@ def where_the_time_goes(
     return lines
 
 
-def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
-    """Bar charts per transport (calls/s, CPU per call, elicitation p50); their links."""
+def plots(
+    out_dir: Path,
+    data: dict[str, dict[str, Any] | None],
+    scale: dict[str, Any] | None = None,
+    sessions: list[Any] | None = None,
+) -> list[str]:
+    """Bar charts per transport (calls/s, CPU per call, elicitation p50), latency against
+    clients, and the scaling curves; their links."""
     try:
         import matplotlib  # type: ignore[import-not-found]  # noqa: PLC0415 (optional)
 
@@ -489,6 +509,7 @@ def plots(out_dir: Path, data: dict[str, dict[str, Any] | None]) -> list[str]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         links.append(f"![latency vs clients]({path.name})")
+    links += scaling_plot(out_dir, plt, scale, sessions)
     return links
 
 
@@ -564,15 +585,223 @@ def trio_lines(profiles: Path, run: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+# --- scaling: the reducer as its state grows, the HTTP app beside idle sessions --------------
+
+REDUCER_BASELINE = 444.0
+"""``mixed_per_calibration`` of ``bench/core_bench.py`` on main when the performance issue was
+taken up (idle machine, fresh clone): the figure the reducer's 2x target is measured against."""
+
+
+def scale_targets(
+    core: dict[str, Any] | None, scale: dict[str, Any] | None, sessions: list[Any] | None
+) -> list[Target]:
+    """The issue's scaling and memory targets against ``make bench-scale``'s and
+    ``make bench-core``'s figures (each target absent whose figures are)."""
+    out: list[Target] = []
+    if core is not None and core.get("mixed_per_calibration") is not None:
+        mixed = float(core["mixed_per_calibration"])
+        twice = 2 * REDUCER_BASELINE
+        out.append(("reducer events per calibration, 2x", mixed, twice, "", False, "reducer"))
+    if scale is not None:
+        parked = [r["bytes_per_parked_call"] for r in scale["parked"] if r["bytes_per_parked_call"]]
+        if parked:
+            out.append(("bytes per parked call", max(parked), 1024, "B", True, "parked-memory"))
+        full = scale.get("cap_over_no_parked")
+        out.append(("reducer events/s, cap parked over none", full, 0.9, "x", False, "scale"))
+        most = scale.get("most_over_fewest_connections")
+        out.append(("reducer events/s, 10 000 connections over 1", most, 0.9, "x", False, "scale"))
+    rows = [r for r in sessions or [] if r.get("idle_sessions")]
+    if rows:
+        empty = next((r["cpu_us_per_call"] for r in sessions or [] if not r["idle_sessions"]), None)
+        last = rows[-1]
+        n = cell(last["idle_sessions"])
+        held = last["bytes_per_session"]
+        out.append((f"bytes per idle HTTP session ({n})", held, 2048, "B", True, "session-memory"))
+        grew = None if not empty else last["cpu_us_per_call"] / empty
+        out.append(
+            (f"HTTP app CPU per echo beside {n} sessions over none", grew, 1.1, "x", True, "scale")
+        )
+    return out
+
+
+def scaling_lines(scale: dict[str, Any] | None, sessions: list[Any] | None) -> list[str]:
+    """Tables of ``make bench-scale``'s figures."""
+    lines: list[str] = []
+    if scale is not None:
+        lines += [
+            "The reducer alone (`bench/scale_bench.py`): the same single-connection workload",
+            "replayed through `step` on top of idle, initialized connections, and on top of",
+            "parked calls (one per holding connection, under a total cap of 1 024); CPU-time",
+            "events per second, and the bytes Python keeps allocated for the state",
+            "(tracemalloc) per connection or parked call. Calibration this run:",
+            f"{cell(scale.get('calibration_per_s'))} workloads/s.",
+            "",
+            "| connections | events/s | over 1 | bytes per connection |",
+            "| --- | --- | --- | --- |",
+        ]
+        first = scale["connections"][0]["events_per_s"] or 1
+        for row in scale["connections"]:
+            over = f"{row['events_per_s'] / first:.2f}x"
+            lines.append(
+                f"| {cell(row['connections'])} | {cell(row['events_per_s'])} | {over} | "
+                f"{cell(row['bytes_per_connection'])} |"
+            )
+        lines += ["", "| parked calls | events/s | over 0 | bytes per parked call |"]
+        lines += ["| --- | --- | --- | --- |"]
+        empty = scale["parked"][0]["events_per_s"] or 1
+        for row in scale["parked"]:
+            over = f"{row['events_per_s'] / empty:.2f}x"
+            lines.append(
+                f"| {cell(row['parked'])} | {cell(row['events_per_s'])} | {over} | "
+                f"{cell(row['bytes_per_parked_call'])} |"
+            )
+        rss_c, rss_p = scale.get("rss_bytes_per_connection"), scale.get("rss_bytes_per_parked_call")
+        if rss_c is not None or rss_p is not None:
+            lines += [
+                "",
+                f"Resident set, built again in a fresh interpreter: {cell(rss_c)} bytes per",
+                f"connection ({cell(scale.get('rss_connections'))} connections), {cell(rss_p)}",
+                f"bytes per parked call ({cell(scale.get('rss_parked'))} parked).",
+            ]
+        lines += [""]
+    rows = list(sessions or [])
+    if rows:
+        lines += [
+            "The HTTP app in process (`bench/http_app_bench.py --sessions`): CPU per echo",
+            "`tools/call` on one session beside N idle, initialized sessions, and their memory",
+            "(the shell's session and the reducer's connection; traced, and the resident set's",
+            "growth when opened again in a fresh interpreter).",
+            "",
+            "| idle sessions | CPU per echo, us | over none | bytes per session | resident set |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        empty = next((r["cpu_us_per_call"] for r in rows if not r["idle_sessions"]), None)
+        for row in rows:
+            over = f"{row['cpu_us_per_call'] / empty:.2f}x" if empty else "n/a"
+            lines.append(
+                f"| {cell(row['idle_sessions'])} | {cell(row['cpu_us_per_call'])} | {over} | "
+                f"{cell(row.get('bytes_per_session'))} | {cell(row.get('rss_bytes_per_session'))} |"
+            )
+        lines += [""]
+    return lines
+
+
+def sites_lines(sites: list[dict[str, Any]], what: str) -> list[str]:
+    """Allocation sites as a table, bytes per ``what``."""
+    if not sites:
+        return ["(no allocation sites recorded: run `make bench-scale`)"]
+    lines = [f"| source line | bytes per {what} |", "| --- | --- |"]
+    lines += [f"| {site['site']} | {cell(site['per'])} |" for site in sites[:TOP]]
+    return lines
+
+
+def core_profile_lines(profile: dict[str, Any] | None) -> list[str]:
+    """The reducer's replay under cProfile: its most expensive functions by own time."""
+    if profile is None:
+        return ["(no reducer profile: `bench/core_bench.py --profile FILE` did not run)"]
+    lines = [f"`bench/core_bench.py --profile`, the mixed replay ({cell(profile['events'])}"]
+    lines[-1] += " events) under cProfile, by own time (cProfile's overhead inflates each):"
+    lines += ["", "| function | calls | share | us per event |", "| --- | --- | --- | --- |"]
+    for row in profile["functions"][: TOP + 5]:
+        share = f"{row['own_share']:.1%}"
+        lines.append(
+            f"| {row['function']} | {cell(row['calls'])} | {share} | {row['own_us_per_event']} |"
+        )
+    return lines
+
+
+def scale_explanations(
+    missed: list[Target],
+    core_profile: dict[str, Any] | None,
+    scale: dict[str, Any] | None,
+    sessions: list[Any] | None,
+) -> list[str]:
+    """One section per missed scaling or memory target: the profile or the allocation sites
+    that explain it, where the run recorded them."""
+    lines: list[str] = []
+    for name, value, limit, unit, most, why in missed:
+        lines += [f"### {name}: {verdict(value, limit, most)}", ""]
+        lines += [f"Measured {amount(value, unit)} against {amount(limit, unit)}.", ""]
+        if why == "reducer":
+            lines += [*core_profile_lines(core_profile), ""]
+        elif why == "parked-memory":
+            sites = (scale or {}).get("parked_sites", [])
+            lines += ["Where the bytes of the largest parked state were allocated:", ""]
+            lines += [*sites_lines(sites, "parked call"), ""]
+        elif why == "session-memory":
+            last = [r for r in sessions or [] if r.get("idle_sessions")][-1:]
+            sites = last[0].get("sites", []) if last else []
+            lines += ["Where the bytes of the idle sessions were allocated:", ""]
+            lines += [*sites_lines(sites, "session"), ""]
+        else:
+            lines += ["Not profiled: the run records no profile of a state this large.", ""]
+    return lines
+
+
+def scaling_plot(
+    out_dir: Path, plt: Any, scale: dict[str, Any] | None, sessions: list[Any] | None
+) -> list[str]:
+    """Events/s and bytes against connections and parked calls; HTTP CPU against sessions."""
+    if scale is None and not sessions:
+        return []
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    if scale is not None:
+        conns = scale["connections"]
+        xs = [r["connections"] for r in conns]
+        axes[0].plot(xs, [r["events_per_s"] for r in conns], marker="o", color="tab:green")
+        axes[1].plot(xs, [r["bytes_per_connection"] for r in conns], marker="o", color="tab:green")
+        parked = [r for r in scale["parked"] if r["parked"]]
+        axes[0].plot(
+            [r["parked"] for r in scale["parked"]],
+            [r["events_per_s"] for r in scale["parked"]],
+            marker="x",
+            linestyle="--",
+            color="tab:blue",
+        )
+        axes[1].plot(
+            [r["parked"] for r in parked],
+            [r["bytes_per_parked_call"] for r in parked],
+            marker="x",
+            linestyle="--",
+        )
+        axes[0].set_title("reducer events/s: connections (o), parked calls (x)", fontsize=9)
+        axes[1].set_title("state bytes per connection (o), per parked call (x)", fontsize=9)
+        axes[1].axhline(1024, color="grey", linewidth=0.8)
+        for ax in axes[:2]:
+            ax.set_xscale("symlog")
+            ax.set_xlim(left=0)
+            ax.set_xlabel("connections or parked calls")
+        axes[0].set_ylim(bottom=0)
+        axes[1].set_ylim(bottom=0)
+    rows = sessions or []
+    if rows:
+        xs = [max(r["idle_sessions"], 1) for r in rows]
+        axes[2].plot(xs, [r["cpu_us_per_call"] for r in rows], marker="o", color="tab:green")
+        axes[2].set_xscale("log")
+        axes[2].set_ylim(bottom=0)
+        axes[2].set_xlabel("idle HTTP sessions (0 drawn at 1)")
+        axes[2].set_title("HTTP app CPU per echo call, us", fontsize=9)
+    fig.tight_layout()
+    path = out_dir / "report_scaling.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [f"![scaling]({path.name})"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--stdio", type=Path, default=Path("bench/results/peers_stdio.json"))
     parser.add_argument("--http", type=Path, default=Path("bench/results/peers_http.json"))
     parser.add_argument("--core", type=Path, default=Path("bench/results/core.json"))
     parser.add_argument("--profiles", type=Path, default=Path("bench/results/profile"))
+    parser.add_argument("--scale", type=Path, default=Path("bench/results/scale.json"))
+    parser.add_argument("--sessions", type=Path, default=Path("bench/results/sessions.json"))
     parser.add_argument("--out", type=Path, default=Path("bench/report.md"))
     args = parser.parse_args()
     stdio, http, core = load(args.stdio), load(args.http), load(args.core)
+    scale = load(args.scale)
+    sessions_path = args.sessions
+    sessions = json.loads(sessions_path.read_text("utf-8")) if sessions_path.exists() else None
     lines = [
         "# askgate beside its peers",
         "",
@@ -610,9 +839,23 @@ def main() -> int:
         lines += where_the_time_goes(missed, args.profiles, runs)
     if core is not None:
         lines += ["## The reducer", ""]
+        lines += ["`bench/core_bench.py` (`make bench-core`), CPU-time events per second:", ""]
         lines += [f"- {k}: {cell(v)}" for k, v in core.items()]
         lines += [""]
-    lines += ["## Plots", "", *plots(args.out.parent, {"stdio": stdio, "http": http}), ""]
+    lines += ["## Scaling and memory", "", *scaling_lines(scale, sessions)]
+    more = scale_targets(core, scale, sessions)
+    lines += ["| target | measured | target | |", "| --- | --- | --- | --- |"]
+    lines += [target(name, value, limit, unit, most) for name, value, limit, unit, most, _ in more]
+    lines += ["", f"The reducer's baseline is {REDUCER_BASELINE} events per calibration workload"]
+    lines[-1] += " (main when the performance issue was taken up, idle)."
+    lines += [""]
+    missed_more = [t for t in more if verdict(t[1], t[2], t[4]).startswith("missed")]
+    if missed_more:
+        lines += ["### Where the time and memory go (missed scaling targets)", ""]
+        core_profile = load(args.profiles / "core.json")
+        lines += scale_explanations(missed_more, core_profile, scale, sessions)
+    figures = {"stdio": stdio, "http": http}
+    lines += ["## Plots", "", *plots(args.out.parent, figures, scale, sessions), ""]
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

@@ -20,7 +20,11 @@ connections; beyond that the oldest are forgotten (they can no longer be asked),
 Memory: the bytes Python allocates to build each state, measured with ``tracemalloc`` (the
 difference from the state before the connections or parked calls were added), divided by their
 number: what one idle connection and one parked call cost the reducer's state. This is the
-state's own memory; a server's RSS per HTTP session adds its transport's share.
+state's own memory; a server's RSS per HTTP session adds its transport's share. The largest of
+each sweep is also built once more in a fresh interpreter, untraced, and the growth of that
+process's resident set (``VmRSS``; Linux only) is divided the same way: what the operating
+system sees, without tracemalloc's bookkeeping, coarser (pymalloc takes memory in arenas of
+1 MiB), and in a fresh process because one that has freed memory builds into it unseen.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -42,16 +47,74 @@ from askgate.core import Options, State, initial_state
 CONNECTIONS = (1, 10, 100, 1_000, 10_000)
 PARKED = (0, 64, 256, 1_000)
 HOLDERS = 1_023
+SITES = 12  # allocation sites listed for the largest state of each sweep
+
+Site = dict[str, str | int]
 
 
-def allocated(build: Callable[[], State]) -> tuple[State, int]:
-    """The state ``build`` returns and the bytes still allocated for it once built."""
+def rss_bytes() -> int | None:
+    """This process's resident set size now (``VmRSS``), or None where /proc has none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def rss_child(sweep: str, count: int) -> int:
+    """Child mode: builds the sweep's base state, then ``count`` connections or parked calls on
+    top of it, and prints the resident set's growth over the second build, in bytes."""
+    options = Options(has_authorizer=True, max_parked_elicitations_total=HOLDERS + 1)
+    base = initial_state(options, id_key=KEY, tools=TOOLS)
+    if sweep == "parked":
+        holders = [f"h{i}" for i in range(HOLDERS)]
+        base = connect(connect(base, holders), ["w0"])
+        fill(base, holders, 1)  # the first park's one-time allocations, not counted
+        before = rss_bytes()
+        state = fill(base, holders, count)
+    else:
+        connect(base, ["w0"])
+        before = rss_bytes()
+        state = connect(base, [f"c{i}" for i in range(count)])
+    after = rss_bytes()
+    print(-1 if before is None or after is None else after - before)
+    del state
+    return 0
+
+
+def rss_per(sweep: str, count: int) -> int | None:
+    """Bytes of resident set per connection or parked call, built in a fresh interpreter."""
+    me = str(Path(__file__).resolve())
+    done = subprocess.run(
+        [sys.executable, me, "--rss-child", sweep, str(count)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    grew = int(done.stdout.strip())
+    return None if grew < 0 else round(grew / count)
+
+
+def allocated(build: Callable[[], State], sites: int = 0) -> tuple[State, int, list[Site]]:
+    """The state ``build`` returns, the bytes still allocated for it once built, and the
+    ``sites`` source lines that allocated most of those bytes (none when ``sites`` is 0)."""
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     state = build()
     after = tracemalloc.get_traced_memory()[0]
+    top: list[Site] = []
+    if sites:
+        ignore = tracemalloc.Filter(inclusive=False, filename_pattern=tracemalloc.__file__)
+        snapshot = tracemalloc.take_snapshot().filter_traces([ignore])
+        for stat in snapshot.statistics("lineno")[:sites]:
+            frame = stat.traceback[0]
+            where = "/".join(Path(frame.filename).parts[-2:])
+            top.append({"site": f"{where}:{frame.lineno}", "bytes": stat.size})
     tracemalloc.stop()
-    return state, after - before
+    return state, after - before, top
 
 
 def main() -> int:
@@ -59,7 +122,10 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("bench/results/scale.json"))
+    parser.add_argument("--rss-child", nargs=2, metavar=("SWEEP", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_child:
+        return rss_child(args.rss_child[0], int(args.rss_child[1]))
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
 
@@ -72,7 +138,9 @@ def main() -> int:
     by_connections: list[dict[str, int | None]] = []
     for count in CONNECTIONS:
         idle = [f"c{i}" for i in range(count - 1)]
-        start, size = allocated(partial(lambda idle: connect(connect(base, idle), one), idle))
+        build = partial(lambda idle: connect(connect(base, idle), one), idle)
+        start, size, top = allocated(build, SITES if count == CONNECTIONS[-1] else 0)
+        connection_sites = [{**site, "per": round(int(site["bytes"]) / count)} for site in top]
         rate = measure(start, one, n, r, concurrency=8)
         row: dict[str, int | None] = {"connections": count, "events_per_s": round(rate)}
         row |= {"state_bytes": size, "bytes_per_connection": round(size / count)}
@@ -83,7 +151,10 @@ def main() -> int:
     with_holders = connect(connect(base, holders), one)
     by_parked: list[dict[str, int | None]] = []
     for count in PARKED:
-        start, size = allocated(partial(fill, with_holders, holders, count))
+        start, size, top = allocated(
+            partial(fill, with_holders, holders, count), SITES if count == PARKED[-1] else 0
+        )
+        parked_sites = [{**site, "per": round(int(site["bytes"]) / count)} for site in top]
         rate = measure(start, one, n, r, concurrency=8)
         row = {"parked": count, "events_per_s": round(rate), "state_bytes": size}
         row["bytes_per_parked_call"] = round(size / count) if count else None
@@ -92,9 +163,17 @@ def main() -> int:
 
     first, last = by_connections[0]["events_per_s"] or 1, by_connections[-1]["events_per_s"] or 0
     empty, full = by_parked[0]["events_per_s"] or 1, by_parked[-1]["events_per_s"] or 0
+    rss_connection = rss_per("connections", CONNECTIONS[-1])
+    rss_parked = rss_per("parked", PARKED[-1])
     report = {
         "connections": by_connections,
         "parked": by_parked,
+        "rss_bytes_per_connection": rss_connection,
+        "rss_connections": CONNECTIONS[-1],
+        "rss_bytes_per_parked_call": rss_parked,
+        "rss_parked": PARKED[-1],
+        "connection_sites": connection_sites,
+        "parked_sites": parked_sites,
         "most_over_fewest_connections": round(last / first, 3),
         "cap_over_no_parked": round(full / empty, 3),
         "calibration_per_s": round(calibration, 1),

@@ -111,3 +111,36 @@ def test_the_startup_section_lists_import_time_by_package(
     lines = report.where_the_time_goes(missed, tmp_path, {})
     assert "| askgate.core | 2.0 |" in lines
     assert "| attr | 4.0 |" in lines
+
+
+def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType) -> None:
+    core = {"mixed_per_calibration": 900.0}
+    scale = {
+        "connections": [{"connections": 1, "events_per_s": 100, "bytes_per_connection": 600}],
+        "parked": [
+            {"parked": 0, "events_per_s": 100, "bytes_per_parked_call": None},
+            {"parked": 64, "events_per_s": 95, "bytes_per_parked_call": 1500},
+            {"parked": 1000, "events_per_s": 80, "bytes_per_parked_call": 1200},
+        ],
+        "cap_over_no_parked": 0.8,
+        "most_over_fewest_connections": 0.95,
+        "parked_sites": [{"site": "core/store.py:1", "bytes": 500_000, "per": 500}],
+    }
+    sessions = [
+        {"idle_sessions": 0, "cpu_us_per_call": 100.0, "bytes_per_session": None},
+        {"idle_sessions": 10000, "cpu_us_per_call": 120.0, "bytes_per_session": 1000},
+    ]
+    found = {t[0]: t for t in report.scale_targets(core, scale, sessions)}
+    verdicts = {name: report.verdict(t[1], t[2], t[4]) for name, t in found.items()}
+    assert verdicts["reducer events per calibration, 2x"] == "met"  # 900 >= 2 x 444
+    assert verdicts["bytes per parked call"] == "missed by 46%"  # the worst row, 1 500
+    assert verdicts["reducer events/s, cap parked over none"] == "missed by 11%"
+    assert verdicts["reducer events/s, 10 000 connections over 1"] == "met"
+    assert verdicts["bytes per idle HTTP session (10 000)"] == "met"
+    assert verdicts["HTTP app CPU per echo beside 10 000 sessions over none"] == "missed by 9%"
+    missed = [t for t in found.values() if report.verdict(t[1], t[2], t[4]).startswith("missed")]
+    lines = report.scale_explanations(missed, None, scale, sessions)
+    assert "### bytes per parked call: missed by 46%" in lines
+    assert "| core/store.py:1 | 500 |" in lines  # the allocation sites explain the bytes
+    assert "Measured 0.80x against 0.90x." in lines
+    assert not any("reducer events per calibration" in line for line in lines)  # met: no section
