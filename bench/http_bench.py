@@ -121,6 +121,7 @@ from stdio_bench import (
     profile_servers,
     profile_table,
     rounds,
+    spread,
     tree_cpu_seconds,
 )
 from stdio_bench import combine as combine_rounds
@@ -586,12 +587,7 @@ def throughput(server: ServerProcess, client: Client, cfg: Config, ids: Ids) -> 
 
 def sequential_echo(client: Client, cfg: Config, ids: Ids) -> dict[str, Any]:
     latencies = sorted(echo_calls(client, cfg, ids, cfg.sequential, 1))
-    return {
-        "sequential_calls": cfg.sequential,
-        "echo_p50_us": round(percentile(latencies, 50) / 1000, 1),
-        "echo_p99_us": round(percentile(latencies, 99) / 1000, 1),
-        "echo_max_us": round(latencies[-1] / 1000, 1),
-    }
+    return {"sequential_calls": cfg.sequential, **spread("echo", latencies)}
 
 
 def elicit_round_trips(
@@ -691,13 +687,7 @@ def trip_figures(
     out: dict[str, Any] = {}
     if sequential:
         seq = sorted(trips(client, cfg, ids, sequential, 1))
-        out.update(
-            {
-                f"{prefix}_p50_us": round(percentile(seq, 50) / 1000, 1),
-                f"{prefix}_p99_us": round(percentile(seq, 99) / 1000, 1),
-                f"{prefix}_max_us": round(seq[-1] / 1000, 1),
-            }
-        )
+        out.update(spread(prefix, seq))
     if calls:
         server0 = tree_cpu_seconds(server.proc.pid)
         t0 = time.perf_counter()

@@ -19,7 +19,8 @@ and ``http/askgate*.folded`` from the benchmarks' ``--profile``, with their runs
 ``make bench-scale`` and ``make bench-core`` (``scale.json``, ``sessions.json``, ``core.json``),
 with their targets and, for each missed one, the reducer's profile or the allocation sites.
 With matplotlib installed (``pip install matplotlib``), PNG charts go beside the report
-(``bench/report_*.png``: bar charts per transport, and p50/p99 against the number of clients)
+(``bench/report_*.png``: bar charts per transport, the latency distributions per phase,
+p50/p99 against the number of clients, and the scaling curves)
 and are linked from it; without it the report says they were not drawn. Nothing is measured
 here: every number comes from the files.
 """
@@ -509,7 +510,69 @@ def plots(
         fig.savefig(path, dpi=100)
         plt.close(fig)
         links.append(f"![latency vs clients]({path.name})")
+    links += latency_plot(out_dir, plt, data)
     links += scaling_plot(out_dir, plt, scale, sessions)
+    return links
+
+
+DISTRIBUTIONS = {
+    "stdio": [("ping", "ping"), ("elicit", "elicitation round trip")],
+    "http": [
+        ("echo", "echo, one at a time"),
+        ("elicit", "2025 elicitation round trip"),
+        ("modern", "2026-07-28 approval round trip"),
+    ],
+}
+
+
+def distribution(figures: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """A phase's box: p25 to p75 around the p50, whiskers p10 and p99, the max as a flier;
+    None where the run did not record them all."""
+    keys = {"whislo": 10, "q1": 25, "med": 50, "q3": 75, "whishi": 99}
+    box = {name: figures.get(f"{prefix}_p{p}_us") for name, p in keys.items()}
+    top = figures.get(f"{prefix}_max_us")
+    if any(v is None for v in box.values()) or top is None:
+        return None
+    return {**box, "fliers": [top]}
+
+
+def latency_plot(out_dir: Path, plt: Any, data: dict[str, dict[str, Any] | None]) -> list[str]:
+    """Per transport, a box per server and phase: the latency distribution, log scale."""
+    links: list[str] = []
+    for transport, phases in DISTRIBUTIONS.items():
+        results = data.get(transport)
+        if results is None:
+            continue
+        servers = {k: v for k, v in peers_only(results["servers"]).items() if v.get("ok")}
+        fig, axes = plt.subplots(1, len(phases), figsize=(5 * len(phases), 4), squeeze=False)
+        drawn = False
+        for ax, (prefix, title) in zip(axes[0], phases, strict=True):
+            boxes, colours = [], []
+            for label, figures in servers.items():
+                box = distribution(figures, prefix)
+                if box is not None:
+                    boxes.append({**box, "label": label})
+                    colours.append("tab:green" if label == BASE else "tab:grey")
+            if not boxes:
+                ax.set_visible(False)
+                continue
+            drawn = True
+            art = ax.bxp(boxes, showfliers=True, patch_artist=True)
+            for patch, colour in zip(art["boxes"], colours, strict=True):
+                patch.set_facecolor(colour)
+            ax.set_yscale("log")
+            ax.set_title(f"{transport}: {title}, us (log)", fontsize=9)
+            ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+        if drawn:
+            fig.tight_layout()
+            path = out_dir / f"report_{transport}_latency.png"
+            fig.savefig(path, dpi=100)
+            links.append(f"![{transport} latency]({path.name})")
+        plt.close(fig)
+    if links:
+        links.insert(0, "Latency: boxes from p25 to p75 around the p50, whiskers at p10 and p99,")
+        links.insert(1, "the max as a dot.")
+        links.insert(2, "")
     return links
 
 

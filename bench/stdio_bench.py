@@ -17,7 +17,8 @@ servers are run one after the other, each in a fresh process, and measured the s
    (the window is refilled as replies arrive), every reply checked; calls/s over wall time, and
    the server's CPU time (user+sys from ``/proc/<pid>/stat``, summed over its process tree,
    including reaped children) across this phase divided by the number of calls;
-4. latency: ``--pings`` sequential ``ping`` requests, p50 and p99 round trip in microseconds;
+4. latency: ``--pings`` sequential ``ping`` requests, p50 and p99 round trip in microseconds
+   (and p10, p25, p75, p90 and the max: the distribution the report draws);
 5. elicitation: ``--elicitations`` sequential calls of ``guarded_echo(text)``, each answered
    when the server asks (its ``elicitation/create``) with ``accept`` and ``{"approve": true}``;
    the round trip from the call to its result, p50 and p99 in microseconds. A server that lists
@@ -483,6 +484,17 @@ def percentile(sorted_values: list[int], p: float) -> int:
     return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
 
 
+SPREAD = (10, 25, 50, 75, 90, 99)  # the percentiles kept of each latency phase, and its max
+
+
+def spread(prefix: str, sorted_ns: list[int]) -> dict[str, float]:
+    """A latency phase's distribution, in microseconds: ``prefix_p10_us`` ... ``prefix_p99_us``
+    (nearest rank) and ``prefix_max_us``, from its samples in nanoseconds, ascending."""
+    out = {f"{prefix}_p{p}_us": round(percentile(sorted_ns, p) / 1000, 1) for p in SPREAD}
+    out[f"{prefix}_max_us"] = round(sorted_ns[-1] / 1000, 1)
+    return out
+
+
 def latency(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
     samples: list[int] = []
     for rid in range(first_id, first_id + cfg.pings):
@@ -500,12 +512,7 @@ def latency(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
                     answer_server_request(peer, msg)
         samples.append(time.perf_counter_ns() - t0)
     samples.sort()
-    return {
-        "pings": cfg.pings,
-        "ping_p50_us": round(percentile(samples, 50) / 1000, 1),
-        "ping_p99_us": round(percentile(samples, 99) / 1000, 1),
-        "ping_max_us": round(samples[-1] / 1000, 1),
-    }
+    return {"pings": cfg.pings, **spread("ping", samples)}
 
 
 def elicitation(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
@@ -535,11 +542,7 @@ def elicitation(peer: Peer, cfg: Config, first_id: int) -> dict[str, Any]:
                 f"({'asked' if asked else 'without asking'}) with {result!r}"
             )
     samples.sort()
-    return {
-        "elicitations": cfg.elicitations,
-        "elicit_p50_us": round(percentile(samples, 50) / 1000, 1),
-        "elicit_p99_us": round(percentile(samples, 99) / 1000, 1),
-    }
+    return {"elicitations": cfg.elicitations, **spread("elicit", samples)}
 
 
 def bench_one(label: str, argv: list[str], cfg: Config) -> Result:
@@ -716,7 +719,7 @@ def profile_table(path: Path, cpu_us_per_call: float | None, top: int) -> str:
 # --- the report -------------------------------------------------------------------------------
 
 HEADLINE = ["calls_per_s", "server_cpu_us_per_call", "ping_p50_us", "ping_p99_us"]
-TAKE_MAX = {"replies_out_of_order", "ping_max_us", "peak_rss_kib"}
+TAKE_MAX = {"replies_out_of_order", "ping_max_us", "elicit_max_us", "peak_rss_kib"}
 
 
 def combine(rounds: list[Result]) -> Result:

@@ -144,3 +144,20 @@ def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType)
     assert "| core/store.py:1 | 500 |" in lines  # the allocation sites explain the bytes
     assert "Measured 0.80x against 0.90x." in lines
     assert not any("reducer events per calibration" in line for line in lines)  # met: no section
+
+
+def test_a_latency_box_needs_every_percentile_of_its_phase(report: ModuleType) -> None:
+    figures = {f"elicit_p{p}_us": float(p) for p in (10, 25, 50, 75, 90, 99)}
+    figures["elicit_max_us"] = 500.0
+    box = report.distribution(figures, "elicit")
+    assert box == {
+        "whislo": 10.0,
+        "q1": 25.0,
+        "med": 50.0,
+        "q3": 75.0,
+        "whishi": 99.0,
+        "fliers": [500.0],
+    }
+    del figures["elicit_p25_us"]  # a run from before the distribution was kept
+    assert report.distribution(figures, "elicit") is None
+    assert report.distribution(figures, "ping") is None
