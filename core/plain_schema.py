@@ -7,7 +7,9 @@ A schema is *plain* when it is ``True``, ``False`` or an object whose keys are a
 Such a schema is always a valid draft 2020-12 schema, so registering it needs no compiler, and
 :class:`PlainValidator` decides ``is_valid`` itself for a *plain JSON* instance: ``dict`` with
 ``str`` keys, ``list``, ``str`` that encodes as UTF-8, ``int``, ``float``, ``bool`` and
-``None``, of those exact types and at most :data:`MAX_DEPTH` deep. Its verdict is
+``None``, of those exact types (a part nested more than :data:`MAX_DEPTH` levels below what
+the schema describes goes to jsonschema-rs). Each schema becomes a :func:`checker`, closures
+specialised to its keywords, built once at registration. Its verdict is
 jsonschema-rs's (an integer is an ``int`` or a ``float`` with no fraction; a number is an
 ``int`` or a finite ``float``; ``bool`` is neither). Anything else (a failed check, whose
 messages go on the wire, an instance that is not plain JSON, a schema that is not plain) goes
@@ -17,12 +19,12 @@ message and every exception is jsonschema-rs's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from math import isfinite
 from typing import Any
 
 MAX_DEPTH = 64
-"""How deep a plain-JSON value may nest (deeper ones go to jsonschema-rs)."""
+"""How deep :func:`plain_json` and :func:`plain_schema` look (deeper goes to jsonschema-rs)."""
 
 _TYPES = frozenset({"string", "boolean", "integer", "number", "object", "array", "null"})
 _SUBSCHEMA = frozenset({"additionalProperties", "items"})
@@ -101,64 +103,137 @@ def plain_schema(schema: object, depth: int = 0) -> bool:
     return True
 
 
-def _valid(schema: Any, value: Any) -> bool:
-    """Whether the plain JSON ``value`` satisfies the plain ``schema``."""
+Check = Callable[[Any], bool]
+"""A plain schema's check: true only when the value is plain JSON and matches (false when it
+does not match or is not plain JSON, or when a deeper part is not: those go to jsonschema-rs)."""
+
+
+def _plain_check(value: Any) -> bool:
+    return plain_json(value)
+
+
+def _never(_value: Any) -> bool:
+    return False
+
+
+def _string(value: Any) -> bool:
+    return type(value) is str and (value.isascii() or _encodes(value))
+
+
+def _integer(value: Any) -> bool:
+    return type(value) is int or (type(value) is float and value.is_integer())
+
+
+def _number(value: Any) -> bool:
+    return type(value) is int or (type(value) is float and isfinite(value))
+
+
+def _object(value: Any) -> bool:
+    return type(value) is dict and plain_json(value)
+
+
+def _array(value: Any) -> bool:
+    return type(value) is list and plain_json(value)
+
+
+_KINDS: dict[str, Check] = {
+    "string": _string,
+    "integer": _integer,
+    "number": _number,
+    "boolean": lambda value: type(value) is bool,
+    "null": lambda value: value is None,
+    "object": _object,
+    "array": _array,
+}
+"""The check of each type name alone (the value's plainness included)."""
+
+
+def checker(schema: Any) -> Check:
+    """The check of the plain ``schema``: true when a plain JSON value satisfies it."""
     if schema is True:
-        return True
+        return _plain_check
     if schema is False:
-        return False
+        return _never
     kind = schema.get("type")
-    if kind is not None and not _of_type(kind, value):
-        return False
-    if type(value) is dict:
-        properties = schema.get("properties")
-        if properties is not None:
-            for name, item in value.items():
+    shaped = {"properties", "required", "additionalProperties", "items", "anyOf"} & schema.keys()
+    if not shaped:
+        return _plain_check if kind is None else _KINDS[kind]
+    properties = {name: checker(sub) for name, sub in (schema.get("properties") or {}).items()}
+    required = tuple(schema.get("required") or ())
+    extra = schema.get("additionalProperties")
+    other = _plain_check if extra is None else checker(extra)
+    items = schema.get("items")
+    item = _plain_check if items is None else checker(items)
+    choices = tuple(checker(one) for one in schema.get("anyOf") or ())
+    of_kind = None if kind is None else _KINDS[kind]
+
+    def members(value: dict[Any, Any]) -> bool:
+        for name, member in value.items():
+            if type(name) is not str:
+                return False
+            sub = properties.get(name)
+            if sub is None:  # a key no property names: it must encode too
+                if not (name.isascii() or _encodes(name)):
+                    return False
+                sub = other
+            if not sub(member):
+                return False
+        for name in required:  # noqa: SIM110 (a loop: all() and its generator cost more)
+            if name not in value:
+                return False
+        return True
+
+    if kind == "object" and not choices:
+
+        def check_object(value: Any) -> bool:  # members(), inlined: every call checks one
+            if type(value) is not dict:
+                return False
+            for name, member in value.items():
+                if type(name) is not str:
+                    return False
                 sub = properties.get(name)
-                if sub is not None and not _valid(sub, item):
+                if sub is None:
+                    if not (name.isascii() or _encodes(name)):
+                        return False
+                    sub = other
+                if not sub(member):
                     return False
-        required = schema.get("required")
-        if required is not None and not all(name in value for name in required):
-            return False
-        extra = schema.get("additionalProperties")
-        if extra is not None and extra is not True:
-            known = properties or {}
-            for name, item in value.items():
-                if name not in known and not _valid(extra, item):
+            for name in required:  # noqa: SIM110 (as above)
+                if name not in value:
                     return False
-    elif type(value) is list:
-        items = schema.get("items")
-        if items is not None and not all(_valid(items, item) for item in value):
+            return True
+
+        return check_object
+
+    def check(value: Any) -> bool:
+        got = type(value)
+        if got is dict:
+            if not members(value):
+                return False
+        elif got is list:
+            if not all(item(member) for member in value):
+                return False
+        elif not plain_json(value):
             return False
-    choices = schema.get("anyOf")
-    return choices is None or any(_valid(one, value) for one in choices)
+        if of_kind is not None and not of_kind(value):
+            return False
+        for choice in choices:
+            if choice(value):
+                return True
+        return not choices
 
-
-def _of_type(kind: str, value: Any) -> bool:
-    got = type(value)
-    if kind == "string":
-        return got is str
-    if kind == "object":
-        return got is dict
-    if kind == "integer":
-        return got is int or (got is float and value.is_integer())
-    if kind == "number":
-        return got is int or (got is float and isfinite(value))
-    if kind == "boolean":
-        return got is bool
-    if kind == "array":
-        return got is list
-    return value is None  # "null"
+    return check
 
 
 class PlainValidator:
     """A validator of a plain ``schema`` with jsonschema-rs's ``is_valid`` and ``iter_errors``:
     passing checks of plain JSON are decided here, everything else by jsonschema-rs."""
 
-    __slots__ = ("_compiled", "schema")
+    __slots__ = ("_check", "_compiled", "schema")
 
     def __init__(self, schema: Any) -> None:
         self.schema = _copy(schema)  # as registered: what compiles later is what was checked
+        self._check = checker(self.schema)
         self._compiled: Any = None
 
     def compiled(self) -> Any:
@@ -170,13 +245,11 @@ class PlainValidator:
         return self._compiled
 
     def is_valid(self, instance: Any) -> bool:
-        """jsonschema-rs's verdict on ``instance``."""
-        if plain_json(instance):
-            return _valid(self.schema, instance)
-        return bool(self.compiled().is_valid(instance))
+        """jsonschema-rs's verdict on ``instance`` (a pass decided here, the rest by it)."""
+        return self._check(instance) or bool(self.compiled().is_valid(instance))
 
     def iter_errors(self, instance: Any) -> Iterator[Any]:
         """jsonschema-rs's errors for ``instance`` (none without compiling when it is valid)."""
-        if plain_json(instance) and _valid(self.schema, instance):
+        if self._check(instance):
             return iter(())
         return iter(self.compiled().iter_errors(instance))

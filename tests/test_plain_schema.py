@@ -53,6 +53,13 @@ CORPUS: list[Any] = [
     {"b": [], "c": {}},
     {"d": False},
     {"é": 1.0, "a": None},
+    {"a": float("nan")},
+    {"a": 1.0, "b": True},
+    {"a": True},
+    {"a": 1, "b": 0},
+    {"b": 1.5},
+    [1.5, float("inf")],
+    [True, 1],
 ]
 """Values every drawn schema is checked against, beside the drawn ones."""
 
@@ -84,7 +91,7 @@ def _errors(validator: Any, instance: Any) -> list[tuple[str, list[Any]]]:
     return [(e.message, list(e.instance_path)) for e in validator.iter_errors(instance)]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(schema=schemas, drawn=st.lists(json_values, max_size=3))
 def test_R_EMB_18_plain_schemas_get_jsonschema_rs_verdicts(schema: Any, drawn: list[Any]) -> None:
     assert plain_schema(schema)
@@ -93,7 +100,31 @@ def test_R_EMB_18_plain_schemas_get_jsonschema_rs_verdicts(schema: Any, drawn: l
     for instance in CORPUS + drawn:
         assert plain_json(instance)
         assert plain.is_valid(instance) is compiled.is_valid(instance)
+        assert plain._check(instance) is compiled.is_valid(instance)  # decided here
         assert _errors(plain, instance) == _errors(compiled, instance)
+
+
+SHAPES: list[Any] = [
+    *({"type": kind} for kind in TYPES),
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    {"properties": {"a": {"type": "number"}}, "additionalProperties": {"type": "boolean"}},
+    {"type": "object", "properties": {"a": True}, "additionalProperties": False},
+    {"type": "array", "items": {"type": "number"}},
+    {"anyOf": [{"type": "null"}, {"type": "integer"}]},
+    {"required": ["a", "b"], "anyOf": [{"type": "object"}, {"type": "boolean"}]},
+    {"properties": {"a": False}},
+    True,
+    False,
+]
+
+
+@pytest.mark.parametrize("schema", SHAPES)
+def test_R_EMB_18_each_keyword_gets_jsonschema_rs_verdicts(schema: Any) -> None:
+    assert plain_schema(schema)
+    compiled, plain = jsonschema_rs.validator_for(schema), PlainValidator(schema)
+    for instance in CORPUS:
+        assert plain.is_valid(instance) is compiled.is_valid(instance), instance
+        assert plain._check(instance) is compiled.is_valid(instance), instance
 
 
 class _Text(str):
@@ -110,11 +141,21 @@ class _Text(str):
         "x\ud800",
         {"x\ud800": 1},
         _Text("a"),
+        {_Text("a"): 1},
+        {"a": _Text("x")},
+        {"a": 2**70, "b": "x\ud800"},
         [[[[1]]]],
     ],
 )
-def test_R_EMB_18_what_is_not_plain_json_goes_to_jsonschema_rs(instance: Any) -> None:
-    schema = {"type": "array", "items": {"type": "array"}}
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"type": "array"}},
+        {"type": "object", "properties": {"a": True}, "additionalProperties": {"type": "string"}},
+        {"anyOf": [{"type": "string"}, {"properties": {"a": {"type": "integer"}}}]},
+    ],
+)
+def test_R_EMB_18_what_is_not_plain_json_goes_to_jsonschema_rs(schema: Any, instance: Any) -> None:
     compiled, plain = jsonschema_rs.validator_for(schema), PlainValidator(schema)
 
     def outcome(check: Any) -> object:
@@ -124,6 +165,7 @@ def test_R_EMB_18_what_is_not_plain_json_goes_to_jsonschema_rs(instance: Any) ->
             return (type(bad), str(bad))
 
     assert outcome(plain.is_valid) == outcome(compiled.is_valid)
+    assert outcome(lambda one: _errors(plain, one)) == outcome(lambda one: _errors(compiled, one))
     deep: Any = "x"
     for _ in range(MAX_DEPTH + 1):
         deep = [deep]
