@@ -3,16 +3,16 @@
 The validators are built once, when the tool is registered, with ``jsonschema-rs`` (draft
 2020-12 unless the schema names another): the input schema's is used on every ``tools/call``
 before the authorizer sees the arguments (R-PROTO-6), the output schema's on every result the
-tool returns (R-PROTO-17).
+tool returns (R-PROTO-17). A plain schema gets a :class:`~.plain_schema.PlainValidator`, which
+imports and compiles jsonschema-rs only when a check needs it (R-EMB-18).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import jsonschema_rs
-
 from .options import OptionError
+from .plain_schema import PlainValidator, plain_schema
 
 if TYPE_CHECKING:
     import attrs
@@ -68,6 +68,10 @@ def _schema_validator(name: str, definition: object, field: str) -> Any:
     """The validator of ``definition[field]`` when it is a schema object, else ``None``."""
     if not isinstance(definition, dict) or not isinstance(definition.get(field), dict):
         return None
+    if plain_schema(definition[field]):  # always a valid schema: compiled when a check needs it
+        return PlainValidator(definition[field])
+    import jsonschema_rs  # noqa: PLC0415 - a schema beyond the plain ones (R-EMB-18)
+
     try:
         return jsonschema_rs.validator_for(definition[field])
     except (jsonschema_rs.ValidationError, ValueError) as bad:

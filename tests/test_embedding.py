@@ -759,3 +759,11 @@ def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
         "askgate.transports.http",
         "uvicorn.main",
     ]
+
+
+def test_R_EMB_18_a_stdio_server_of_plain_schemas_loads_no_jsonschema_rs() -> None:
+    served = _modules_of_a_stdio_server(
+        "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
+    )
+    assert "askgate.core.plain_schema" in served  # what checked the echo call's arguments
+    assert not {name for name in served if name.split(".")[0] == "jsonschema_rs"}
