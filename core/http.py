@@ -592,8 +592,8 @@ def _replace(table: Sessions, session: Session) -> Sessions:
 def touch(table: Sessions, sid: str, now: int, streams: int = 0) -> Sessions:
     """The session was used at ``now``; ``streams`` opened (+1) or closed (-1) a stream."""
     session = table.by_id.get(sid)
-    if session is None:
-        return table
+    if session is None or (streams == 0 and session.last_seen == now):
+        return table  # nothing changes (requests in the same millisecond)
     opened = max(0, session.open_streams + streams)
     s = session  # on every request: built directly, not through attrs.evolve
     return _replace(table, Session(s.id, s.principal, s.conn, now, opened, s.get_open))
