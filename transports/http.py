@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
@@ -805,31 +806,50 @@ class HttpTransport:
     async def _write_events(
         self, stream: _EventStream, token: object, first: bytes, send: Send
     ) -> None:
-        # A stall stops this loop even while a write to a reader that stopped reading blocks
-        # (R-HTTP-19); the response is left unfinished and its connection closed. (A take-over,
-        # R-HTTP-20, ends the old connection cleanly at its next take instead.)
-        with anyio.CancelScope() as scope:
-            stream.writing(token, scope.cancel)
-            await self._write_loop(stream, token, first, send)
+        """Writes ``first``, then ``stream``'s events while the connection ``token`` holds it.
+        A stall stops this loop even while a write to a reader that stopped reading blocks
+        (R-HTTP-19); the response is left unfinished and its connection closed. (A take-over,
+        R-HTTP-20, ends the old connection cleanly at its next take instead.) One cancel scope
+        carries both that stop and the keep-alive deadline (R-HTTP-22), which is set only while
+        the loop waits for events: when it passes, the scope ends, and a new one goes on with
+        a keep-alive comment as its first write."""
+        stalled = False
+        while True:
+            with anyio.CancelScope() as scope:
+
+                def stop(scope: anyio.CancelScope = scope) -> None:
+                    nonlocal stalled
+                    stalled = True
+                    scope.cancel()
+
+                stream.writing(token, stop)
+                if await self._write_loop(stream, token, first, send, scope):
+                    return
+            if stalled:  # R-HTTP-19
+                return
+            first = rules.KEEPALIVE  # the quiet wait's deadline passed (R-HTTP-22)
 
     async def _write_loop(
-        self, stream: _EventStream, token: object, first: bytes, send: Send
-    ) -> None:
+        self,
+        stream: _EventStream,
+        token: object,
+        first: bytes,
+        send: Send,
+        scope: anyio.CancelScope,
+    ) -> bool:
+        """The write loop inside ``scope``; ``True`` once the response ended."""
         quiet = self.options.keepalive_ms / 1000
         if first:
             await send({"type": "http.response.body", "body": first, "more_body": True})
         while True:
             if stream.idle(token):
-                with anyio.move_on_after(quiet) as waited:
-                    await stream.ready(token)
-                if waited.cancelled_caught:
-                    keepalive = rules.KEEPALIVE  # R-HTTP-22
-                    await send({"type": "http.response.body", "body": keepalive, "more_body": True})
-                    continue
+                scope.deadline = anyio.current_time() + quiet
+                await stream.ready(token)
+                scope.deadline = math.inf
             payload, end = stream.take(token)
             if end:
                 await send({"type": "http.response.body", "body": payload, "more_body": False})
-                return
+                return True
             if payload:
                 await send({"type": "http.response.body", "body": payload, "more_body": True})
 

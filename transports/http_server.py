@@ -4,8 +4,9 @@
 Where to listen and whether to refuse is decided before this module is reached
 (:func:`askgate.core.http.listen_or_refuse` for the command, :func:`run_http` with
 :func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
-server can start (its initial state), binds the socket itself (a port in use or an address
-the machine does not have is a one-line refusal), then hands the socket and the
+server can start (its initial state) and which event loop it runs on (uvloop when installed,
+unless ``ASKGATE_LOOP=asyncio``: R-HTTP-32), binds the socket itself (a port in use or an
+address the machine does not have is a one-line refusal), then hands the socket and the
 :class:`~askgate.transports.http.HttpApp` to uvicorn, with a header deadline (R-HTTP-25).
 SIGINT (Ctrl-C) and SIGTERM stop it cleanly: every open call is answered (R-STOP-1,
 :meth:`~askgate.transports.http.HttpApp.stop`), uvicorn lets open responses finish for at most
@@ -17,8 +18,10 @@ Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refu
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -287,6 +290,12 @@ def serve_http(
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
+    loop, loop_refusal = rules.event_loop(  # R-HTTP-32
+        os.environ.get(rules.LOOP_ENV), importlib.util.find_spec("uvloop") is not None
+    )
+    if loop is None:
+        print(loop_refusal, file=sys.stderr)
+        return 2
     bound = _bind(host, port)
     if isinstance(bound, str):
         print(bound, file=sys.stderr)
@@ -314,9 +323,10 @@ def serve_http(
             f"  MCP client configuration:\n  {configuration}\n  Ctrl-C ends",
             file=sys.stderr,
         )
-    logger.info("serving Streamable HTTP on %s", url)
+    logger.info("serving Streamable HTTP on %s (event loop: %s)", url, loop)
     config = uvicorn.Config(
         app,
+        loop=loop,  # R-HTTP-32
         log_level=log_level,
         lifespan="on",
         access_log=False,
