@@ -11,11 +11,15 @@ Every line goes to the reducer in read order, without waiting for the replies to
 The reader reads in chunks, never per line, and pauses only while too much output is waiting
 for the peer to read it, which bounds memory when the peer stops reading. Pipes and sockets are
 read and written in non-blocking mode, waiting for them on the event loop; a descriptor that
-cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. The
-replies to one chunk's lines go out in one write as soon as the chunk is handed to the reducer,
-from the reader's task when the output can be polled and is not full; every other reply
-(a tool that ran in its own task, a timer) produced while the writer waits for its turn goes
-out in one write from the writer's task.
+cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. On
+asyncio a polled input's chunks are handed to the reducer from the loop's read callback, with
+the reading task made asyncio's current task for that time (:meth:`FdReceiveStream.deliver`):
+what runs at once (a callback marked ``completes_without_suspending``) sees that task, as it
+would had the task read the chunk, and the task is not woken per chunk. The replies to one
+chunk's lines go out in one write as soon as the chunk is handed to the reducer, when the
+output can be polled and is not full; every other reply (a tool that ran in its own task, a
+timer) produced while the writer waits for its turn goes out in one write from the writer's
+task.
 
 The whole process is one connection (``"stdio"``), subscribed at start. At end of input the
 connection is detached: the reducer drops everything still running or parked, with no reply;
