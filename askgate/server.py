@@ -1090,11 +1090,13 @@ class Server:
         runtime = self._runtime
         principal = None if runtime is None else runtime.principal_of(conn)
         worker = current_worker()
-        return Context(
-            conn, self._transport, principal, runtime=runtime, worker=worker, round=round_
-        )
+        # Positional (conn_id, transport, principal, runtime, worker, round): attrs' __init__
+        # takes keywords at about twice the cost.
+        return Context(conn, self._transport, principal, runtime, worker, round_)
 
     async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
+        if is_async_callable(func):  # what call_user does with it, without its frame
+            return await func(*args, **kwargs)
         return await call_user(func, *args, limiter=self._limiter, **kwargs)
 
     async def perform_job(self, conn: Hashable, job: Job) -> object:

@@ -147,3 +147,43 @@ async def test_a_read_ahead_or_a_cancelled_read_loses_no_input() -> None:
         os.close(read_fd)
         if write_fd >= 0:
             os.close(write_fd)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_chunks_handed_from_the_loops_callback_run_as_the_reading_task() -> None:
+    read_fd, write_fd = os.pipe()
+    stream = FdReceiveStream(read_fd, poll=True)
+    seen: list[tuple[bytes, object, object]] = []
+
+    def handler(chunk: bytes) -> bool:
+        # anyio calls work here, and see the task awaiting deliver (as a callback would not)
+        seen.append((chunk, anyio.get_current_task().id, anyio.current_time() > 0))
+        return len(seen) < 2
+
+    try:
+        assert stream.delivers()
+        with anyio.fail_after(DEADLINE):
+            reader = anyio.get_current_task().id
+            os.write(write_fd, b"one\n")
+            os.write(write_fd, b"two\n")
+            assert await stream.receive(2) == b"on"
+            await anyio.wait_all_tasks_blocked()  # the loop reads ahead: handed first
+            await stream.deliver(handler, 3)  # returns once the handler has no room
+            assert [chunk for chunk, _, _ in seen] == [b"e\n", b"two"]
+            assert {(task, now) for _, task, now in seen} == {(reader, True)}
+
+            def fails(_chunk: bytes) -> bool:
+                raise LookupError("the handler's own failure")
+
+            os.write(write_fd, b"three\n")
+            with pytest.raises(LookupError):
+                await stream.deliver(fails)  # raised where deliver is awaited
+            os.close(write_fd)
+            write_fd = -1
+            with pytest.raises(anyio.EndOfStream):
+                await stream.deliver(handler)
+    finally:
+        await stream.aclose()
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)

@@ -553,24 +553,27 @@ class Runtime:
                 router(message)
             elif message.message is not None:
                 self._send(message.conn, message.message)
-        elif isinstance(effect, KillWorker):
-            scope = self._workers.pop(effect.ref, None)
-            if scope is not None:
-                scope.cancel()  # None: it completed at once; its queued report is dropped
-        elif isinstance(effect, Emit):
-            if effect.name == "tool_hidden":  # R-PROTO-8: the operator hears of it
-                fields = effect.fields
+        elif kind is Emit:
+            emit: Emit = effect  # type: ignore[assignment]
+            name = emit.name
+            if name == "tool_hidden":  # R-PROTO-8: the operator hears of it
+                fields = emit.fields
                 logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
             if self._observer is not None:
-                self._observer(effect.name, effect.fields)
-            if effect.name in RECORDS:
-                log_record(effect.name, effect.fields, self.principal_of)
+                self._observer(name, emit.fields)
+            if name in RECORDS:
+                log_record(name, emit.fields, self.principal_of)
             elif self._observer is None:
-                logger.debug("%s %s", effect.name, effect.fields)
-        elif isinstance(effect, Resolve):
-            waiter = self._waiters.get(effect.token)  # type: ignore[call-overload]
+                logger.debug("%s %s", name, emit.fields)
+        elif kind is KillWorker:
+            scope = self._workers.pop(effect.ref, None)  # type: ignore[union-attr]
+            if scope is not None:
+                scope.cancel()  # None: it completed at once; its queued report is dropped
+        elif kind is Resolve:
+            resolve: Resolve = effect  # type: ignore[assignment]
+            waiter = self._waiters.get(resolve.token)  # type: ignore[call-overload]
             if waiter is not None and not waiter.done:
-                waiter.done, waiter.outcome = True, effect.outcome
+                waiter.done, waiter.outcome = True, resolve.outcome
                 if waiter.event is not None:
                     waiter.event.set()
         else:  # pragma: no cover - the effect kinds are closed
