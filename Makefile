@@ -137,9 +137,11 @@ bench-http: $(STAMP)
 # Streamable HTTP. The peers install into .bench-peers/ (ignored): fastmcp into a venv of its own
 # (it brings its own mcp release), the TypeScript SDK with npm. Figures: bench/results/peers_*.json.
 # PEERS_STDIO_ARGS and PEERS_HTTP_ARGS pass options to the two benchmarks (e.g. fewer calls).
-# Over HTTP, askgate also runs under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
-# the bench extra), and every server takes PEERS_CLIENTS concurrent clients, each with its own
-# connection and session (http_bench.py phase 8). Then askgate alone is run once more, profiled
+# Over HTTP, askgate runs on uvloop (the test extra installs it; R-HTTP-32), and also on asyncio
+# (ASKGATE_LOOP=asyncio) and under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
+# the bench extra); uvicorn picks uvloop for the official SDK's servers in this venv too. Every
+# server takes PEERS_CLIENTS concurrent clients, each with its own connection and session
+# (http_bench.py phase 8). Then askgate alone is run once more, profiled
 # (stdio_bench.py and http_bench.py --profile, bench/startup_profile.py for start-up and memory,
 # core_bench.py --profile for the reducer), into $(PROFILES)/: the report explains each missed
 # target from those profiles, and the scaling targets from make bench-scale's and bench-core's
@@ -196,6 +198,8 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 		--server "$(PEERS)/fastmcp/bin/python bench/peers/fastmcp_server.py --port {port}" \
 		--label fastmcp \
 		--server "node bench/peers/ts_server.mjs --port {port}" --label ts-sdk \
+		--server "env ASKGATE_LOOP=asyncio $(BIN)/python -m askgate serve --http 127.0.0.1:{port} --demo $(ASKGATE_32)" \
+		--label askgate-asyncio \
 		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend trio $(ASKGATE_32)" \
 		--label askgate-hypercorn-trio \
 		--server "$(BIN)/python bench/askgate_hypercorn.py --port {port} --backend asyncio $(ASKGATE_32)" \

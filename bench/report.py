@@ -280,7 +280,8 @@ def variants_table(data: dict[str, Any]) -> list[str]:
         lines.append(f"| {title} | " + " | ".join(cell(servers[k].get(key)) for k in ok) + " |")
     pairs = [
         ("askgate-hypercorn-asyncio", "askgate-hypercorn-trio", "trio's cost (same server)"),
-        (BASE, "askgate-hypercorn-asyncio", "hypercorn+h11's cost (both asyncio)"),
+        ("askgate-asyncio", "askgate-hypercorn-asyncio", "hypercorn+h11's cost (both asyncio)"),
+        (BASE, "askgate-asyncio", "uvloop's gain (uvicorn both)"),
     ]
     pairs = [(a, b, why) for a, b, why in pairs if a in ok and b in ok]
     if pairs:
@@ -604,9 +605,11 @@ CLIENTS_TEXT = [
 ]
 VARIANTS_TEXT = [
     "The same app (askgate's demo, `HttpApp`) served by `askgate serve --http` (uvicorn with",
-    "httptools, on asyncio) and by `bench/askgate_hypercorn.py` (hypercorn with h11) on asyncio",
-    "and on trio: askgate's shell is anyio, so it runs on either loop. hypercorn on asyncio",
-    "isolates the loop: trio's cost is the ratio of the two hypercorn columns.",
+    "httptools, on uvloop where it is installed, as in this venv: R-HTTP-32; `askgate-asyncio`",
+    "is the same server with `ASKGATE_LOOP=asyncio`) and by `bench/askgate_hypercorn.py`",
+    "(hypercorn with h11) on asyncio and on trio: askgate's shell is anyio, so it runs on either",
+    "loop. trio's cost is the ratio of the two hypercorn columns, hypercorn's that of the two",
+    "asyncio columns, and uvloop's gain that of askgate over askgate-asyncio.",
 ]
 PROFILES_TEXT = [
     "From askgate's profiles taken after the measured rounds (`make bench-peers`, one round,",
