@@ -446,8 +446,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "elicitation-deadline-not-from-now",
         REDUCER,
-        "    deadline = now + d.options.elicitation_timeout_ms\n    key = (call.conn,",
-        "    deadline = d.options.elicitation_timeout_ms\n    key = (call.conn,",
+        "    deadline = now + d.options.elicitation_timeout_ms\n    key = call.key",
+        "    deadline = d.options.elicitation_timeout_ms\n    key = call.key",
         ("R-PARK-2",),
         "the elicitation deadline ignores the event's clock",
     ),
@@ -686,7 +686,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-check-removed",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests or (\n"
+        "    if request_id in d.open_requests.get(conn, _NO_IDS) or (\n"
         "        d.listens and (conn, request_id) in d.listens  # R-MRTR-19\n"
         "    ):\n"
         "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
@@ -699,8 +699,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-across-connections",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests or (\n",
-        "    if any(request_id in c.requests for c in d.conns.values()) or (\n",
+        "    if request_id in d.open_requests.get(conn, _NO_IDS) or (\n",
+        "    if any(request_id in ids for ids in d.open_requests.values()) or (\n",
         ("R-ADM-1",),
         "ids of different connections collide",
     ),

@@ -27,10 +27,10 @@ class FifoSlots:
     """:class:`Fifo`'s slots, declared apart so that its hot path builds queues with plain
     stores (:func:`~askgate.core.layout.positional_constructor`)."""
 
-    __slots__ = ("__weakref__", "head", "items", "tail")
+    __slots__ = ("head", "items", "tail")
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Fifo(FifoSlots, Generic[T]):
     """Entries by position; ``head`` is the lowest occupied position (or ``tail`` if empty)."""
 

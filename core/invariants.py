@@ -46,7 +46,7 @@ def check_invariants(state: State) -> None:
     per_caller: dict[Hashable, set[tuple[Hashable, Hashable]]] = {}
     seen_workers: set[int] = set()
     for key, call in state.calls.items():
-        if key != (call.conn, call.request_id):
+        if key != (call.conn, call.request_id) or call.key != key:
             _fail("R-INV-3", f"call stored under {key!r} is {(call.conn, call.request_id)!r}")
         per_conn_requests.setdefault(call.conn, set()).add(call.request_id)
         if call.caller is not None:
@@ -108,10 +108,8 @@ def check_invariants(state: State) -> None:
     # Per connection.
     caps_seen = {"live": 0, "unsubscribed": 0}
     for conn, c in state.conns.items():
-        if c.is_empty() and not state.store.count(conn):
+        if c.is_empty() and conn not in state.open_requests and not state.store.count(conn):
             _fail("R-INV-6", f"connection {conn!r} holds nothing but is kept")
-        if set(c.requests) != per_conn_requests.get(conn, set()):
-            _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")
         if c.cap_group:
             caps_seen[c.cap_group] += 1
             expected = "live" if c.subscribed else "unsubscribed"
@@ -129,6 +127,8 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-1", f"{conn!r} has {n} workers over its share")
     if set(per_conn_workers) != set(state.in_flight):
         _fail("R-INV-2", "a connection's workers are not counted")
+    if {conn: set(ids) for conn, ids in state.open_requests.items()} != per_conn_requests:
+        _fail("R-INV-2", "the open requests' index disagrees with the calls")
     for conn in per_conn_requests:
         if conn not in state.conns:
             _fail("R-INV-2", f"calls of {conn!r} but no record of it")

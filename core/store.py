@@ -18,6 +18,7 @@ from immutables import Map
 from . import messages as m
 from .decide import park_verdict
 from .fifo import Fifo
+from .layout import positional_constructor
 
 if TYPE_CHECKING:
     import attrs
@@ -91,7 +92,7 @@ class Store(Protocol):
         ...
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Place:
     """A reserved id: its owner, its deadline, its position in its owner's queue, and whether it
     is single use (a nonce, taken by a retry) or a place a call holds on this replica."""
@@ -102,7 +103,7 @@ class Place:
     single_use: bool
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Holding:
     """An owner's places, oldest first, and its position in the bucket of its count."""
 
@@ -114,7 +115,7 @@ _NO_OWNERS: Fifo[Owner] = Fifo()
 _NO_IDS: Fifo[str] = Fifo()
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class MemoryStore:
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
@@ -200,8 +201,8 @@ class MemoryStore:
         h = self.owners.get(owner)
         queue, pos = (_NO_IDS if h is None else h.queue).push(ident)
         owners, buckets, top = self._recount(owner, h, queue)
-        places = self.places.set(ident, Place(owner, deadline, pos, single_use))
-        return MemoryStore(
+        places = self.places.set(ident, _new_place(owner, deadline, pos, single_use))
+        return _new_store(
             places,
             owners,
             buckets,
@@ -220,7 +221,7 @@ class MemoryStore:
         if why is not None and p.single_use:
             closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
         places = self.places.delete(ident)
-        return MemoryStore(
+        return _new_store(
             places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
         )
 
@@ -238,13 +239,18 @@ class MemoryStore:
         if new:
             fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
             buckets = buckets.set(new, fifo)
-            owners = owners.set(owner, Holding(queue, pos))
+            owners = owners.set(owner, _new_holding(queue, pos))
         else:
             owners = owners.delete(owner)
         top = max(self.top, new)
         while top and top not in buckets:
             top -= 1
         return owners, buckets, top
+
+
+_new_place = positional_constructor(Place)
+_new_holding = positional_constructor(Holding)
+_new_store = positional_constructor(MemoryStore)
 
 
 def _remember(
