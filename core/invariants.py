@@ -127,7 +127,7 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-1", f"{conn!r} has {n} workers over its share")
     if set(per_conn_workers) != set(state.in_flight):
         _fail("R-INV-2", "a connection's workers are not counted")
-    if {conn: set(ids) for conn, ids in state.open_requests.items()} != per_conn_requests:
+    if dict(state.open_requests) != {conn: len(ids) for conn, ids in per_conn_requests.items()}:
         _fail("R-INV-2", "the open requests' index disagrees with the calls")
     for conn in per_conn_requests:
         if conn not in state.conns:
@@ -171,15 +171,16 @@ def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
     cap = state.options.max_parked_elicitations
     buckets_seen: Counter[int] = Counter()
     for owner, h in store.owners.items():
-        n = len(h.queue)
+        n = len(h.ids)
         if n != per_owner[owner] or n == 0:
             _fail("R-INV-2", f"{owner!r} counts {n} parked, holds {per_owner[owner]}")
         if n > cap:
             _fail("R-INV-1", f"{owner!r} has {n} parked over its cap")
-        h.queue.check()
-        for pos, eid in h.queue.items.items():
+        if len(set(h.ids)) != n:
+            _fail("R-INV-3", f"{owner!r}'s parked queue holds an id twice")
+        for eid in h.ids:
             place = store.places.get(eid)
-            if place is None or place.pos != pos or place.owner != owner:
+            if place is None or place.owner != owner:
                 _fail("R-INV-3", f"{owner!r}'s parked queue disagrees with elicitation {eid}")
         buckets_seen[n] += 1
         if store.buckets[n].items.get(h.bucket_pos) != owner:

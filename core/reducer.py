@@ -68,6 +68,7 @@ from .events import (
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
 from .layout import field_copier, positional_constructor
+from .options import Options
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -138,7 +139,6 @@ RunRead = positional_constructor(jb.RunRead)
 JsonObject = dict[str, Any]
 
 _NO_KEYS: Map[CallKey, bool] = Map()
-_NO_IDS: Map[Hashable, bool] = Map()
 
 WORKER_TIMER = "worker"
 ELICITATION_TIMER = "elicitation"
@@ -302,6 +302,20 @@ def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None
     _drop_connection(d, ev.conn, ev.now, out)
 
 
+def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
+    """The keys of ``conn``'s open calls: those holding a worker, then those parked (under the
+    owner its calls park for, R-PARK-1); no scan of other connections' calls."""
+    if conn not in d.open_requests:
+        return []
+    keys = [key for key in d.workers.values() if key[0] == conn] if conn in d.in_flight else []
+    parked = d.parked
+    for eid in d.store.queue(owner_of(conn, c.principal)):
+        p = parked.get(eid)
+        if p is not None and not p.stateless and p.key[0] == conn:
+            keys.append(p.key)
+    return keys
+
+
 def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     """The connection went away: drop every call it owns and forget it (R-DROP-3, R-CAP-2);
     its listens end with nothing sent (R-MRTR-19)."""
@@ -310,7 +324,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     c = d.conns.get(conn)
     if c is None:
         return
-    for key in _in_admission_order(d, [(conn, rid) for rid in d.open_requests.get(conn, _NO_IDS)]):
+    for key in _in_admission_order(d, _open_calls(d, conn, c)):
         _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
     if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
@@ -370,7 +384,7 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     if not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
-    if request_id in d.open_requests.get(conn, _NO_IDS) or (
+    if (conn, request_id) in d.calls or (
         d.listens and (conn, request_id) in d.listens  # R-MRTR-19
     ):
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
@@ -401,7 +415,7 @@ def _open(
         return
     key = (conn, request_id)
     requests = d.open_requests
-    d.open_requests = requests.set(conn, requests.get(conn, _NO_IDS).set(request_id, True))
+    d.open_requests = requests.set(conn, requests.get(conn, 0) + 1)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
     ref = _start_worker(d, key, job, now, out)
@@ -432,9 +446,22 @@ def _open(
 def _busy_scope(d: _Draft, conn: ConnId) -> str:
     """Which bound a new worker for ``conn`` would break now, or "" (R-ADM-5)."""
     opts = d.options
-    return busy_scope(
-        d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
-    )
+    last = _last_share[0]
+    share = last[1] if last[0] is opts else _share_of(opts)
+    return busy_scope(d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), share)
+
+
+_last_share: list[tuple[object, int]] = [(None, 0)]
+"""The last :class:`~askgate.core.options.Options` object :func:`_busy_scope` saw and its
+``in_flight_share`` (a property that computes), as one pair replaced whole: options are
+immutable, so the share of one object never changes; another object (another server, or
+options evolved) is computed afresh."""
+
+
+def _share_of(opts: Options) -> int:
+    share = opts.in_flight_share
+    _last_share[0] = (opts, share)
+    return share
 
 
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
@@ -490,7 +517,7 @@ def _end(d: _Draft, call: Call) -> None:
     if d.progress and key in d.progress:
         d.progress = d.progress.delete(key)  # R-CTX-2
     conn = call.conn
-    requests = d.open_requests[conn].delete(call.request_id)
+    requests = d.open_requests[conn] - 1
     if requests:
         d.open_requests = d.open_requests.set(conn, requests)
     else:

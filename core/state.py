@@ -284,8 +284,8 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
-    # Open requests by connection (request id -> True): the keys of ``calls``, grouped.
-    open_requests: Map[ConnId, Map[Hashable, bool]] = attrs.field(factory=Map)
+    # How many open calls each connection has (at least 1; ``calls`` holds them).
+    open_requests: Map[ConnId, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)

@@ -94,21 +94,33 @@ class Store(Protocol):
 
 @attrs.frozen(slots=True, weakref_slot=False)
 class Place:
-    """A reserved id: its owner, its deadline, its position in its owner's queue, and whether it
-    is single use (a nonce, taken by a retry) or a place a call holds on this replica."""
+    """A reserved id: its owner, its deadline, and whether it is single use (a nonce, taken by a
+    retry) or a place a call holds on this replica."""
 
     owner: Owner
     deadline: int
-    pos: int
     single_use: bool
 
 
 @attrs.frozen(slots=True, weakref_slot=False)
 class Holding:
-    """An owner's places, oldest first, and its position in the bucket of its count."""
+    """An owner's places, oldest first, and its position in the bucket of its count.
 
-    queue: Fifo[str]
+    The places are a tuple: an owner holds at most ``max_parked_elicitations`` of them, and a
+    tuple of a few ids costs less, in memory and in time, than a persistent map of its own.
+    """
+
+    ids: tuple[str, ...]
     bucket_pos: int
+
+    @property
+    def queue(self) -> Fifo[str]:
+        """The owner's places, oldest first, as a queue (built when asked: for checks)."""
+        return _fifo_of(self.ids)
+
+
+def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
+    return Fifo(Map(enumerate(ids)), 0, len(ids))
 
 
 _NO_OWNERS: Fifo[Owner] = Fifo()
@@ -139,12 +151,12 @@ class MemoryStore:
     def count(self, owner: Owner) -> int:
         """How many places ``owner`` holds."""
         h = self.owners.get(owner)
-        return 0 if h is None else len(h.queue)
+        return 0 if h is None else len(h.ids)
 
     def queue(self, owner: Owner) -> Fifo[str]:
         """``owner``'s places, oldest first."""
         h = self.owners.get(owner)
-        return _NO_IDS if h is None else h.queue
+        return _NO_IDS if h is None else _fifo_of(h.ids)
 
     def victim(self) -> str | None:
         """The id an eviction would take (R-PARK-4): the oldest place of the owner that has held
@@ -152,7 +164,7 @@ class MemoryStore:
         if not self.top:
             return None
         holder = self.buckets[self.top].first()
-        return self.owners[holder].queue.first()
+        return self.owners[holder].ids[0]
 
     def reserve(
         self,
@@ -199,9 +211,8 @@ class MemoryStore:
 
     def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
         h = self.owners.get(owner)
-        queue, pos = (_NO_IDS if h is None else h.queue).push(ident)
-        owners, buckets, top = self._recount(owner, h, queue)
-        places = self.places.set(ident, _new_place(owner, deadline, pos, single_use))
+        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h.ids, ident))
+        places = self.places.set(ident, _new_place(owner, deadline, single_use))
         return _new_store(
             places,
             owners,
@@ -216,7 +227,9 @@ class MemoryStore:
     def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
         p = self.places[ident]
         h = self.owners[p.owner]
-        owners, buckets, top = self._recount(p.owner, h, h.queue.remove(p.pos))
+        ids = h.ids
+        at = ids.index(ident)
+        owners, buckets, top = self._recount(p.owner, h, ids[:at] + ids[at + 1 :])
         closed, order = self.closed, self.closed_order
         if why is not None and p.single_use:
             closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
@@ -226,10 +239,10 @@ class MemoryStore:
         )
 
     def _recount(
-        self, owner: Owner, h: Holding | None, queue: Fifo[str]
+        self, owner: Owner, h: Holding | None, ids: tuple[str, ...]
     ) -> tuple[Map[Owner, Holding], Map[int, Fifo[Owner]], int]:
         """Moves ``owner`` from the bucket of its old count to that of its new one (R-PARK-4)."""
-        old, new = (0 if h is None else len(h.queue)), len(queue)
+        old, new = (0 if h is None else len(h.ids)), len(ids)
         buckets = self.buckets
         if old:
             assert h is not None
@@ -239,7 +252,7 @@ class MemoryStore:
         if new:
             fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
             buckets = buckets.set(new, fifo)
-            owners = owners.set(owner, _new_holding(queue, pos))
+            owners = owners.set(owner, _new_holding(ids, pos))
         else:
             owners = owners.delete(owner)
         top = max(self.top, new)
