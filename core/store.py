@@ -92,8 +92,15 @@ class Store(Protocol):
         ...
 
 
+class PlaceSlots:
+    """:class:`Place`'s slots, declared apart so that the store builds places with plain stores
+    (:func:`~askgate.core.layout.positional_constructor`), as the reducer builds its calls."""
+
+    __slots__ = ("deadline", "owner", "single_use")
+
+
 @attrs.frozen(slots=True, weakref_slot=False)
-class Place:
+class Place(PlaceSlots):
     """A reserved id: its owner, its deadline, and whether it is single use (a nonce, taken by a
     retry) or a place a call holds on this replica."""
 
@@ -102,8 +109,14 @@ class Place:
     single_use: bool
 
 
+class HoldingSlots:
+    """:class:`Holding`'s slots, declared apart as :class:`PlaceSlots` are."""
+
+    __slots__ = ("bucket_pos", "ids")
+
+
 @attrs.frozen(slots=True, weakref_slot=False)
-class Holding:
+class Holding(HoldingSlots):
     """An owner's places, oldest first, and its position in the bucket of its count.
 
     The places are a tuple: an owner holds at most ``max_parked_elicitations`` of them, and a
@@ -127,8 +140,23 @@ _NO_OWNERS: Fifo[Owner] = Fifo()
 _NO_IDS: Fifo[str] = Fifo()
 
 
+class StoreSlots:
+    """:class:`MemoryStore`'s slots, declared apart as :class:`PlaceSlots` are."""
+
+    __slots__ = (
+        "buckets",
+        "closed",
+        "closed_order",
+        "owners",
+        "places",
+        "record_cap",
+        "top",
+        "total",
+    )
+
+
 @attrs.frozen(slots=True, weakref_slot=False)
-class MemoryStore:
+class MemoryStore(StoreSlots):
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
 
