@@ -11,7 +11,7 @@ and ``step`` stays pure; a store shared by several replicas implements the same 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from immutables import Map
 
@@ -109,27 +109,32 @@ class Place(PlaceSlots):
     single_use: bool
 
 
-class HoldingSlots:
-    """:class:`Holding`'s slots, declared apart as :class:`PlaceSlots` are."""
+class Holding(tuple[Any, ...]):
+    """An owner's places and its position in the bucket of its count, as one tuple
+    ``(bucket_pos, id, id, ...)``, oldest id first.
 
-    __slots__ = ("bucket_pos", "ids")
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Holding(HoldingSlots):
-    """An owner's places, oldest first, and its position in the bucket of its count.
-
-    The places are a tuple: an owner holds at most ``max_parked_elicitations`` of them, and a
-    tuple of a few ids costs less, in memory and in time, than a persistent map of its own.
+    One tuple per owner, not a record and a queue: an owner holds at most
+    ``max_parked_elicitations`` places, and a tuple of a few ids costs less, in memory and in
+    time, than a persistent map of its own.
     """
 
-    ids: tuple[str, ...]
-    bucket_pos: int
+    __slots__ = ()
+
+    @property
+    def bucket_pos(self) -> int:
+        """The owner's position in the bucket of its count."""
+        pos: int = self[0]
+        return pos
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The owner's places, oldest first."""
+        return self[1:]
 
     @property
     def queue(self) -> Fifo[str]:
         """The owner's places, oldest first, as a queue (built when asked: for checks)."""
-        return _fifo_of(self.ids)
+        return _fifo_of(self[1:])
 
 
 def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
@@ -179,12 +184,12 @@ class MemoryStore(StoreSlots):
     def count(self, owner: Owner) -> int:
         """How many places ``owner`` holds."""
         h = self.owners.get(owner)
-        return 0 if h is None else len(h.ids)
+        return 0 if h is None else len(h) - 1
 
     def queue(self, owner: Owner) -> Fifo[str]:
         """``owner``'s places, oldest first."""
         h = self.owners.get(owner)
-        return _NO_IDS if h is None else _fifo_of(h.ids)
+        return _NO_IDS if h is None else _fifo_of(h[1:])
 
     def victim(self) -> str | None:
         """The id an eviction would take (R-PARK-4): the oldest place of the owner that has held
@@ -239,7 +244,7 @@ class MemoryStore(StoreSlots):
 
     def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
         h = self.owners.get(owner)
-        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h.ids, ident))
+        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h[1:], ident))
         places = self.places.set(ident, _new_place(owner, deadline, single_use))
         return _new_store(
             places,
@@ -255,7 +260,7 @@ class MemoryStore(StoreSlots):
     def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
         p = self.places[ident]
         h = self.owners[p.owner]
-        ids = h.ids
+        ids = h[1:]
         at = ids.index(ident)
         owners, buckets, top = self._recount(p.owner, h, ids[:at] + ids[at + 1 :])
         closed, order = self.closed, self.closed_order
@@ -270,17 +275,17 @@ class MemoryStore(StoreSlots):
         self, owner: Owner, h: Holding | None, ids: tuple[str, ...]
     ) -> tuple[Map[Owner, Holding], Map[int, Fifo[Owner]], int]:
         """Moves ``owner`` from the bucket of its old count to that of its new one (R-PARK-4)."""
-        old, new = (0 if h is None else len(h.ids)), len(ids)
+        old, new = (0 if h is None else len(h) - 1), len(ids)
         buckets = self.buckets
         if old:
             assert h is not None
-            fifo = buckets[old].remove(h.bucket_pos)
+            fifo = buckets[old].remove(h[0])
             buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
         owners = self.owners
         if new:
             fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
             buckets = buckets.set(new, fifo)
-            owners = owners.set(owner, _new_holding(ids, pos))
+            owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
         top = max(self.top, new)
@@ -290,7 +295,7 @@ class MemoryStore(StoreSlots):
 
 
 _new_place = positional_constructor(Place)
-_new_holding = positional_constructor(Holding)
+_new_holding = tuple.__new__
 _new_store = positional_constructor(MemoryStore)
 
 
