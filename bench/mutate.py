@@ -294,8 +294,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "evict-newest-parked-call",
         STORE,
-        "        return self.owners[holder].queue.first()\n",
-        "        return list(self.owners[holder].queue)[-1]\n",
+        "        return self.owners[holder].ids[0]\n",
+        "        return self.owners[holder].ids[-1]\n",
         ("R-PARK-4",),
         "the victim is the top holder's newest parked call, not its oldest",
     ),
@@ -446,8 +446,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "elicitation-deadline-not-from-now",
         REDUCER,
-        "    deadline = now + d.options.elicitation_timeout_ms\n    key = (call.conn,",
-        "    deadline = d.options.elicitation_timeout_ms\n    key = (call.conn,",
+        "    deadline = now + d.options.elicitation_timeout_ms\n    key = call.key",
+        "    deadline = d.options.elicitation_timeout_ms\n    key = call.key",
         ("R-PARK-2",),
         "the elicitation deadline ignores the event's clock",
     ),
@@ -686,7 +686,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-check-removed",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests or (\n"
+        "    if (conn, request_id) in d.calls or (\n"
         "        d.listens and (conn, request_id) in d.listens  # R-MRTR-19\n"
         "    ):\n"
         "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
@@ -699,8 +699,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-across-connections",
         REDUCER,
-        "    if request_id in _get_conn(d, conn).requests or (\n",
-        "    if any(request_id in c.requests for c in d.conns.values()) or (\n",
+        "    if (conn, request_id) in d.calls or (\n",
+        "    if any(request_id == key[1] for key in d.calls) or (\n",
         ("R-ADM-1",),
         "ids of different connections collide",
     ),

@@ -1,7 +1,7 @@
 """A persistent first-in-first-out queue that also removes from the middle.
 
-The reducer needs "the oldest X" in three places (a connection's oldest parked call, the
-connection that has held the top parked count longest, the oldest capability entry of a group)
+The reducer needs "the oldest X" in a few places (the owner that has held the top parked count
+longest, the oldest capability entry of a group, the oldest closed nonce)
 without scanning and without copying. Entries get consecutive positions; removing one leaves a
 hole that ``head`` skips, so ``first`` is O(1) and each hole is skipped once on a linear
 history. Every operation returns a new queue and leaves the old one untouched.
@@ -27,10 +27,10 @@ class FifoSlots:
     """:class:`Fifo`'s slots, declared apart so that its hot path builds queues with plain
     stores (:func:`~askgate.core.layout.positional_constructor`)."""
 
-    __slots__ = ("__weakref__", "head", "items", "tail")
+    __slots__ = ("head", "items", "tail")
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Fifo(FifoSlots, Generic[T]):
     """Entries by position; ``head`` is the lowest occupied position (or ``tail`` if empty)."""
 

@@ -46,7 +46,7 @@ def check_invariants(state: State) -> None:
     per_caller: dict[Hashable, set[tuple[Hashable, Hashable]]] = {}
     seen_workers: set[int] = set()
     for key, call in state.calls.items():
-        if key != (call.conn, call.request_id):
+        if key != (call.conn, call.request_id) or call.key != key:
             _fail("R-INV-3", f"call stored under {key!r} is {(call.conn, call.request_id)!r}")
         per_conn_requests.setdefault(call.conn, set()).add(call.request_id)
         if call.caller is not None:
@@ -108,10 +108,8 @@ def check_invariants(state: State) -> None:
     # Per connection.
     caps_seen = {"live": 0, "unsubscribed": 0}
     for conn, c in state.conns.items():
-        if c.is_empty() and not state.store.count(conn):
+        if c.is_empty() and conn not in state.open_requests and not state.store.count(conn):
             _fail("R-INV-6", f"connection {conn!r} holds nothing but is kept")
-        if set(c.requests) != per_conn_requests.get(conn, set()):
-            _fail("R-INV-2", f"{conn!r}'s request index disagrees with its calls")
         if c.cap_group:
             caps_seen[c.cap_group] += 1
             expected = "live" if c.subscribed else "unsubscribed"
@@ -129,6 +127,8 @@ def check_invariants(state: State) -> None:
             _fail("R-INV-1", f"{conn!r} has {n} workers over its share")
     if set(per_conn_workers) != set(state.in_flight):
         _fail("R-INV-2", "a connection's workers are not counted")
+    if dict(state.open_requests) != {conn: len(ids) for conn, ids in per_conn_requests.items()}:
+        _fail("R-INV-2", "the open requests' index disagrees with the calls")
     for conn in per_conn_requests:
         if conn not in state.conns:
             _fail("R-INV-2", f"calls of {conn!r} but no record of it")
@@ -171,15 +171,16 @@ def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
     cap = state.options.max_parked_elicitations
     buckets_seen: Counter[int] = Counter()
     for owner, h in store.owners.items():
-        n = len(h.queue)
+        n = len(h.ids)
         if n != per_owner[owner] or n == 0:
             _fail("R-INV-2", f"{owner!r} counts {n} parked, holds {per_owner[owner]}")
         if n > cap:
             _fail("R-INV-1", f"{owner!r} has {n} parked over its cap")
-        h.queue.check()
-        for pos, eid in h.queue.items.items():
+        if len(set(h.ids)) != n:
+            _fail("R-INV-3", f"{owner!r}'s parked queue holds an id twice")
+        for eid in h.ids:
             place = store.places.get(eid)
-            if place is None or place.pos != pos or place.owner != owner:
+            if place is None or place.owner != owner:
                 _fail("R-INV-3", f"{owner!r}'s parked queue disagrees with elicitation {eid}")
         buckets_seen[n] += 1
         if store.buckets[n].items.get(h.bucket_pos) != owner:

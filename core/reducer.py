@@ -68,6 +68,7 @@ from .events import (
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
 from .layout import field_copier, positional_constructor
+from .options import Options
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -176,8 +177,8 @@ def _get_conn(d: _Draft, conn: ConnId) -> Conn:
 
 def _put_conn(d: _Draft, conn: ConnId, c: Conn) -> None:
     """Stores ``c``, or forgets the connection once it holds nothing (R-INV-6): a connection
-    that owns places in the store (R-PARK-1, R-STORE-5) is kept for them."""
-    if c.is_empty() and not d.store.count(conn):
+    with open requests, or that owns places in the store (R-PARK-1, R-STORE-5), is kept."""
+    if c.is_empty() and conn not in d.open_requests and not d.store.count(conn):
         if conn in d.conns:
             d.conns = d.conns.delete(conn)
             _forget_protocol_state(d, conn, c)
@@ -301,6 +302,20 @@ def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None
     _drop_connection(d, ev.conn, ev.now, out)
 
 
+def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
+    """The keys of ``conn``'s open calls: those holding a worker, then those parked (under the
+    owner its calls park for, R-PARK-1); no scan of other connections' calls."""
+    if conn not in d.open_requests:
+        return []
+    keys = [key for key in d.workers.values() if key[0] == conn] if conn in d.in_flight else []
+    parked = d.parked
+    for eid in d.store.queue(owner_of(conn, c.principal)):
+        p = parked.get(eid)
+        if p is not None and not p.stateless and p.key[0] == conn:
+            keys.append(p.key)
+    return keys
+
+
 def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     """The connection went away: drop every call it owns and forget it (R-DROP-3, R-CAP-2);
     its listens end with nothing sent (R-MRTR-19)."""
@@ -309,7 +324,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     c = d.conns.get(conn)
     if c is None:
         return
-    for key in _in_admission_order(d, [(conn, rid) for rid in c.requests]):
+    for key in _in_admission_order(d, _open_calls(d, conn, c)):
         _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
     if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
@@ -369,7 +384,7 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     if not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
-    if request_id in _get_conn(d, conn).requests or (
+    if (conn, request_id) in d.calls or (
         d.listens and (conn, request_id) in d.listens  # R-MRTR-19
     ):
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
@@ -399,8 +414,10 @@ def _open(
             out.append(_record(conn, request_id, name, "", "busy", scope, "", None, now, now))
         return
     key = (conn, request_id)
-    c = _get_conn(d, conn)
-    _put_conn(d, conn, c.with_requests(c.requests.set(request_id, True)))
+    requests = d.open_requests
+    d.open_requests = requests.set(conn, requests.get(conn, 0) + 1)
+    if conn not in d.conns:
+        d.conns = d.conns.set(conn, EMPTY_CONN)
     ref = _start_worker(d, key, job, now, out)
     call = _new_call(
         conn,
@@ -418,6 +435,7 @@ def _open(
         now,
         "",
         "",
+        key,
     )
     d.next_seq += 1
     d.calls = d.calls.set(key, call)
@@ -428,9 +446,22 @@ def _open(
 def _busy_scope(d: _Draft, conn: ConnId) -> str:
     """Which bound a new worker for ``conn`` would break now, or "" (R-ADM-5)."""
     opts = d.options
-    return busy_scope(
-        d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
-    )
+    last = _last_share[0]
+    share = last[1] if last[0] is opts else _share_of(opts)
+    return busy_scope(d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), share)
+
+
+_last_share: list[tuple[object, int]] = [(None, 0)]
+"""The last :class:`~askgate.core.options.Options` object :func:`_busy_scope` saw and its
+``in_flight_share`` (a property that computes), as one pair replaced whole: options are
+immutable, so the share of one object never changes; another object (another server, or
+options evolved) is computed afresh."""
+
+
+def _share_of(opts: Options) -> int:
+    share = opts.in_flight_share
+    _last_share[0] = (opts, share)
+    return share
 
 
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
@@ -466,7 +497,7 @@ def _next_stage(
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
-    key = (call.conn, call.request_id)
+    key = call.key
     ref = _start_worker(d, key, job, now, out)
     d.calls = d.calls.set(key, call.moved(stage, ref, "", call.replied, decision, call.approval))
 
@@ -479,14 +510,19 @@ def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
 
 def _end(d: _Draft, call: Call) -> None:
     """Forgets an open call (R-CLOSE-3, R-DROP-*): the call, its connection's and caller's index."""
-    key = (call.conn, call.request_id)
+    key = call.key
     d.calls = d.calls.delete(key)
     if d.stateless and key in d.stateless:
         d.stateless = d.stateless.delete(key)  # R-MRTR-9
     if d.progress and key in d.progress:
         d.progress = d.progress.delete(key)  # R-CTX-2
-    c = _get_conn(d, call.conn)
-    _put_conn(d, call.conn, c.with_requests(c.requests.delete(call.request_id)))
+    conn = call.conn
+    requests = d.open_requests[conn] - 1
+    if requests:
+        d.open_requests = d.open_requests.set(conn, requests)
+    else:
+        d.open_requests = d.open_requests.delete(conn)
+        _freed(d, conn)
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
@@ -1114,7 +1150,7 @@ def _freed(d: _Draft, owner: Hashable) -> None:
 def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     """An ASK: park the call, or deny it, or evict another to make room (R-PARK-1 .. 4)."""
     if d.stateless:
-        st = d.stateless.get((call.conn, call.request_id))
+        st = d.stateless.get(call.key)
         if st is not None:
             _ask_stateless(d, call, st, prompt, now, out)  # R-MRTR-12
             return
@@ -1181,7 +1217,7 @@ def _park(
     connection, in the connection's ``version`` (R-PARK-2)."""
     d.next_elicitation += 1
     deadline = now + d.options.elicitation_timeout_ms
-    key = (call.conn, call.request_id)
+    key = call.key
     d.parked = d.parked.set(eid, _new_parked(key, owner))
     replied = call.replied or call.mode == "push"
     d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
@@ -1260,7 +1296,7 @@ def _server_info(d: _Draft) -> JsonObject:
 def _final(d: _Draft, call: Call, message: JsonObject) -> JsonObject:
     """A call's final answer as its revision renders it (R-MRTR-11)."""
     if d.stateless:
-        st = d.stateless.get((call.conn, call.request_id))
+        st = d.stateless.get(call.key)
         if st is not None:
             return complete(message, _server_info(d), st.cacheable)
     return message
@@ -1670,7 +1706,7 @@ def _on_tool_progressed(d: _Draft, ev: ToolProgressed, out: Out) -> None:
     call = _running_tool(d, ev.ref)
     if call is None:
         return  # R-CTX-1
-    key = (call.conn, call.request_id)
+    key = call.key
     progress = d.progress.get(key)
     if progress is None or not _is_number(ev.progress):
         return
@@ -1688,7 +1724,7 @@ def _on_tool_progressed(d: _Draft, ev: ToolProgressed, out: Out) -> None:
 
 def _stateless_call(d: _Draft, call: Call) -> StatelessCall | None:
     """How ``call`` is served, if it is a modern request (R-MRTR-9)."""
-    return d.stateless.get((call.conn, call.request_id)) if d.stateless else None
+    return d.stateless.get(call.key) if d.stateless else None
 
 
 def _on_tool_logged(d: _Draft, ev: ToolLogged, out: Out) -> None:
@@ -1751,7 +1787,7 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
         return
     rid = mint_elicitation_id(d.id_key, d.next_elicitation, m.CLIENT_REQUEST_ID_PREFIX)
     d.next_elicitation += 1  # R-ID-1: one counter for both kinds of id, so none repeats
-    key = (call.conn, call.request_id)
+    key = call.key
     d.client_requests = d.client_requests.set(rid, ClientRequest(key, ref, token, method))
     d.worker_requests = d.worker_requests.set(ref, (*outstanding, rid))
     out.append(Push(call.conn, revision.tool_request(rid, method, params), call.request_id))

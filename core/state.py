@@ -61,7 +61,6 @@ class CallSlots:
     stores (:func:`~askgate.core.layout.positional_constructor`)."""
 
     __slots__ = (
-        "__weakref__",
         "approval",
         "arguments",
         "caller",
@@ -69,6 +68,7 @@ class CallSlots:
         "decision",
         "elicitation_id",
         "is_tool",
+        "key",
         "mode",
         "name",
         "replied",
@@ -80,7 +80,7 @@ class CallSlots:
     )
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Call(CallSlots):
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
@@ -102,6 +102,7 @@ class Call(CallSlots):
     started: int
     decision: str
     approval: str
+    key: CallKey  # (conn, request_id): the very tuple it is stored under, shared by its indexes
 
     def moved(
         self,
@@ -129,6 +130,7 @@ class Call(CallSlots):
             self.started,
             decision,
             approval,
+            self.key,
         )
 
 
@@ -153,10 +155,10 @@ class Progress:
 class ParkedSlots:
     """:class:`Parked`'s slots, declared apart for the hot path's constructor."""
 
-    __slots__ = ("__weakref__", "key", "owner", "stateless")
+    __slots__ = ("key", "owner", "stateless")
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Parked:
     """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
     modern approval's or round's outstanding nonce (``stateless``). The place itself (its
@@ -195,21 +197,19 @@ class ConnSlots:
     """:class:`Conn`'s slots, declared apart as :class:`CallSlots` are."""
 
     __slots__ = (
-        "__weakref__",
         "can_elicit",
         "can_sample",
         "cap_group",
         "cap_pos",
         "log_level",
         "principal",
-        "requests",
         "subscribed",
         "subscriptions",
         "version",
     )
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Conn(ConnSlots):
     """What the reducer knows about one connection; dropped once it holds nothing."""
 
@@ -219,8 +219,6 @@ class Conn(ConnSlots):
     can_sample: bool = False  # R-CTX-4: capabilities.sampling is an object
     cap_group: CapGroup = ""
     cap_pos: int = -1
-    # Open requests of this connection (request id -> True).
-    requests: Map[Hashable, bool] = attrs.field(factory=Map)
     # Protocol state (spec/protocol.md): negotiated version ("" before initialize), the
     # minimum log level it asked for ("" for none), the resource URIs it subscribed to.
     version: str = ""
@@ -229,32 +227,18 @@ class Conn(ConnSlots):
     # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
     principal: str | None = None
 
-    def with_requests(self, requests: Map[Hashable, bool]) -> Conn:
-        """This connection with other open requests (hot path)."""
-        return _new_conn(
-            self.subscribed,
-            self.can_elicit,
-            self.can_sample,
-            self.cap_group,
-            self.cap_pos,
-            requests,
-            self.version,
-            self.log_level,
-            self.subscriptions,
-            self.principal,
-        )
-
     @property
     def has_caps(self) -> bool:
         return self.cap_group != ""
 
     def is_empty(self) -> bool:
-        return not self.subscribed and self.cap_group == "" and not self.requests
+        """Whether this record holds nothing of its own (the connection may still have open
+        requests, ``State.open_requests``, or places in the store)."""
+        return not self.subscribed and self.cap_group == ""
 
 
 EMPTY_CONN = Conn()
 _new_call = positional_constructor(Call)
-_new_conn = positional_constructor(Conn)
 
 
 @attrs.define(slots=True)
@@ -300,6 +284,8 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
+    # How many open calls each connection has (at least 1; ``calls`` holds them).
+    open_requests: Map[ConnId, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)

@@ -11,13 +11,14 @@ and ``step`` stays pure; a store shared by several replicas implements the same 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from immutables import Map
 
 from . import messages as m
 from .decide import park_verdict
 from .fifo import Fifo
+from .layout import positional_constructor
 
 if TYPE_CHECKING:
     import attrs
@@ -91,31 +92,76 @@ class Store(Protocol):
         ...
 
 
-@attrs.frozen(slots=True)
-class Place:
-    """A reserved id: its owner, its deadline, its position in its owner's queue, and whether it
-    is single use (a nonce, taken by a retry) or a place a call holds on this replica."""
+class PlaceSlots:
+    """:class:`Place`'s slots, declared apart so that the store builds places with plain stores
+    (:func:`~askgate.core.layout.positional_constructor`), as the reducer builds its calls."""
+
+    __slots__ = ("deadline", "owner", "single_use")
+
+
+@attrs.frozen(slots=True, weakref_slot=False)
+class Place(PlaceSlots):
+    """A reserved id: its owner, its deadline, and whether it is single use (a nonce, taken by a
+    retry) or a place a call holds on this replica."""
 
     owner: Owner
     deadline: int
-    pos: int
     single_use: bool
 
 
-@attrs.frozen(slots=True)
-class Holding:
-    """An owner's places, oldest first, and its position in the bucket of its count."""
+class Holding(tuple[Any, ...]):
+    """An owner's places and its position in the bucket of its count, as one tuple
+    ``(bucket_pos, id, id, ...)``, oldest id first.
 
-    queue: Fifo[str]
-    bucket_pos: int
+    One tuple per owner, not a record and a queue: an owner holds at most
+    ``max_parked_elicitations`` places, and a tuple of a few ids costs less, in memory and in
+    time, than a persistent map of its own.
+    """
+
+    __slots__ = ()
+
+    @property
+    def bucket_pos(self) -> int:
+        """The owner's position in the bucket of its count."""
+        pos: int = self[0]
+        return pos
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The owner's places, oldest first."""
+        return self[1:]
+
+    @property
+    def queue(self) -> Fifo[str]:
+        """The owner's places, oldest first, as a queue (built when asked: for checks)."""
+        return _fifo_of(self[1:])
+
+
+def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
+    return Fifo(Map(enumerate(ids)), 0, len(ids))
 
 
 _NO_OWNERS: Fifo[Owner] = Fifo()
 _NO_IDS: Fifo[str] = Fifo()
 
 
-@attrs.frozen(slots=True)
-class MemoryStore:
+class StoreSlots:
+    """:class:`MemoryStore`'s slots, declared apart as :class:`PlaceSlots` are."""
+
+    __slots__ = (
+        "buckets",
+        "closed",
+        "closed_order",
+        "owners",
+        "places",
+        "record_cap",
+        "top",
+        "total",
+    )
+
+
+@attrs.frozen(slots=True, weakref_slot=False)
+class MemoryStore(StoreSlots):
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
 
@@ -138,12 +184,12 @@ class MemoryStore:
     def count(self, owner: Owner) -> int:
         """How many places ``owner`` holds."""
         h = self.owners.get(owner)
-        return 0 if h is None else len(h.queue)
+        return 0 if h is None else len(h) - 1
 
     def queue(self, owner: Owner) -> Fifo[str]:
         """``owner``'s places, oldest first."""
         h = self.owners.get(owner)
-        return _NO_IDS if h is None else h.queue
+        return _NO_IDS if h is None else _fifo_of(h[1:])
 
     def victim(self) -> str | None:
         """The id an eviction would take (R-PARK-4): the oldest place of the owner that has held
@@ -151,7 +197,7 @@ class MemoryStore:
         if not self.top:
             return None
         holder = self.buckets[self.top].first()
-        return self.owners[holder].queue.first()
+        return self.owners[holder].ids[0]
 
     def reserve(
         self,
@@ -198,10 +244,9 @@ class MemoryStore:
 
     def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
         h = self.owners.get(owner)
-        queue, pos = (_NO_IDS if h is None else h.queue).push(ident)
-        owners, buckets, top = self._recount(owner, h, queue)
-        places = self.places.set(ident, Place(owner, deadline, pos, single_use))
-        return MemoryStore(
+        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h[1:], ident))
+        places = self.places.set(ident, _new_place(owner, deadline, single_use))
+        return _new_store(
             places,
             owners,
             buckets,
@@ -215,36 +260,43 @@ class MemoryStore:
     def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
         p = self.places[ident]
         h = self.owners[p.owner]
-        owners, buckets, top = self._recount(p.owner, h, h.queue.remove(p.pos))
+        ids = h[1:]
+        at = ids.index(ident)
+        owners, buckets, top = self._recount(p.owner, h, ids[:at] + ids[at + 1 :])
         closed, order = self.closed, self.closed_order
         if why is not None and p.single_use:
             closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
         places = self.places.delete(ident)
-        return MemoryStore(
+        return _new_store(
             places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
         )
 
     def _recount(
-        self, owner: Owner, h: Holding | None, queue: Fifo[str]
+        self, owner: Owner, h: Holding | None, ids: tuple[str, ...]
     ) -> tuple[Map[Owner, Holding], Map[int, Fifo[Owner]], int]:
         """Moves ``owner`` from the bucket of its old count to that of its new one (R-PARK-4)."""
-        old, new = (0 if h is None else len(h.queue)), len(queue)
+        old, new = (0 if h is None else len(h) - 1), len(ids)
         buckets = self.buckets
         if old:
             assert h is not None
-            fifo = buckets[old].remove(h.bucket_pos)
+            fifo = buckets[old].remove(h[0])
             buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
         owners = self.owners
         if new:
             fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
             buckets = buckets.set(new, fifo)
-            owners = owners.set(owner, Holding(queue, pos))
+            owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
         top = max(self.top, new)
         while top and top not in buckets:
             top -= 1
         return owners, buckets, top
+
+
+_new_place = positional_constructor(Place)
+_new_holding = tuple.__new__
+_new_store = positional_constructor(MemoryStore)
 
 
 def _remember(
