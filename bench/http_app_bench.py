@@ -10,14 +10,16 @@ shell and reducer per call, apart from uvicorn and the kernel, so a change to ei
 without the noise of a loaded machine's network stack. ``make bench-compare`` runs it for the
 base tree and this one. Prints the median of the rounds, in microseconds of CPU per call.
 
-With ``--sessions N ...`` it runs once per N: a fresh app, N idle sessions opened first (each an
-``initialize`` POST and its ``notifications/initialized``; the app's session cap raised to fit),
-their cost in memory measured with ``tracemalloc`` (bytes still allocated once they are open,
-divided by N: the shell's session table and the reducer's connection together), then the echo
-calls on one more session. The N sessions are also opened once more in a fresh interpreter,
-untraced, and the growth of its resident set (``VmRSS``; Linux only) is divided by N: what the
-operating system sees, coarser than the traced figure (pymalloc takes memory in arenas of
-1 MiB), and in a fresh process because one that has freed memory opens sessions into it unseen.
+With ``--sessions N ...`` it builds one app per N, all live at once: N idle sessions opened
+first (each an ``initialize`` POST and its ``notifications/initialized``; the app's session cap
+raised to fit), their cost in memory measured with ``tracemalloc`` (bytes still allocated once
+they are open, divided by N: the shell's session table and the reducer's connection together),
+then the echo calls on one more session, in interleaved rounds (each round measures every app in
+turn), so that a drift of the machine's speed during the run moves every N alike. The N
+sessions are also opened once more in a fresh interpreter, untraced, and the growth of its
+resident set (``VmRSS``; Linux only) is divided by N: what the operating system sees, coarser
+than the traced figure (pymalloc takes memory in arenas of 1 MiB), and in a fresh process
+because one that has freed memory opens sessions into it unseen.
 The source lines that allocated most of the traced bytes are listed per N (``sites``).
 ``--out FILE`` writes the figures per N as JSON.
 """
@@ -32,6 +34,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import MutableMapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -117,43 +120,66 @@ def top_sites(count: int) -> list[dict[str, str | int]]:
     return top
 
 
+class Bench:
+    """One app, its idle sessions opened, and the session its echo calls go to."""
+
+    def __init__(self, app: HttpApp, extra: list[tuple[bytes, bytes]]) -> None:
+        self.app, self.extra, self.next_id = app, extra, 1
+
+    async def calls(self, count: int) -> float:
+        """CPU microseconds per echo call over ``count`` calls, one after another."""
+        bodies = [_call(self.next_id + i) for i in range(count)]
+        self.next_id += count
+        began = time.process_time()
+        for body in bodies:
+            answer = await _post(self.app, body, self.extra)
+        spent = (time.process_time() - began) / count * 1e6
+        if answer[0]["status"] != 200:
+            raise SystemExit(f"an echo call was answered {answer[0]['status']}")
+        return spent
+
+
+async def prepare(
+    stack: AsyncExitStack, idle: int, memory: dict[str, float], sites: list[dict[str, str | int]]
+) -> Bench:
+    """A running app beside ``idle`` idle sessions (their memory traced into ``memory`` and
+    ``sites``), warmed up on one more session."""
+    server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
+    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
+    await stack.enter_async_context(app.running())
+    if idle:
+        await open_session(app)  # the first session's one-time allocations, not counted
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(idle):
+            await open_session(app)
+        after = tracemalloc.get_traced_memory()[0]
+        sites.extend(top_sites(idle))
+        tracemalloc.stop()
+        memory["bytes_per_session"] = (after - before) / idle
+    bench = Bench(app, await open_session(app))
+    await bench.calls(200)  # warm up
+    return bench
+
+
 async def measure(
     calls: int,
     rounds: int,
-    idle: int = 0,
-    memory: dict[str, float] | None = None,
-    sites: list[dict[str, str | int]] | None = None,
-) -> list[float]:
-    server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
-    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
-    figures: list[float] = []
-    async with app.running():
-        if idle:
-            await open_session(app)  # the first session's one-time allocations, not counted
-            tracemalloc.start()
-            before = tracemalloc.get_traced_memory()[0]
-            for _ in range(idle):
-                await open_session(app)
-            after = tracemalloc.get_traced_memory()[0]
-            if sites is not None:
-                sites.extend(top_sites(idle))
-            tracemalloc.stop()
-            if memory is not None:
-                memory["bytes_per_session"] = (after - before) / idle
-        extra = await open_session(app)
-        next_id = 1
-        for _ in range(200):  # warm up
-            await _post(app, _call(next_id), extra)
-            next_id += 1
+    idles: list[int],
+    memory: list[dict[str, float]],
+    sites: list[list[dict[str, str | int]]],
+) -> list[list[float]]:
+    """Per number of idle sessions, its rounds' CPU per call. All the apps are prepared first
+    (all of them live at once) and then measured in interleaved rounds, so that a drift of the
+    machine's speed during the run moves every figure alike and their ratios stay."""
+    figures: list[list[float]] = [[] for _ in idles]
+    async with AsyncExitStack() as stack:
+        benches = []
+        for n, idle in enumerate(idles):
+            benches.append(await prepare(stack, idle, memory[n], sites[n]))
         for _ in range(rounds):
-            bodies = [_call(next_id + i) for i in range(calls)]
-            next_id += calls
-            began = time.process_time()
-            for body in bodies:
-                answer = await _post(app, body, extra)
-            figures.append((time.process_time() - began) / calls * 1e6)
-            if answer[0]["status"] != 200:
-                raise SystemExit(f"an echo call was answered {answer[0]['status']}")
+            for n, bench in enumerate(benches):
+                figures[n].append(await bench.calls(calls))
     return figures
 
 
@@ -205,13 +231,14 @@ def main() -> int:
         anyio.run(rss_child, args.rss_child)
         return 0
     report: list[dict[str, object]] = []
-    for idle in args.sessions or [0]:
-        memory: dict[str, float] = {}
-        sites: list[dict[str, str | int]] = []
-        figures = anyio.run(measure, args.calls, args.rounds, idle, memory, sites)
+    idles = args.sessions or [0]
+    memory: list[dict[str, float]] = [{} for _ in idles]
+    sites: list[list[dict[str, str | int]]] = [[] for _ in idles]
+    all_figures = anyio.run(measure, args.calls, args.rounds, idles, memory, sites)
+    for idle, figures, held, top in zip(idles, all_figures, memory, sites, strict=True):
         rounds = ", ".join(f"{f:.1f}" for f in figures)
         cpu = statistics.median(figures)
-        per = memory.get("bytes_per_session")
+        per = held.get("bytes_per_session")
         rss = rss_per_session(idle) if idle else None
         where = f" beside {idle} idle sessions ({per:,.0f} bytes each" if idle else ""
         where += f", resident set {rss:,} each)" if rss is not None else ")" if idle else ""
@@ -220,9 +247,10 @@ def main() -> int:
             {
                 "idle_sessions": idle,
                 "cpu_us_per_call": round(cpu, 1),
+                "rounds_us": [round(f, 1) for f in figures],
                 "bytes_per_session": None if per is None else round(per),
                 "rss_bytes_per_session": rss,
-                "sites": sites,
+                "sites": top,
             }
         )
     if args.out is not None:

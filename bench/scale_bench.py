@@ -13,6 +13,10 @@ Two sweeps, each from a state built the way a shell builds it (``SubscriberAttac
   a total cap of 1 024, with the same workload on top: 1 000 leaves the 24 places the workload's
   own ASKs need (8 flows at once) to make the same decisions as from an empty server.
 
+Every state of both sweeps is built (and its workload recorded) first; the replays then run in
+``--repeat`` interleaved rounds, each replaying every state once, and each figure is the median
+of its rounds, so that a drift of the machine's speed during the run moves all of them alike.
+
 The reducer remembers the capabilities of at most ``max_client_capabilities`` (1 024)
 connections; beyond that the oldest are forgotten (they can no longer be asked), so the
 10 000-connection state is what a server with that many live sessions holds.
@@ -33,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tracemalloc
@@ -40,9 +45,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from core_bench import KEY, TOOLS, calibrate, connect, fill, measure
+from core_bench import KEY, TOOLS, calibrate, connect, fill, record, replay
 
-from askgate.core import Options, State, initial_state
+from askgate.core import Event, Options, State, initial_state
 
 CONNECTIONS = (1, 10, 100, 1_000, 10_000)
 PARKED = (0, 64, 256, 1_000)
@@ -136,16 +141,16 @@ def main() -> int:
     calibration = calibrate(r)
 
     by_connections: list[dict[str, int | None]] = []
+    workloads: list[tuple[dict[str, int | None], State, list[Event]]] = []
     for count in CONNECTIONS:
         idle = [f"c{i}" for i in range(count - 1)]
         build = partial(lambda idle: connect(connect(base, idle), one), idle)
         start, size, top = allocated(build, SITES if count == CONNECTIONS[-1] else 0)
         connection_sites = [{**site, "per": round(int(site["bytes"]) / count)} for site in top]
-        rate = measure(start, one, n, r, concurrency=8)
-        row: dict[str, int | None] = {"connections": count, "events_per_s": round(rate)}
+        row: dict[str, int | None] = {"connections": count, "events_per_s": None}
         row |= {"state_bytes": size, "bytes_per_connection": round(size / count)}
         by_connections.append(row)
-        print(f"connections {count:>6}: {row}", file=sys.stderr, flush=True)
+        workloads.append((row, start, record(start, one, n, 8)))
 
     holders = [f"h{i}" for i in range(HOLDERS)]
     with_holders = connect(connect(base, holders), one)
@@ -155,11 +160,20 @@ def main() -> int:
             partial(fill, with_holders, holders, count), SITES if count == PARKED[-1] else 0
         )
         parked_sites = [{**site, "per": round(int(site["bytes"]) / count)} for site in top]
-        rate = measure(start, one, n, r, concurrency=8)
-        row = {"parked": count, "events_per_s": round(rate), "state_bytes": size}
+        row = {"parked": count, "events_per_s": None, "state_bytes": size}
         row["bytes_per_parked_call"] = round(size / count) if count else None
         by_parked.append(row)
-        print(f"parked {count:>6}: {row}", file=sys.stderr, flush=True)
+        workloads.append((row, start, record(start, one, n, 8)))
+
+    # Every state is built first; their replays then run in interleaved rounds (each round
+    # replays every state once), so that a drift of the machine's speed moves them all alike.
+    rates: list[list[float]] = [[] for _ in workloads]
+    for _ in range(r):
+        for rates_of, (_, start, events) in zip(rates, workloads, strict=True):
+            rates_of.append(len(events) / replay(start, events))
+    for (row, _, _), rates_of in zip(workloads, rates, strict=True):
+        row["events_per_s"] = round(statistics.median(rates_of))
+        print(f"{row}", file=sys.stderr, flush=True)
 
     first, last = by_connections[0]["events_per_s"] or 1, by_connections[-1]["events_per_s"] or 0
     empty, full = by_parked[0]["events_per_s"] or 1, by_parked[-1]["events_per_s"] or 0
