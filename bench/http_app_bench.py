@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from scale_bench import rss_bytes
 
 from askgate.core.http import HttpOptions
 from askgate.demo import build_demo
@@ -181,18 +182,6 @@ async def measure(
             for n, bench in enumerate(benches):
                 figures[n].append(await bench.calls(calls))
     return figures
-
-
-def rss_bytes() -> int | None:
-    """This process's resident set size now (``VmRSS``), or None where /proc has none."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 async def rss_child(idle: int) -> None:
