@@ -147,6 +147,12 @@ _KINDS: dict[str, Check] = {
 }
 """The check of each type name alone (the value's plainness included)."""
 
+_SHAPES: dict[str, Check] = {
+    "object": lambda value: type(value) is dict,
+    "array": lambda value: type(value) is list,
+}
+"""The container types' checks for a value whose members were checked already."""
+
 
 def checker(schema: Any) -> Check:
     """The check of the plain ``schema``: true when a plain JSON value satisfies it."""
@@ -165,7 +171,9 @@ def checker(schema: Any) -> Check:
     items = schema.get("items")
     item = _plain_check if items is None else checker(items)
     choices = tuple(checker(one) for one in schema.get("anyOf") or ())
-    of_kind = None if kind is None else _KINDS[kind]
+    # A dict or list value that passed members() or item() is plain JSON already (every Check
+    # is true of plain JSON only), so its type is all that is left to check.
+    of_kind = None if kind is None else _SHAPES.get(kind, _KINDS[kind])
 
     def members(value: dict[Any, Any]) -> bool:
         for name, member in value.items():
@@ -185,23 +193,8 @@ def checker(schema: Any) -> Check:
 
     if kind == "object" and not choices:
 
-        def check_object(value: Any) -> bool:  # members(), inlined: every call checks one
-            if type(value) is not dict:
-                return False
-            for name, member in value.items():
-                if type(name) is not str:
-                    return False
-                sub = properties.get(name)
-                if sub is None:
-                    if not (name.isascii() or _encodes(name)):
-                        return False
-                    sub = other
-                if not sub(member):
-                    return False
-            for name in required:  # noqa: SIM110 (as above)
-                if name not in value:
-                    return False
-            return True
+        def check_object(value: Any) -> bool:  # the common tool schema, without check()'s steps
+            return type(value) is dict and members(value)
 
         return check_object
 

@@ -68,7 +68,6 @@ from .events import (
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
 from .layout import field_copier, positional_constructor
-from .options import Options
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -446,22 +445,8 @@ def _open(
 def _busy_scope(d: _Draft, conn: ConnId) -> str:
     """Which bound a new worker for ``conn`` would break now, or "" (R-ADM-5)."""
     opts = d.options
-    last = _last_share[0]
-    share = last[1] if last[0] is opts else _share_of(opts)
-    return busy_scope(d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), share)
-
-
-_last_share: list[tuple[object, int]] = [(None, 0)]
-"""The last :class:`~askgate.core.options.Options` object :func:`_busy_scope` saw and its
-``in_flight_share`` (a property that computes), as one pair replaced whole: options are
-immutable, so the share of one object never changes; another object (another server, or
-options evolved) is computed afresh."""
-
-
-def _share_of(opts: Options) -> int:
     share = opts.in_flight_share
-    _last_share[0] = (opts, share)
-    return share
+    return busy_scope(d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), share)
 
 
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
