@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -66,12 +67,19 @@ def test_the_authorizers_copy_is_a_deep_copy_that_keeps_shared_parts_shared() ->
     assert again is not looped
 
 
-async def test_a_chunks_replies_go_out_at_once_in_one_write_without_the_pump() -> None:
-    outbox, pipe, direct = Outbox(), Pipe(), list[bytes]()
+def taking_all() -> tuple[list[bytes], Callable[[bytes], int]]:
+    """A descriptor write that takes every byte it is given, and what it was given."""
+    taken: list[bytes] = []
 
     def write_now(data: bytes) -> int:
-        direct.append(data)
+        taken.append(data)
         return len(data)
+
+    return taken, write_now
+
+
+async def test_a_chunks_replies_go_out_at_once_in_one_write_without_the_pump() -> None:
+    outbox, pipe, (direct, write_now) = Outbox(), Pipe(), taking_all()
 
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
@@ -103,12 +111,8 @@ async def test_what_the_descriptor_did_not_take_is_written_by_the_pump_in_order(
 
 
 async def test_nothing_is_written_at_once_while_the_pump_is_in_a_write() -> None:
-    outbox, pipe, direct = Outbox(), Pipe(), list[bytes]()
+    outbox, pipe, (direct, write_now) = Outbox(), Pipe(), taking_all()
     pipe.gate = anyio.Event()
-
-    def write_now(data: bytes) -> int:
-        direct.append(data)
-        return len(data)
 
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
