@@ -1095,8 +1095,6 @@ class Server:
         return Context(conn, self._transport, principal, runtime, worker, round_)
 
     async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
-        if is_async_callable(func):  # what call_user does with it, without its frame
-            return await func(*args, **kwargs)
         return await call_user(func, *args, limiter=self._limiter, **kwargs)
 
     async def perform_job(self, conn: Hashable, job: Job) -> object:
