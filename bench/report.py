@@ -387,10 +387,41 @@ def profile_lines(path: Path, per_call_us: float | None, what: str) -> list[str]
     return lines
 
 
+def floor_lines(startup: dict[str, Any], memory: bool) -> list[str]:
+    """What a start costs before askgate runs a line of its own: bare Python and Python with
+    asyncio and askgate's dependencies imported, beside the whole command, same run."""
+    floor = startup.get("floor")
+    if floor is None:
+        return []
+    key, unit, what = (
+        ("peak_rss_kib", "KiB", "peak resident set")
+        if memory
+        else ("ready_ms", "ms", "time from spawn to ready")
+    )
+    rows = (
+        ("bare Python", "bare"),
+        (
+            f"asyncio and the dependencies imported ({floor['dependency_modules']} modules)",
+            "dependencies",
+        ),
+        ("the command, to its `initialize` result", "command"),
+    )
+    lines = [f"The floor under askgate's own code ({what}, medians of {floor['rounds']}"]
+    lines[-1] += " interleaved starts, `bench/startup_profile.py`):"
+    lines += ["", f"| process | {unit} |", "| --- | --- |"]
+    lines += [f"| {label} | {cell(floor[name][key])} |" for label, name in rows]
+    share = floor["dependencies"][key] / floor["command"][key] if floor["command"][key] else 0
+    lines += ["", f"The dependencies alone are {100 * share:.0f}% of the command's {what}."]
+    return lines
+
+
 def startup_lines(startup: dict[str, Any] | None, memory: bool) -> list[str]:
     """Where start-up time (import times) or memory (Python allocations held) goes."""
     if startup is None:
         return ["(no start-up profile: bench/startup_profile.py did not run)"]
+    floor = floor_lines(startup, memory)
+    if floor:
+        floor = ["", *floor]
     if not memory:
         imports = startup["imports"]
         lines = [f"`{startup['command']}` under `-X importtime`: {imports['modules']} modules,"]
@@ -401,7 +432,7 @@ def startup_lines(startup: dict[str, Any] | None, memory: bool) -> list[str]:
         lines += ["", "| module | cumulative import time, ms |", "| --- | --- |"]
         for row in imports["top_cumulative_us"][:TOP]:
             lines.append(f"| {row['module']} | {row['us'] / 1000:.1f} |")
-        return lines
+        return lines + floor
     mem = startup["memory"]
     lines = [f"`{startup['command']}` under `-X tracemalloc`, at exit: {mem['traced_kib']:.0f}"]
     lines[-1] += f" KiB of Python allocations held, VmRSS {mem['rss_kib']} KiB (tracing"
@@ -411,7 +442,7 @@ def startup_lines(startup: dict[str, Any] | None, memory: bool) -> list[str]:
     lines += ["", "| package (who allocated or imported) | KiB |", "| --- | --- |"]
     for name, value in list(mem["by_package_kib"].items())[:TOP]:
         lines.append(f"| {name} | {value:.1f} |")
-    return lines
+    return lines + floor
 
 
 def where_the_time_goes(

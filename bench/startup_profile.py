@@ -1,10 +1,10 @@
 """Where askgate's stdio start-up time and memory go: import times and Python allocations.
 
     python bench/startup_profile.py [--command "python -m askgate serve --stdio --demo"]
-        [--top 25] [--out bench/results/profile/startup.json]
+        [--top 25] [--rounds 9] [--out bench/results/profile/startup.json]
 
-Two runs of the same server command line (a Python one, ``PYTHON [-opts] -m MODULE ...``), each
-with its standard input at end of file, so it starts, serves nothing and exits:
+Three measurements of the same server command line (a Python one, ``PYTHON [-opts] -m MODULE
+...``), each with its standard input at end of file, so it starts, serves nothing and exits:
 
 1. under ``-X importtime``: every module imported, with its own and its cumulative import
    time in microseconds, as CPython reports them on standard error. The output keeps the
@@ -19,7 +19,17 @@ with its standard input at end of file, so it starts, serves nothing and exits:
    shared libraries) is the difference between the RSS and the traced total.
 
 Both runs are slower than a plain start (the tracing costs); the shares are what counts.
-Nothing else is measured. The figures go to ``--out`` as JSON, for ``bench/report.py``.
+
+3. the floor askgate's own code cannot go below: asyncio and the installed packages' modules
+   the command has loaded when it exits (its dependencies: anyio, attrs, rapidjson,
+   immutables, ..., in the order they were loaded) are listed, and ``--rounds`` times,
+   interleaved, three processes start: bare Python, Python importing just those modules, each
+   printing a line once done, and the command, sent ``initialize`` (as ``bench/stdio_bench.py``
+   does) until its result. The time from spawn to that line and the process's ``VmHWM`` then
+   are kept, medians reported: what a start costs before askgate runs a line of its own,
+   beside what the whole command costs.
+
+The figures go to ``--out`` as JSON, for ``bench/report.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +38,10 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +183,127 @@ def allocations(argv: list[str], top: int) -> dict[str, Any]:
     }
 
 
+LOADED = r"""
+import atexit, json, os, sys
+
+def dump():
+    atexit.unregister(dump)
+    names = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if "/site-packages/" in path or "/dist-packages/" in path:
+            names.append(name)
+    print("\n" + json.dumps(names), file=sys.stderr)
+
+def exit_after_dump(status, _exit=os._exit):
+    dump()
+    _exit(status)
+
+atexit.register(dump)
+os._exit = exit_after_dump
+import runpy
+sys.argv = ARGV
+runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+"""
+
+
+def loaded_modules(argv: list[str]) -> list[str]:
+    """``asyncio`` (what anyio runs on), then the installed packages' modules the command has
+    loaded when it exits, in the order they were loaded: its dependencies, without askgate
+    itself (an editable install's askgate lives outside site-packages; a wheel's is dropped
+    here) and without the standard library modules askgate itself chooses to import."""
+    python, module, rest = split_module_argv(argv)
+    code = f"ARGV = {[module, *rest]!r}\nMODULE = {module!r}\n" + LOADED
+    done = subprocess.run(
+        [*python, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "[]"
+    names = [str(n) for n in json.loads(last)]
+    skip = ("askgate", "_distutils_hack")
+    kept = (n for n in names if n.split(".")[0] not in skip and "__editable__" not in n)
+    return ["asyncio", *kept]
+
+
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    b'"capabilities":{},"clientInfo":{"name":"startup_profile","version":"0"}}}\n'
+)
+READY = "import sys\nsys.stdout.write('ready\\n')\nsys.stdout.flush()\nsys.stdin.read()\n"
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process's ``VmHWM`` (peak resident set of its own address space, reset at exec)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise SystemExit(f"/proc/{pid}/status has no VmHWM")
+
+
+def ready_time(argv: list[str], request: bytes) -> tuple[float, int]:
+    """Start ``argv``, write ``request``, wait for its first line of output: (seconds from
+    spawn to that line, ``VmHWM`` then in KiB). Then its standard input ends and it is waited
+    for."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    child.stdin.write(request)
+    child.stdin.flush()
+    line = child.stdout.readline()
+    seconds = time.perf_counter() - start
+    peak = peak_rss_kib(child.pid)
+    child.stdin.close()
+    child.stdout.read()
+    child.wait(timeout=TIMEOUT_S)
+    if not line:
+        raise SystemExit(f"{shlex.join(argv)[:200]} printed nothing")
+    return seconds, peak
+
+
+def floor(argv: list[str], rounds: int) -> dict[str, Any]:
+    """Bare Python, Python importing asyncio and the command's dependencies, and the
+    command up to its ``initialize`` result, started ``rounds`` times interleaved: medians of
+    the time to ready and of the peak resident set then."""
+    python, _, _ = split_module_argv(argv)
+    modules = loaded_modules(argv)
+    body = "\n".join(f"try:\n    import {name}\nexcept Exception:\n    pass" for name in modules)
+    runs = {
+        "bare": ([*python, "-c", READY], b""),
+        "dependencies": ([*python, "-c", body + "\n" + READY], b""),
+        "command": (argv, INITIALIZE),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    peaks: dict[str, list[int]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (run, request) in runs.items():
+            seconds, peak = ready_time(run, request)
+            times[name].append(seconds)
+            peaks[name].append(peak)
+    return {
+        "rounds": rounds,
+        "dependency_modules": len(modules),
+        **{
+            name: {
+                "ready_ms": round(statistics.median(times[name]) * 1000, 1),
+                "peak_rss_kib": int(statistics.median(peaks[name])),
+            }
+            for name in runs
+        },
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--command", default=DEFAULT, help="a PYTHON -m MODULE command line")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved starts for the floor")
     parser.add_argument("--out", type=Path, default=Path("bench/results/profile/startup.json"))
     args = parser.parse_args()
     argv = shlex.split(args.command)
@@ -182,6 +311,7 @@ def main() -> int:
         "command": args.command,
         "imports": import_times(argv, args.top),
         "memory": allocations(argv, args.top),
+        "floor": floor(argv, args.rounds),
         "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -111,6 +111,35 @@ def test_the_startup_section_lists_import_time_by_package(
     lines = report.where_the_time_goes(missed, tmp_path, {})
     assert "| askgate.core | 2.0 |" in lines
     assert "| attr | 4.0 |" in lines
+    assert not any("floor" in line for line in lines)  # an older startup.json has none
+
+
+def test_the_startup_floor_says_what_the_dependencies_alone_cost(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    startup = {
+        "command": "python -m askgate serve --stdio --demo",
+        "imports": {"modules": 1, "total_us": 1000, "by_package_us": {}, "top_cumulative_us": []},
+        "memory": {"traced_kib": 10.0, "rss_kib": 30000, "by_package_kib": {}},
+        "floor": {
+            "rounds": 3,
+            "dependency_modules": 58,
+            "bare": {"ready_ms": 20.0, "peak_rss_kib": 10000},
+            "dependencies": {"ready_ms": 120.0, "peak_rss_kib": 24000},
+            "command": {"ready_ms": 160.0, "peak_rss_kib": 30000},
+        },
+    }
+    (tmp_path / "startup.json").write_text(json.dumps(startup), encoding="utf-8")
+    time = report.where_the_time_goes(
+        [("stdio start + initialize", 160.0, 100, "ms", True, "startup")], tmp_path, {}
+    )
+    assert "| asyncio and the dependencies imported (58 modules) | 120.0 |" in time
+    assert "The dependencies alone are 75% of the command's time from spawn to ready." in time
+    memory = report.where_the_time_goes(
+        [("stdio peak RSS", 29.3, 25, "MiB", True, "memory")], tmp_path, {}
+    )
+    assert "| bare Python | 10 000 |" in memory
+    assert "The dependencies alone are 80% of the command's peak resident set." in memory
 
 
 def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType) -> None:
