@@ -937,7 +937,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ctx-no-withdraw-when-worker-ends",
         REDUCER,
-        "    if ref in d.worker_requests:\n"
+        "    if d.worker_requests and ref in d.worker_requests:\n"
         "        _withdraw_requests(d, ref, out, notify=True)  # R-CTX-6\n",
         "",
         ("R-CTX-6", "R-INV-7"),

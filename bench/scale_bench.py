@@ -1,6 +1,7 @@
 """The reducer as the state grows: cost per event and memory per connection and per parked call.
 
     python bench/scale_bench.py [--events N] [--repeat R] [--out bench/results/scale.json]
+                                [--profile FILE]
 
 Two sweeps, each from a state built the way a shell builds it (``SubscriberAttached`` and
 ``ClientInitialized`` per connection; a policy ASK per parked call):
@@ -29,6 +30,13 @@ each sweep is also built once more in a fresh interpreter, untraced, and the gro
 process's resident set (``VmRSS``; Linux only) is divided the same way: what the operating
 system sees, without tracemalloc's bookkeeping, coarser (pymalloc takes memory in arenas of
 1 MiB), and in a fresh process because one that has freed memory builds into it unseen.
+
+``--profile FILE`` replays the parked sweep's workload once more under ``cProfile`` after the
+measured rounds, from no parked call and from the most, and writes the functions that took the
+most time in each (own time, share of the replay, microseconds per event) to FILE as JSON: where
+the time goes when the cap is parked. Both replays make the same decisions (the workload's own
+asks park beside the parked calls, never evicting one); cProfile counts Python's work, not the
+cache misses of the larger maps' nodes.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from core_bench import KEY, TOOLS, calibrate, connect, fill, record, replay
+from core_bench import KEY, TOOLS, calibrate, connect, fill, profile_replay, record, replay
 
 from askgate.core import Event, Options, State, initial_state
 
@@ -127,6 +135,9 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("bench/results/scale.json"))
+    parser.add_argument(
+        "--profile", type=Path, help="write cProfiles of the parked sweep's replays here"
+    )
     parser.add_argument("--rss-child", nargs=2, metavar=("SWEEP", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -200,6 +211,15 @@ def main() -> int:
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.profile is not None:
+        parked_workloads = workloads[len(CONNECTIONS) :]
+        profiles = {
+            str(row["parked"]): profile_replay(start, events)
+            for row, start, events in (parked_workloads[0], parked_workloads[-1])
+        }
+        args.profile.parent.mkdir(parents=True, exist_ok=True)
+        args.profile.write_text(json.dumps(profiles, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.profile}", file=sys.stderr)
     return 0
 
 

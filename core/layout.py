@@ -50,6 +50,11 @@ def _mutable_layout(cls: type[AttrsInstance], names: list[str]) -> type | None:
     return base
 
 
+def _own(cls: type, name: str) -> Any:
+    """The attribute ``name`` as ``cls``'s MRO first defines it (no descriptor bound)."""
+    return next(vars(k)[name] for k in cls.__mro__ if name in vars(k))
+
+
 def positional_constructor(cls: type[T]) -> Callable[..., T]:
     """A constructor taking every field of the frozen, slotted attrs class ``cls`` in order and
     building the object attrs' ``__init__`` builds: the same class, the same slots, frozen as
@@ -77,7 +82,11 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
             params.insert(0, field.name)
     if layout is not None:
         scope["_builder"] = type(f"_{cls.__name__}Builder", (layout,), {"__slots__": ()})
-        body = ["self = _new(_builder)", *(f"self.{name} = {name}" for name in names)]
+        # A layout of bare slots takes no arguments: calling it builds an empty instance for
+        # less than ``object.__new__`` does (no argument tuple to build and unpack).
+        bare = all(_own(layout, name) is vars(object)[name] for name in ("__init__", "__new__"))
+        first = "self = _builder()" if bare else "self = _new(_builder)"
+        body = [first, *(f"self.{name} = {name}" for name in names)]
         body.append("self.__class__ = _cls")
     else:
         body = ["self = _new(_cls)"]

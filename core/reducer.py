@@ -116,7 +116,6 @@ else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_
 Out = list[Effect]
 _copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
-_new_object = object.__new__
 _new_parked = positional_constructor(Parked)
 
 # The effects and jobs a step builds are built by constructors named after their classes: each
@@ -164,6 +163,14 @@ class _Draft(Variables):
         draft.__class__ = State
         state: State = draft
         return state
+
+
+class _BlankDraft(_Draft):
+    """A :class:`_Draft` built empty by calling the class (``object.__init__``: no arguments),
+    which costs less than ``object.__new__``; :func:`step` fills it."""
+
+    __slots__ = ()
+    __init__ = object.__init__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,7 +570,8 @@ def _close(
     """Delivers a call's outcome to its owner, once, and ends it (R-DLV-1 .. R-DLV-3); a
     ``tools/call`` is recorded with ``outcome``, ``detail`` and ``decision`` (by default the
     call's own) (R-LOG-1)."""
-    message = _final(d, call, message)
+    if d.stateless:  # a modern call's answer is rendered by its revision
+        message = _final(d, call, message)
     if call.replied:
         out.append(Push(call.conn, message, call.request_id))
     else:
@@ -602,7 +610,9 @@ def _deny(
     ``detail``; its record says ``recorded`` instead of ``detail`` when given (R-LOG-2)."""
     rid = call.request_id
     sentence = m.WHY[detail] if why is None else why
-    message = _final(d, call, m.authorization_required(rid, call.name, decision, detail, sentence))
+    message = m.authorization_required(rid, call.name, decision, detail, sentence)
+    if d.stateless:  # a modern call's answer is rendered by its revision
+        message = _final(d, call, message)
     if call.replied:
         out.append(Push(call.conn, message, rid))
     else:
@@ -1128,7 +1138,7 @@ def _freed(d: _Draft, owner: Hashable) -> None:
     """``owner`` holds a place less: a connection that holds nothing else is forgotten now
     (R-INV-6)."""
     c = d.conns.get(owner)
-    if c is not None:
+    if c is not None and c.is_empty():  # a record that holds something is kept as it is
         _put_conn(d, owner, c)
 
 
@@ -1454,7 +1464,7 @@ def _retry(
 
 def _round_of(d: _Draft, call: Call) -> Round | None:
     """What ``call``'s callback is told of its rounds: set for a modern call (R-MRTR-20)."""
-    st = _stateless_call(d, call)
+    st = d.stateless.get(call.key) if d.stateless else None
     return None if st is None else st.round
 
 
@@ -1892,7 +1902,7 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
         out.append(KillWorker(ref))  # R-WORK-2
     else:
         out.append(CancelTimer((WORKER_TIMER, ref)))
-    if ref in d.worker_requests:
+    if d.worker_requests and ref in d.worker_requests:
         _withdraw_requests(d, ref, out, notify=True)  # R-CTX-6
     _CALL_HANDLERS[kind][call.stage._value_](d, call, value, now, out)  # CALL_TRANSITIONS
 
@@ -2061,8 +2071,10 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _new_object(_Draft)  # _Draft(state), without the calls to reach its __init__
+    draft = _BlankDraft()  # _Draft(state), without the calls to reach its __init__
     _copy_variables(draft, state)
     out: Out = []
     handler(draft, event, out)
-    return draft.freeze(), out
+    frozen: Any = draft  # draft.freeze(), without the call
+    frozen.__class__ = State
+    return frozen, out

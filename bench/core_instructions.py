@@ -1,0 +1,87 @@
+"""Instructions the reducer executes per event, counted by valgrind: a figure machine load does
+not move, for comparing two checkouts of the reducer on a shared, noisy machine.
+
+    python bench/core_instructions.py --tree /tmp/base --tree . [--workload mixed p0 p1000]
+
+Each ``--tree`` (a checkout) replays ``core_bench.py``'s workloads through ``step`` under
+``valgrind --tool=callgrind``, run with ``python -P`` and ``PYTHONPATH=<tree>`` from outside both
+trees, with ``PYTHONHASHSEED=0``. *mixed* is core_bench's mixed workload; *pN* is
+scale_bench's single-connection workload beside N parked calls (1 023 holders, a total cap of
+1 024). Every workload is recorded in full and replayed once for 2 000 and once for 6 000 of its
+events; the figure is the difference of the two totals over 4 000, so that start-up, building
+the state and recording cancel out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+FEW, MANY = 2_000, 6_000
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def child(tree: str, workload: str, count: int) -> None:
+    """Child mode: records the workload's ``MANY`` events and replays the first ``count``."""
+    sys.path.insert(0, str(Path(tree) / "bench"))
+    from core_bench import KEY, TOOLS, connect, fill, record  # noqa: PLC0415
+
+    from askgate.core import Options, initial_state, step  # noqa: PLC0415
+
+    if workload == "mixed":
+        options = Options(has_authorizer=True, max_parked_elicitations_total=512)
+        conns = [f"w{i}" for i in range(16)]
+        start = connect(initial_state(options, id_key=KEY, tools=TOOLS), conns)
+        concurrency = 32
+    else:
+        options = Options(has_authorizer=True, max_parked_elicitations_total=1024)
+        holders = [f"h{i}" for i in range(1023)]
+        base = initial_state(options, id_key=KEY, tools=TOOLS)
+        conns = ["w0"]
+        start = fill(connect(connect(base, holders), conns), holders, int(workload[1:]))
+        concurrency = 8
+    events = record(start, conns, MANY, concurrency)[:count]
+    state = start
+    for event in events:
+        state, _ = step(state, event)
+
+
+def collected(tree: str, workload: str, count: int) -> int:
+    """Instructions callgrind counts for one child run."""
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+    command += ["-P", str(Path(__file__).resolve()), "--child", tree, workload, str(count)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd="/", check=True)
+    found = COLLECTED.search(done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from callgrind:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--tree", action="append", default=[], help="a checkout (repeatable)")
+    parser.add_argument("--workload", nargs="*", default=["mixed", "p0", "p1000"])
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], int(args.child[2]))
+        return 0
+    trees = [str(Path(tree).resolve()) for tree in args.tree or ["."]]
+    for workload in args.workload:
+        figures = []
+        for tree in trees:
+            few, many = collected(tree, workload, FEW), collected(tree, workload, MANY)
+            figures.append((many - few) / (MANY - FEW))
+        shown = ", ".join(f"{tree}: {n:,.0f}" for tree, n in zip(trees, figures, strict=True))
+        ratios = ", ".join(f"{n / figures[0]:.3f}" for n in figures)
+        print(f"{workload}: instructions per event {shown}; over the first {ratios}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
