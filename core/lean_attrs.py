@@ -12,15 +12,30 @@ a fifth of the time ``import askgate`` took. A class that defines its own ``__re
 as with attrs (``auto_detect``). ``__init__``, ``__eq__`` and ``__hash__`` stay attrs's compiled
 ones: a closure comparing field by field, in order, as attrs's ``__eq__`` does, measured three
 to four times slower, and equality is on the hot paths of the model-based tests.
+
+Those methods are not compiled at import either (R-EMB-19). attrs writes each class's methods as
+Python source and compiles it; :func:`run_script` runs such a source (attrs's, and
+:mod:`~askgate.core.layout`'s constructors) from code compiled ahead of time when the very same
+text is in :mod:`~askgate.core.compiled_scripts`, a generated module (``make attrs-scripts``)
+that holds each known source as the body of a function, so importlib's ``.pyc`` cache holds the
+compiled code. Running that function with the source's own globals defines the same functions
+with the same code and defaults that compiling the text defines; a text that is not there is
+compiled, as attrs does. While :func:`define` or :func:`frozen` builds a class, attrs's private
+``attr._make._compile_and_eval`` is :func:`run_script` (restored right after, under a lock); an
+attrs without that function builds as ever, compiling.
 """
 
 from __future__ import annotations
 
+import builtins
+import re
 import threading
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+from attr import _make as attrs_make  # the private hook point of run_script
 from attrs import (
     NOTHING,
     Attribute,
@@ -37,6 +52,8 @@ from attrs import (
     validators,
 )
 
+from .compiled_scripts import SCRIPTS
+
 __all__ = [
     "NOTHING",
     "Attribute",
@@ -52,12 +69,66 @@ __all__ = [
     "frozen",
     "has",
     "install_repr",
+    "run_script",
     "setters",
     "validators",
 ]
 
 _repring = threading.local()
 """The ids of the instances being represented in this thread (attrs's recursion guard)."""
+
+
+compiled: list[str] = []
+"""The file names of the sources :func:`run_script` had to compile (not in the cache)."""
+
+_attrs_compile_and_eval: Callable[..., None] | None = getattr(attrs_make, "_compile_and_eval", None)
+_hooked = threading.RLock()
+
+
+_TYPE_HASH = re.compile(r"(?<=hash\(\(\n)\s+(-?\d+),$", re.MULTILINE)
+HASH_MARK = 0x5EED_C0DE_5EED_C0DE
+"""Stands for the class's own number in a cached ``__hash__``: attrs writes ``hash(<its file
+name>)`` into the source, which differs from process to process (string hashing is seeded)."""
+
+
+def cache_key(script: str) -> tuple[str, int | None]:
+    """``script`` with attrs's per-process type hash written as :data:`HASH_MARK`, and that
+    hash (``None`` when there is none)."""
+    found = _TYPE_HASH.search(script)
+    if found is None:
+        return script, None
+    return f"{script[: found.start(1)]}{HASH_MARK}{script[found.end(1) :]}", int(found.group(1))
+
+
+def run_script(
+    script: str,
+    globs: dict[str, Any] | None,
+    locs: Mapping[str, object] | None = None,
+    filename: str = "",
+) -> None:
+    """``eval(compile(script, filename, "exec"), globs, locs)`` for a ``script`` of function
+    definitions, from the code compiled ahead of time for that text when
+    :mod:`~askgate.core.compiled_scripts` has it: the functions it defines land in ``locs``
+    (``globs`` when ``None``), their globals and default values taken from ``globs`` as the
+    compiled text's are, and a ``__hash__`` gets the number the text gives it."""
+    key, type_hash = cache_key(script)
+    made = SCRIPTS.get(key)
+    target = globs if locs is None else locs
+    if made is None or globs is None or not isinstance(target, dict):
+        compiled.append(filename)
+        exec(compile(script, filename, "exec"), globs, locs)
+        return
+    globs.setdefault("__builtins__", builtins.__dict__)  # as eval() and exec() do
+    defined = types.FunctionType(made.__code__, globs)()
+    if type_hash is not None:
+        method = defined["__hash__"]
+        code = method.__code__
+        method.__code__ = code.replace(
+            co_consts=tuple(
+                type_hash if type(c) is int and c == HASH_MARK else c for c in code.co_consts
+            )
+        )
+    target.update(defined)
 
 
 def __getattr__(name: str) -> Any:
@@ -78,7 +149,14 @@ def _build(maker: Callable[..., Any], maybe_cls: type | None, options: dict[str,
     wanted = options.pop("repr", None)
 
     def wrap(cls: type) -> type:
-        built: type = maker(cls, repr=False, **options)
+        with _hooked:  # attrs compiles through run_script while it builds this class
+            if _attrs_compile_and_eval is not None:
+                attrs_make._compile_and_eval = run_script
+            try:
+                built: type = maker(cls, repr=False, **options)
+            finally:
+                if _attrs_compile_and_eval is not None:
+                    attrs_make._compile_and_eval = _attrs_compile_and_eval
         own = "__repr__" in cls.__dict__ and options.get("auto_detect", True)
         if wanted is True or (wanted is None and not own):
             install_repr(built)
