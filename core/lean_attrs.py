@@ -21,21 +21,21 @@ that holds each known source as the body of a function, so importlib's ``.pyc`` 
 compiled code. Running that function with the source's own globals defines the same functions
 with the same code and defaults that compiling the text defines; a text that is not there is
 compiled, as attrs does. While :func:`define` or :func:`frozen` builds a class, attrs's private
-``attr._make._compile_and_eval`` is :func:`run_script` (restored right after, under a lock); an
-attrs without that function builds as ever, compiling.
+``attr._make._linecache_and_compile`` takes its sources from the cache the same way (restored
+right after, under a lock; a cached source is not copied into :mod:`linecache`, as its code
+names compiled_scripts.py); an attrs without that function builds as ever, compiling.
 """
 
 from __future__ import annotations
 
 import builtins
-import re
 import threading
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-from attr import _make as attrs_make  # the private hook point of run_script
+from attr import _make as attrs_make  # the private hook point of the cache
 from attrs import (
     NOTHING,
     Attribute,
@@ -81,44 +81,54 @@ _repring = threading.local()
 compiled: list[str] = []
 """The file names of the sources :func:`run_script` had to compile (not in the cache)."""
 
-_attrs_compile_and_eval: Callable[..., None] | None = getattr(attrs_make, "_compile_and_eval", None)
+_attrs_compile: Callable[..., dict[str, Any]] | None = getattr(
+    attrs_make, "_linecache_and_compile", None
+)
 _hooked = threading.RLock()
 
-
-_TYPE_HASH = re.compile(r"(?<=hash\(\(\n)\s+(-?\d+),$", re.MULTILINE)
 HASH_MARK = 0x5EED_C0DE_5EED_C0DE
 """Stands for the class's own number in a cached ``__hash__``: attrs writes ``hash(<its file
 name>)`` into the source, which differs from process to process (string hashing is seeded)."""
+_HASHED = "hash((\n"
 
 
 def cache_key(script: str) -> tuple[str, int | None]:
-    """``script`` with attrs's per-process type hash written as :data:`HASH_MARK`, and that
-    hash (``None`` when there is none)."""
-    found = _TYPE_HASH.search(script)
-    if found is None:
+    """``script`` with attrs's per-process type hash (the line after ``hash((``) written as
+    :data:`HASH_MARK`, and that hash (``None`` when there is none)."""
+    at = script.find(_HASHED)
+    if at < 0:
         return script, None
-    return f"{script[: found.start(1)]}{HASH_MARK}{script[found.end(1) :]}", int(found.group(1))
+    start = at + len(_HASHED)
+    end = script.find(",\n", start)
+    number = script[start:end].strip()
+    if end < 0 or not number.lstrip("-").isdigit():
+        return script, None
+    indent = len(script[start:end]) - len(script[start:end].lstrip())
+    return f"{script[: start + indent]}{HASH_MARK}{script[end:]}", int(number)
 
 
 def run_script(
     script: str,
-    globs: dict[str, Any] | None,
-    locs: Mapping[str, object] | None = None,
+    globs: dict[str, Any],
+    locs: dict[str, Any] | None = None,
     filename: str = "",
 ) -> None:
-    """``eval(compile(script, filename, "exec"), globs, locs)`` for a ``script`` of function
+    """``exec(compile(script, filename, "exec"), globs, locs)`` for a ``script`` of function
     definitions, from the code compiled ahead of time for that text when
     :mod:`~askgate.core.compiled_scripts` has it: the functions it defines land in ``locs``
     (``globs`` when ``None``), their globals and default values taken from ``globs`` as the
     compiled text's are, and a ``__hash__`` gets the number the text gives it."""
-    key, type_hash = cache_key(script)
-    made = SCRIPTS.get(key)
-    target = globs if locs is None else locs
-    if made is None or globs is None or not isinstance(target, dict):
+    if not _run_cached(script, globs, globs if locs is None else locs):
         compiled.append(filename)
         exec(compile(script, filename, "exec"), globs, locs)
-        return
-    globs.setdefault("__builtins__", builtins.__dict__)  # as eval() and exec() do
+
+
+def _run_cached(script: str, globs: dict[str, Any], into: dict[str, Any]) -> bool:
+    key, type_hash = cache_key(script)
+    made = SCRIPTS.get(key)
+    if made is None:
+        return False
+    globs.setdefault("__builtins__", builtins.__dict__)  # as exec() does
     defined = types.FunctionType(made.__code__, globs)()
     if type_hash is not None:
         method = defined["__hash__"]
@@ -128,7 +138,25 @@ def run_script(
                 type_hash if type(c) is int and c == HASH_MARK else c for c in code.co_consts
             )
         )
-    target.update(defined)
+    into.update(defined)
+    return True
+
+
+def _attrs_sources(
+    script: str,
+    filename: str,
+    globs: dict[str, Any] | None,
+    locals: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """attrs's ``_linecache_and_compile`` (the functions ``script`` defines, in ``locals``) from
+    the cache when it has ``script``; else attrs's own, which also gives the source to
+    :mod:`linecache` (a cached function's code names compiled_scripts.py and its lines)."""
+    into = {} if locals is None else locals
+    if globs is not None and isinstance(into, dict) and _run_cached(script, globs, into):
+        return into
+    assert _attrs_compile is not None  # hooked only when attrs has it
+    compiled.append(filename)
+    return _attrs_compile(script, filename, globs, locals)
 
 
 def __getattr__(name: str) -> Any:
@@ -150,13 +178,13 @@ def _build(maker: Callable[..., Any], maybe_cls: type | None, options: dict[str,
 
     def wrap(cls: type) -> type:
         with _hooked:  # attrs compiles through run_script while it builds this class
-            if _attrs_compile_and_eval is not None:
-                attrs_make._compile_and_eval = run_script
+            if _attrs_compile is not None:
+                attrs_make._linecache_and_compile = _attrs_sources
             try:
                 built: type = maker(cls, repr=False, **options)
             finally:
-                if _attrs_compile_and_eval is not None:
-                    attrs_make._compile_and_eval = _attrs_compile_and_eval
+                if _attrs_compile is not None:
+                    attrs_make._linecache_and_compile = _attrs_compile
         own = "__repr__" in cls.__dict__ and options.get("auto_detect", True)
         if wanted is True or (wanted is None and not own):
             install_repr(built)
