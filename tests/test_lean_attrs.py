@@ -4,16 +4,18 @@ generated one says, and every record class of the core built with it."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
 from askgate import attrs_scripts
-from askgate.core import lean_attrs
+from askgate.core import compiled_scripts, lean_attrs
 
 
 def _pair(decorator_options: dict[str, Any], body: Any) -> tuple[type, type]:
@@ -192,22 +194,47 @@ def test_R_EMB_19_the_cache_of_compiled_sources_is_current() -> None:
     assert len(sources) >= 100  # attrs's methods of every record class and layout's builders
 
 
-def test_R_EMB_19_a_stdio_server_compiles_no_source_of_its_record_classes() -> None:
+def _imported_askgate(**env: str) -> list[str]:
+    """What a fresh interpreter importing askgate, the demo and the policy loader (with
+    ``env`` on top of this one's, PYTHONDONTWRITEBYTECODE left out) says: the sources it
+    compiled, whether it imported the cache, and two methods' code files."""
     code = (
+        "import sys\n"
         "import askgate, askgate.demo, askgate.policy\n"
-        "from askgate.core import compiled_scripts, lean_attrs, events, state\n"
+        "from askgate.core import lean_attrs, events, state\n"
         "print(lean_attrs.compiled)\n"
-        "print(compiled_scripts.__file__)\n"
+        "print('askgate.core.compiled_scripts' in sys.modules)\n"
         "print(events.MessageReceived.__init__.__code__.co_filename)\n"
         "print(state.State.__eq__.__code__.co_filename)\n"
     )
+    outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run(
         [sys.executable, "-P", "-c", code],
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(attrs_scripts.ROOT)},
+        env={**outer, "PYTHONPATH": str(attrs_scripts.ROOT), **env},
     )
-    misses, cache, *filenames = done.stdout.splitlines()
-    assert misses == "[]"
-    assert filenames == [cache] * 2  # the methods' code is the cache's
+    return done.stdout.splitlines()
+
+
+def test_R_EMB_19_a_stdio_server_compiles_no_source_of_its_record_classes() -> None:
+    misses, cached, *filenames = _imported_askgate()  # importlib may write bytecode
+    assert (misses, cached) == ("[]", "True")
+    target = str(attrs_scripts.TARGET.resolve())
+    assert [str(Path(name).resolve()) for name in filenames] == [target] * 2
+
+
+def test_R_EMB_19_without_the_caches_bytecode_a_process_that_writes_none_compiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # compiling the whole cache from source costs more than the sources one by one
+    pyc = tmp_path / "compiled_scripts.pyc"
+    monkeypatch.setattr(importlib.util, "cache_from_source", lambda _path: str(pyc))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert lean_attrs._cache() == {}  # no bytecode, none to be written
+    pyc.write_bytes(b"")
+    assert lean_attrs._cache() is compiled_scripts.SCRIPTS  # importlib's to load
+    pyc.unlink()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert lean_attrs._cache() is compiled_scripts.SCRIPTS  # importlib's to write
