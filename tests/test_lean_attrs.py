@@ -197,7 +197,8 @@ def test_R_EMB_19_the_cache_of_compiled_sources_is_current() -> None:
 def _imported_askgate(**env: str) -> list[str]:
     """What a fresh interpreter importing askgate, the demo and the policy loader (with
     ``env`` on top of this one's, PYTHONDONTWRITEBYTECODE left out) says: the sources it
-    compiled, whether it imported the cache, and two methods' code files."""
+    compiled, whether it imported the cache, two methods' code files; then, every module of
+    record classes imported, the cache's entries left and the sources compiled."""
     code = (
         "import sys\n"
         "import askgate, askgate.demo, askgate.policy\n"
@@ -206,6 +207,10 @@ def _imported_askgate(**env: str) -> list[str]:
         "print('askgate.core.compiled_scripts' in sys.modules)\n"
         "print(events.MessageReceived.__init__.__code__.co_filename)\n"
         "print(state.State.__eq__.__code__.co_filename)\n"
+        "import importlib\n"
+        f"for name in {attrs_scripts.MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(len(lean_attrs.SCRIPTS), len(lean_attrs.compiled))\n"
     )
     outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run(
@@ -219,10 +224,12 @@ def _imported_askgate(**env: str) -> list[str]:
 
 
 def test_R_EMB_19_a_stdio_server_compiles_no_source_of_its_record_classes() -> None:
-    misses, cached, *filenames = _imported_askgate()  # importlib may write bytecode
+    misses, cached, *filenames, after_all = _imported_askgate()  # importlib may write bytecode
     assert (misses, cached) == ("[]", "True")
     target = str(attrs_scripts.TARGET.resolve())
     assert [str(Path(name).resolve()) for name in filenames] == [target] * 2
+    # every record module imported: each entry served its classes and was dropped, none compiled
+    assert after_all == "0 0"
 
 
 def test_R_EMB_19_without_the_caches_bytecode_a_process_that_writes_none_compiles(
