@@ -83,7 +83,9 @@ def _option_default(dest: str) -> str:
     return str(default)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser; with ``serve_only``, without the commands other than
+    ``serve`` (what ``askgate serve ...`` parses with: :func:`_parse`)."""
     parser = argparse.ArgumentParser(
         prog="askgate",
         description="An MCP server core that decides when a tool may run.",
@@ -179,11 +181,25 @@ def _parser() -> argparse.ArgumentParser:
         help="what askgate logs on stderr (default: warning)",
     )
     _add_audit_flags(serve)
-    _add_audit_commands(commands)
-    _policy_parser(commands)
-    _spec_parser(commands)
-    _core_parser(commands)
+    if not serve_only:
+        _add_audit_commands(commands)
+        _policy_parser(commands)
+        _spec_parser(commands)
+        _core_parser(commands)
     return parser
+
+
+def _parse(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """``argv`` parsed, and the parser. ``askgate serve ...`` is parsed without building the
+    other commands' parsers (start-up time); what is left over for the top level (an
+    unrecognized argument) is parsed again by the whole parser, whose error lists them all."""
+    if argv[:1] == ["serve"]:
+        parser = _parser(serve_only=True)
+        args, left = parser.parse_known_args(argv)
+        if not left:
+            return parser, args
+    parser = _parser()
+    return parser, parser.parse_args(argv)
 
 
 # -- auditing (spec/audit.md): serve's --trace and --audit-log, `replay` and `explain` -----------
@@ -639,8 +655,7 @@ def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    parser, args = _parse(sys.argv[1:] if argv is None else argv)
     if args.version:
         from askgate import __version__
 

@@ -31,7 +31,6 @@ import enum
 import inspect
 import json
 import os
-import secrets
 import types
 import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
@@ -794,7 +793,7 @@ class Server:
         options = attrs.evolve(self._options, transport=transport).validated()
         tools = tuple(tool.info for tool in self._tools.values())
         # R-MRTR-12: the key that seals modern approval states, drawn fresh at every start.
-        ring = Keyring(Key("k1", secrets.token_bytes(32)), options.elicitation_timeout_ms)
+        ring = Keyring(Key("k1", os.urandom(32)), options.elicitation_timeout_ms)
         state = initial_state(options, id_key=os.urandom(32), tools=tools, keyring=ring)
         # The catalog is complete from the first step (catalog_complete, R-PROTO-18, 19).
         for event in self._catalog_events():

@@ -16,13 +16,17 @@ from typing import Any, TypeVar
 import attrs
 from attrs import AttrsInstance
 
+from .lean_attrs import run_script
+
 T = TypeVar("T", bound=AttrsInstance)
 
 
 def _generate(name: str, params: list[str], body: list[str], scope: dict[str, Any]) -> Any:
-    """The function ``name(*params)`` with ``body``, compiled once. Callers build the source
-    from an attrs class's own field names, nothing else."""
-    exec("\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)]), scope)
+    """The function ``name(*params)`` with ``body``, compiled once (ahead of time when
+    :mod:`~askgate.core.compiled_scripts` has its source, as attrs's methods are). Callers build
+    the source from an attrs class's own field names, nothing else."""
+    source = "\n".join([f"def {name}({', '.join(params)}):", *(f"    {b}" for b in body)])
+    run_script(source, scope, filename=f"<askgate.core.layout {name}>")
     return scope[name]
 
 

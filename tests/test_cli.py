@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from askgate import Allow, Server
-from askgate.__main__ import _OPTION_FLAGS, HTTP_ONLY, _parser, load_target, main
+from askgate.__main__ import _OPTION_FLAGS, HTTP_ONLY, _parse, _parser, load_target, main
 from askgate.core import Options
 
 ROOT = Path(__file__).parent.parent
@@ -517,3 +517,21 @@ def test_the_banner_gives_a_client_configuration_with_the_credential_header(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=DEADLINE)
+
+
+def test_serve_parses_without_the_other_commands_and_errs_as_the_whole_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv in (["serve", "--demo"], ["serve", "--http", "127.0.0.1:0", "--log-level", "INFO"]):
+        parser, args = _parse(argv)
+        assert args == _parser().parse_args(argv)
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(commands.choices) == ["serve"]  # the other commands were not built
+    errors = []
+    for parse in (_parse, _parser().parse_args):
+        with pytest.raises(SystemExit) as stopped:
+            parse(["serve", "--demo", "--no-such-flag"])
+        assert stopped.value.code == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1]
+    assert "{serve,replay,explain,policy,spec,core}" in errors[0]  # the whole parser's usage

@@ -4,12 +4,18 @@ generated one says, and every record class of the core built with it."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-from askgate.core import lean_attrs
+from askgate import attrs_scripts
+from askgate.core import compiled_scripts, lean_attrs
 
 
 def _pair(decorator_options: dict[str, Any], body: Any) -> tuple[type, type]:
@@ -112,3 +118,130 @@ def test_every_record_class_of_the_core_and_the_server_has_the_shared_repr() -> 
                 assert code.co_filename == lean_attrs.__file__, value
                 counted += 1
     assert counted >= 80  # the modules still define their classes
+
+
+def _as_cached(monkeypatch: pytest.MonkeyPatch, body: Any, options: dict[str, Any]) -> type:
+    """The class of ``body`` built by lean_attrs with its methods' code taken from a cache that
+    holds its sources as ``make attrs-scripts`` writes them; checks nothing was compiled."""
+    noted: list[str] = []
+
+    class Noting(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            noted.append(key)
+            return default
+
+    options = dict(options)
+    maker = lean_attrs.define if options.pop("mutable", False) else lean_attrs.frozen
+    monkeypatch.setattr(lean_attrs, "SCRIPTS", Noting())
+    maker(type("Record", (), body()), **options)
+    cache = {}
+    for source in noted:
+        assert attrs_scripts.cacheable(source)
+        scope: dict[str, Any] = {}
+        exec(compile(attrs_scripts.as_function(source), "<cache>", "exec"), scope)
+        cache[source] = scope["_"]
+    monkeypatch.setattr(lean_attrs, "SCRIPTS", cache)
+    misses = len(lean_attrs.compiled)
+    built: type = maker(type("Record", (), body()), **options)
+    assert len(lean_attrs.compiled) == misses
+    assert built.__init__.__code__.co_filename == "<cache>"  # type: ignore[misc]
+    return built
+
+
+def _defaults() -> dict[str, Any]:
+    return {
+        **_fields(),
+        "__annotations__": {**_fields()["__annotations__"], "made": "list[int]", "loose": "int"},
+        "made": attrs.field(factory=list, hash=False),
+        "loose": attrs.field(default=0, eq=False),
+    }
+
+
+@pytest.mark.parametrize("options", [{}, {"slots": False}, {"mutable": True}])
+def test_R_EMB_19_a_class_of_cached_code_behaves_as_attrs_builds_it(
+    monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+) -> None:
+    original = (attrs.define if options.get("mutable") else attrs.frozen)(
+        type("Record", (), _defaults()), **{k: v for k, v in options.items() if k != "mutable"}
+    )
+    cached = _as_cached(monkeypatch, _defaults, options)
+    for args in ((1,), (2, "two", b"k", 3, [4], 5)):
+        one, other = cached(*args), original(*args)
+        assert repr(one) == repr(other)
+        assert attrs.asdict(one) == attrs.asdict(other)
+        assert one == cached(*args)
+        if not options.get("mutable"):
+            assert hash(one) == hash(other)
+        assert one != other  # another class
+    assert cached(1).made is not cached(1).made  # a factory per instance
+    assert cached(1, loose=9) == cached(1, loose=8)  # eq=False
+    assert [f.name for f in attrs.fields(cached)] == [f.name for f in attrs.fields(original)]
+    assert attrs.evolve(cached(1), b="y") == cached(1, "y")
+    errors = []
+    for kind in (cached, original):
+        with pytest.raises(TypeError) as missing:
+            kind()
+        errors.append(str(missing.value))
+    assert errors[0] == errors[1]
+    if not options.get("mutable"):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            cached(1).a = 2
+
+
+def test_R_EMB_19_the_cache_of_compiled_sources_is_current() -> None:
+    sources = attrs_scripts.noted_sources()
+    assert attrs_scripts.render(sources) == attrs_scripts.TARGET.read_text(encoding="utf-8")
+    assert len(sources) >= 100  # attrs's methods of every record class and layout's builders
+
+
+def _imported_askgate(**env: str) -> list[str]:
+    """What a fresh interpreter importing askgate, the demo and the policy loader (with
+    ``env`` on top of this one's, PYTHONDONTWRITEBYTECODE left out) says: the sources it
+    compiled, whether it imported the cache, two methods' code files; then, every module of
+    record classes imported, the cache's entries left and the sources compiled."""
+    code = (
+        "import sys\n"
+        "import askgate, askgate.demo, askgate.policy\n"
+        "from askgate.core import lean_attrs, events, state\n"
+        "print(lean_attrs.compiled)\n"
+        "print('askgate.core.compiled_scripts' in sys.modules)\n"
+        "print(events.MessageReceived.__init__.__code__.co_filename)\n"
+        "print(state.State.__eq__.__code__.co_filename)\n"
+        "import importlib\n"
+        f"for name in {attrs_scripts.MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(len(lean_attrs.SCRIPTS), len(lean_attrs.compiled))\n"
+    )
+    outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**outer, "PYTHONPATH": str(attrs_scripts.ROOT), **env},
+    )
+    return done.stdout.splitlines()
+
+
+def test_R_EMB_19_a_stdio_server_compiles_no_source_of_its_record_classes() -> None:
+    misses, cached, *filenames, after_all = _imported_askgate()  # importlib may write bytecode
+    assert (misses, cached) == ("[]", "True")
+    target = str(attrs_scripts.TARGET.resolve())
+    assert [str(Path(name).resolve()) for name in filenames] == [target] * 2
+    # every record module imported: each entry served its classes and was dropped, none compiled
+    assert after_all == "0 0"
+
+
+def test_R_EMB_19_without_the_caches_bytecode_a_process_that_writes_none_compiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # compiling the whole cache from source costs more than the sources one by one
+    pyc = tmp_path / "compiled_scripts.pyc"
+    monkeypatch.setattr(importlib.util, "cache_from_source", lambda _path: str(pyc))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert lean_attrs._cache() == {}  # no bytecode, none to be written
+    pyc.write_bytes(b"")
+    assert lean_attrs._cache() is compiled_scripts.SCRIPTS  # importlib's to load
+    pyc.unlink()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert lean_attrs._cache() is compiled_scripts.SCRIPTS  # importlib's to write
