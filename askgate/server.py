@@ -34,7 +34,15 @@ import os
 import secrets
 import types
 import typing
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args, get_origin
@@ -73,7 +81,7 @@ from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
 from askgate.transports.runtime import (
     Runtime,
-    call_user,
+    calling,
     current_worker,
     is_async_callable,
     on_worker_thread,
@@ -1094,8 +1102,10 @@ class Server:
         # takes keywords at about twice the cost.
         return Context(conn, self._transport, principal, runtime, worker, round_)
 
-    async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
-        return await call_user(func, *args, limiter=self._limiter, **kwargs)
+    def _call(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[object]:
+        """What awaiting calls ``func`` (:func:`~askgate.transports.runtime.calling`): an async
+        callback's own coroutine, awaited by the caller directly."""
+        return calling(func, args, kwargs, self._limiter)
 
     async def perform_job(self, conn: Hashable, job: Job) -> object:
         """Runs the user callback a worker job names and returns the worker's value.

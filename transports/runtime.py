@@ -101,6 +101,7 @@ __all__ = [
     "Tap",
     "Writer",
     "call_user",
+    "calling",
     "completes_without_suspending",
     "current_worker",
     "is_async_callable",
@@ -284,6 +285,42 @@ def is_async_callable(func: Callable[..., object]) -> bool:
         return _is_async(func)
 
 
+def calling(
+    func: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, Any],
+    limiter: anyio.CapacityLimiter | None = None,
+) -> Awaitable[object]:
+    """What :func:`call_user` awaits, for callers that await it themselves: an ``async``
+    callback's own coroutine (awaited by the caller with no coroutine between), or a coroutine
+    that runs a plain one in a worker thread. ``args`` and ``kwargs`` are passed as they are, so
+    a callback parameter may have any name (``func``, ``limiter``)."""
+    if is_async_callable(func) or _ON_WORKER_THREAD.get():
+        result = func(*args, **kwargs)
+        if type(result) is CoroutineType or inspect.isawaitable(result):
+            return cast(Awaitable[object], result)
+        return _ready(result)
+    return _in_thread(func, args, kwargs, limiter)
+
+
+async def _ready(value: object) -> object:
+    return value
+
+
+async def _in_thread(
+    func: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, Any],
+    limiter: anyio.CapacityLimiter | None,
+) -> object:
+    result = await anyio.to_thread.run_sync(
+        functools.partial(func, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
+    )
+    if type(result) is CoroutineType or inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 async def call_user(
     func: Callable[..., object],
     /,
@@ -295,15 +332,7 @@ async def call_user(
     in a worker thread that is abandoned on cancel, so a callback that hangs cannot block the
     loop (the thread runs on, but nothing it returns is looked at). On a worker thread of the
     synchronous driver (:func:`on_worker_thread`) a plain one is called directly."""
-    if is_async_callable(func) or _ON_WORKER_THREAD.get():
-        result = func(*args, **kwargs)
-    else:
-        result = await anyio.to_thread.run_sync(
-            functools.partial(func, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
-        )
-    if type(result) is CoroutineType or inspect.isawaitable(result):
-        result = await result
-    return result
+    return await calling(func, args, kwargs, limiter)
 
 
 class Runtime:
