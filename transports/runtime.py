@@ -90,6 +90,7 @@ from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
+from askgate.core.layout import positional_constructor
 
 from .calllog import conn_text, log_record
 
@@ -148,6 +149,9 @@ the trace and the decision log (:mod:`askgate.audit`). It must not block or feed
 
 EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
+
+_worker_finished = positional_constructor(WorkerFinished)
+"""``WorkerFinished(ref, value, now)``, built without attrs' ``__init__`` (the same object)."""
 
 _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
 _ON_WORKER_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -393,6 +397,7 @@ class Runtime:
         # Running tools waiting for the answer to their own request, by token (R-CTX-4).
         self._waiters: dict[int, _Waiter] = {}
         self._tokens = itertools.count(1)
+        self._performers = self._performers_by_kind()
 
     def eager_when(self, eager: EagerJobs | None) -> None:
         """Sets which jobs run to completion at once (see the module's docstring); ``None``:
@@ -546,8 +551,13 @@ class Runtime:
             self._tap(before, event, self._state, effects)
         if self._checking:
             self._check()
+        performers = self._performers
         for effect in effects:
-            self._perform(effect)
+            kind = type(effect)
+            if kind in performers:  # effect classes are final
+                performers[kind](effect)
+            else:  # pragma: no cover - the effect kinds are closed
+                self._perform(effect)
 
     def _check(self) -> None:
         """Debug mode: checks the state's invariants and records the largest sizes seen."""
@@ -567,46 +577,64 @@ class Runtime:
             check_logger.warning("largest state so far: %s", sizes)
 
     def _perform(self, effect: Effect) -> None:
-        # Dispatched on the exact class, most frequent first (effect classes are final).
-        kind = type(effect)
-        if kind is StartTimer:
-            self._start_timer(effect.key, effect.deadline)  # type: ignore[union-attr]
-        elif kind is CancelTimer:
-            self._timers.pop(effect.key, None)  # type: ignore[union-attr]
-        elif kind is StartWorker:
-            self._start_worker(effect.ref, effect.conn, effect.job)  # type: ignore[union-attr]
-        elif kind is Reply or kind is Push:
-            message: Reply | Push = effect  # type: ignore[assignment]
-            router = self._routes.get(message.conn) if self._routes else None
-            if router is not None:
-                router(message)
-            elif message.message is not None:
-                self._send(message.conn, message.message)
-        elif kind is Emit:
-            emit: Emit = effect  # type: ignore[assignment]
-            name = emit.name
-            if name == "tool_hidden":  # R-PROTO-8: the operator hears of it
-                fields = emit.fields
-                logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
-            if self._observer is not None:
-                self._observer(name, emit.fields)
-            if name in RECORDS:
-                log_record(name, emit.fields, self.principal_of)
-            elif self._observer is None:
-                logger.debug("%s %s", name, emit.fields)
-        elif kind is KillWorker:
-            scope = self._workers.pop(effect.ref, None)  # type: ignore[union-attr]
-            if scope is not None:
-                scope.cancel()  # None: it completed at once; its queued report is dropped
-        elif kind is Resolve:
-            resolve: Resolve = effect  # type: ignore[assignment]
-            waiter = self._waiters.get(resolve.token)  # type: ignore[call-overload]
-            if waiter is not None and not waiter.done:
-                waiter.done, waiter.outcome = True, resolve.outcome
-                if waiter.event is not None:
-                    waiter.event.set()
-        else:  # pragma: no cover - the effect kinds are closed
-            raise TypeError(f"unknown effect {effect!r}")
+        try:
+            perform = self._performers[type(effect)]  # effect classes are final
+        except KeyError:  # pragma: no cover - the effect kinds are closed
+            raise TypeError(f"unknown effect {effect!r}") from None
+        perform(effect)
+
+    def _performers_by_kind(self) -> dict[type, Callable[[Any], None]]:
+        """How each kind of effect is performed, by its exact class."""
+        return {
+            StartTimer: self._perform_start_timer,
+            CancelTimer: self._perform_cancel_timer,
+            StartWorker: self._perform_start_worker,
+            Reply: self._perform_message,
+            Push: self._perform_message,
+            Emit: self._perform_emit,
+            KillWorker: self._perform_kill_worker,
+            Resolve: self._perform_resolve,
+        }
+
+    def _perform_start_timer(self, effect: StartTimer) -> None:
+        self._start_timer(effect.key, effect.deadline)
+
+    def _perform_cancel_timer(self, effect: CancelTimer) -> None:
+        self._timers.pop(effect.key, None)
+
+    def _perform_start_worker(self, effect: StartWorker) -> None:
+        self._start_worker(effect.ref, effect.conn, effect.job)
+
+    def _perform_message(self, effect: Reply | Push) -> None:
+        router = self._routes.get(effect.conn) if self._routes else None
+        if router is not None:
+            router(effect)
+        elif effect.message is not None:
+            self._send(effect.conn, effect.message)
+
+    def _perform_emit(self, emit: Emit) -> None:
+        name = emit.name
+        if name == "tool_hidden":  # R-PROTO-8: the operator hears of it
+            fields = emit.fields
+            logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
+        if self._observer is not None:
+            self._observer(name, emit.fields)
+        if name in RECORDS:
+            log_record(name, emit.fields, self.principal_of)
+        elif self._observer is None:
+            logger.debug("%s %s", name, emit.fields)
+
+    def _perform_kill_worker(self, effect: KillWorker) -> None:
+        scope = self._workers.pop(effect.ref, None)
+        if scope is not None:
+            scope.cancel()  # None: it completed at once; its queued report is dropped
+
+    def _perform_resolve(self, resolve: Resolve) -> None:
+        waiter = self._waiters.get(resolve.token)  # type: ignore[call-overload]
+        if waiter is not None and not waiter.done:
+            waiter.done, waiter.outcome = True, resolve.outcome
+            if waiter.event is not None:
+                waiter.event.set()
 
     def _send(self, conn: Hashable, message: dict[str, Any]) -> None:
         # An unencodable message is the machinery's bug (worker values are checked before they
@@ -759,7 +787,7 @@ class Runtime:
             try:
                 coro.send(None)
             except StopIteration as done:
-                report = WorkerFinished(ref, done.value, int(self._clock() * 1000))
+                report = _worker_finished(ref, done.value, int(self._clock() * 1000))
             else:
                 coro.close()
                 raise RuntimeError(
