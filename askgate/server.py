@@ -33,7 +33,15 @@ import json
 import os
 import types
 import typing
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args, get_origin
@@ -65,6 +73,7 @@ from askgate.core import (
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
+from askgate.core.layout import positional_constructor
 from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.sealing import Key, Keyring
@@ -72,7 +81,7 @@ from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
 from askgate.transports.runtime import (
     Runtime,
-    call_user,
+    calling,
     current_worker,
     is_async_callable,
     on_worker_thread,
@@ -450,6 +459,11 @@ def _context_param(func: Callable[..., Any]) -> str | None:
     return None
 
 
+_new_context = positional_constructor(Context)
+"""``Context(conn_id, transport, principal, runtime, worker, round)``, built without attrs'
+``__init__`` (the same object)."""
+
+
 # -- what the user registered --------------------------------------------------------------------
 
 
@@ -503,6 +517,10 @@ def _ensure_json(value: object) -> object:
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+_NO_KWARGS: Final[dict[str, Any]] = {}
+"""No keyword arguments (never changed: a call copies what it unpacks)."""
 
 
 def _own_copy(value: object) -> object:
@@ -1089,12 +1107,13 @@ class Server:
         runtime = self._runtime
         principal = None if runtime is None else runtime.principal_of(conn)
         worker = current_worker()
-        # Positional (conn_id, transport, principal, runtime, worker, round): attrs' __init__
-        # takes keywords at about twice the cost.
-        return Context(conn, self._transport, principal, runtime, worker, round_)
+        # (conn_id, transport, principal, runtime, worker, round), positional.
+        return _new_context(conn, self._transport, principal, runtime, worker, round_)
 
-    async def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> object:
-        return await call_user(func, *args, limiter=self._limiter, **kwargs)
+    def _call(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[object]:
+        """What awaiting calls ``func`` (:func:`~askgate.transports.runtime.calling`): an async
+        callback's own coroutine, awaited by the caller directly."""
+        return calling(func, args, kwargs, self._limiter)
 
     async def perform_job(self, conn: Hashable, job: Job) -> object:
         """Runs the user callback a worker job names and returns the worker's value.
@@ -1102,20 +1121,23 @@ class Server:
         Whatever the callback raises propagates (the runtime reports ``WorkerFailed``); the
         value is always something strict JSON can carry.
         """
-        if isinstance(job, Authorize):
+        kind = type(job)  # job classes are final: the most frequent first
+        if kind is Authorize:
             assert self._authorizer is not None
-            arguments = _own_copy(job.arguments)  # R-AUTH-5: it cannot change what runs
-            return await self._call(self._authorizer, job.tool, arguments, self._context(conn))
+            arguments = _own_copy(job.arguments)  # type: ignore[union-attr] # R-AUTH-5
+            given = (job.tool, arguments, self._context(conn))  # type: ignore[union-attr]
+            return await calling(self._authorizer, given, _NO_KWARGS, self._limiter)
+        if kind is RunTool:
+            run: RunTool = job  # type: ignore[assignment]
+            try:
+                return await self._run_tool(conn, run.tool, run.arguments, run.round)
+            except InputRequired as ended:  # R-MRTR-20: the reducer decides what it means
+                return NeedsInput(copy.deepcopy(ended.requests), copy.deepcopy(ended.state))
         if isinstance(job, AuthorizeRead):
             assert self._read_authorizer is not None
             context = self._context(conn)
             params = _own_copy(job.params)  # R-AUTH-5
             return await self._call(self._read_authorizer, job.method, params, context)
-        if isinstance(job, RunTool):
-            try:
-                return await self._run_tool(conn, job.tool, job.arguments, job.round)
-            except InputRequired as ended:  # R-MRTR-20: the reducer decides what it means
-                return NeedsInput(copy.deepcopy(ended.requests), copy.deepcopy(ended.state))
         if isinstance(job, RunRead):
             params = job.params if isinstance(job.params, dict) else {}
             try:
@@ -1146,7 +1168,7 @@ class Server:
     ) -> dict[str, Any]:
         tool = self._tools[name]
         kwargs = self._kwargs(conn, arguments, tool.context_param, round_)
-        value = await self._call(tool.func, **kwargs)
+        value = await calling(tool.func, (), kwargs, self._limiter)
         if type(value) is str:
             # The common case, checked without encoding the whole result: a str is strict JSON
             # unless it holds a lone surrogate, which UTF-8 refuses as the encoder would.

@@ -1045,6 +1045,27 @@ async def test_R_WORK_3_a_tool_marked_eager_runs_at_once_and_one_that_suspends_f
         assert text_of(await conn.result(4)) == "AGAIN"
 
 
+async def test_a_tool_parameter_may_have_any_name_the_server_uses_itself() -> None:
+    """Arguments reach the callback as keyword arguments whatever their names: ``func``,
+    ``limiter`` and ``self`` are the names of the server's own calling code."""
+    server = Server("names")
+
+    @server.tool()
+    async def named(func: str, limiter: str, self: str) -> str:
+        return f"{func} {limiter} {self}"
+
+    @server.tool()
+    def plain(func: str, limiter: str) -> str:
+        return f"{func} {limiter}"
+
+    async with connected(server) as conn:
+        arguments = {"func": "a", "limiter": "b", "self": "c"}
+        conn.request(1, "tools/call", {"name": "named", "arguments": arguments})
+        assert text_of(await conn.result(1)) == "a b c"
+        conn.call(2, "plain", func="d", limiter="e")
+        assert text_of(await conn.result(2)) == "d e"
+
+
 async def test_R_CTX_3_a_plain_def_tool_logs_through_the_event_loop() -> None:
     """A sync tool runs in a worker thread; it reaches its context as the Context docstring
     says, with anyio.from_thread.run."""

@@ -56,10 +56,11 @@ import math
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Hashable
 from contextlib import asynccontextmanager
 from types import CoroutineType
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -90,6 +91,7 @@ from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
+from askgate.core.layout import positional_constructor
 
 from .calllog import conn_text, log_record
 
@@ -101,6 +103,7 @@ __all__ = [
     "Tap",
     "Writer",
     "call_user",
+    "calling",
     "completes_without_suspending",
     "current_worker",
     "is_async_callable",
@@ -147,6 +150,9 @@ the trace and the decision log (:mod:`askgate.audit`). It must not block or feed
 
 EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
+
+_worker_finished = positional_constructor(WorkerFinished)
+"""``WorkerFinished(ref, value, now)``, built without attrs' ``__init__`` (the same object)."""
 
 _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
 _ON_WORKER_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -284,6 +290,42 @@ def is_async_callable(func: Callable[..., object]) -> bool:
         return _is_async(func)
 
 
+def calling(
+    func: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, Any],
+    limiter: anyio.CapacityLimiter | None = None,
+) -> Awaitable[object]:
+    """What :func:`call_user` awaits, for callers that await it themselves: an ``async``
+    callback's own coroutine (awaited by the caller with no coroutine between), or a coroutine
+    that runs a plain one in a worker thread. ``args`` and ``kwargs`` are passed as they are, so
+    a callback parameter may have any name (``func``, ``limiter``)."""
+    if is_async_callable(func) or _ON_WORKER_THREAD.get():
+        result = func(*args, **kwargs)
+        if type(result) is CoroutineType or inspect.isawaitable(result):
+            return cast(Awaitable[object], result)
+        return _ready(result)
+    return _in_thread(func, args, kwargs, limiter)
+
+
+async def _ready(value: object) -> object:
+    return value
+
+
+async def _in_thread(
+    func: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, Any],
+    limiter: anyio.CapacityLimiter | None,
+) -> object:
+    result = await anyio.to_thread.run_sync(
+        functools.partial(func, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
+    )
+    if type(result) is CoroutineType or inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 async def call_user(
     func: Callable[..., object],
     /,
@@ -295,15 +337,33 @@ async def call_user(
     in a worker thread that is abandoned on cancel, so a callback that hangs cannot block the
     loop (the thread runs on, but nothing it returns is looked at). On a worker thread of the
     synchronous driver (:func:`on_worker_thread`) a plain one is called directly."""
-    if is_async_callable(func) or _ON_WORKER_THREAD.get():
-        result = func(*args, **kwargs)
-    else:
-        result = await anyio.to_thread.run_sync(
-            functools.partial(func, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
-        )
-    if type(result) is CoroutineType or inspect.isawaitable(result):
-        result = await result
-    return result
+    return await calling(func, args, kwargs, limiter)
+
+
+_DONE: Final = object()
+"""What a driver (:func:`_new_driver`) yields when the coroutine it was sent has completed."""
+
+_Driver = tuple[Generator[object, Coroutine[Any, Any, object], None], list[object]]
+
+
+def _new_driver() -> _Driver:
+    """A generator that runs each coroutine sent to it to its end, puts the value in the box
+    (the list beside it, at 0) and yields ``_DONE``; what a coroutine yields instead (it
+    suspended) comes out of ``send`` as it is, and what it raises ends the driver. Cheaper
+    than ``coro.send(None)``, whose end raises ``StopIteration``: ``yield from`` takes the
+    value without one. Primed: ready for ``send(coro)``."""
+    box: list[object] = [None]
+
+    @types.coroutine
+    def drive() -> Generator[object, Coroutine[Any, Any, object], None]:
+        coro = yield None
+        while True:
+            box[0] = yield from coro  # type: ignore[func-returns-value]
+            coro = yield _DONE
+
+    driver = drive()
+    driver.send(None)  # type: ignore[arg-type]
+    return driver, box
 
 
 class Runtime:
@@ -364,6 +424,8 @@ class Runtime:
         # Running tools waiting for the answer to their own request, by token (R-CTX-4).
         self._waiters: dict[int, _Waiter] = {}
         self._tokens = itertools.count(1)
+        self._performers = self._performers_by_kind()
+        self._drivers: list[_Driver] = []  # idle drivers of eager jobs (_new_driver)
 
     def eager_when(self, eager: EagerJobs | None) -> None:
         """Sets which jobs run to completion at once (see the module's docstring); ``None``:
@@ -517,8 +579,13 @@ class Runtime:
             self._tap(before, event, self._state, effects)
         if self._checking:
             self._check()
+        performers = self._performers
         for effect in effects:
-            self._perform(effect)
+            kind = type(effect)
+            if kind in performers:  # effect classes are final
+                performers[kind](effect)
+            else:  # pragma: no cover - the effect kinds are closed
+                self._perform(effect)
 
     def _check(self) -> None:
         """Debug mode: checks the state's invariants and records the largest sizes seen."""
@@ -538,46 +605,64 @@ class Runtime:
             check_logger.warning("largest state so far: %s", sizes)
 
     def _perform(self, effect: Effect) -> None:
-        # Dispatched on the exact class, most frequent first (effect classes are final).
-        kind = type(effect)
-        if kind is StartTimer:
-            self._start_timer(effect.key, effect.deadline)  # type: ignore[union-attr]
-        elif kind is CancelTimer:
-            self._timers.pop(effect.key, None)  # type: ignore[union-attr]
-        elif kind is StartWorker:
-            self._start_worker(effect.ref, effect.conn, effect.job)  # type: ignore[union-attr]
-        elif kind is Reply or kind is Push:
-            message: Reply | Push = effect  # type: ignore[assignment]
-            router = self._routes.get(message.conn) if self._routes else None
-            if router is not None:
-                router(message)
-            elif message.message is not None:
-                self._send(message.conn, message.message)
-        elif kind is Emit:
-            emit: Emit = effect  # type: ignore[assignment]
-            name = emit.name
-            if name == "tool_hidden":  # R-PROTO-8: the operator hears of it
-                fields = emit.fields
-                logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
-            if self._observer is not None:
-                self._observer(name, emit.fields)
-            if name in RECORDS:
-                log_record(name, emit.fields, self.principal_of)
-            elif self._observer is None:
-                logger.debug("%s %s", name, emit.fields)
-        elif kind is KillWorker:
-            scope = self._workers.pop(effect.ref, None)  # type: ignore[union-attr]
-            if scope is not None:
-                scope.cancel()  # None: it completed at once; its queued report is dropped
-        elif kind is Resolve:
-            resolve: Resolve = effect  # type: ignore[assignment]
-            waiter = self._waiters.get(resolve.token)  # type: ignore[call-overload]
-            if waiter is not None and not waiter.done:
-                waiter.done, waiter.outcome = True, resolve.outcome
-                if waiter.event is not None:
-                    waiter.event.set()
-        else:  # pragma: no cover - the effect kinds are closed
-            raise TypeError(f"unknown effect {effect!r}")
+        try:
+            perform = self._performers[type(effect)]  # effect classes are final
+        except KeyError:  # pragma: no cover - the effect kinds are closed
+            raise TypeError(f"unknown effect {effect!r}") from None
+        perform(effect)
+
+    def _performers_by_kind(self) -> dict[type, Callable[[Any], None]]:
+        """How each kind of effect is performed, by its exact class."""
+        return {
+            StartTimer: self._perform_start_timer,
+            CancelTimer: self._perform_cancel_timer,
+            StartWorker: self._perform_start_worker,
+            Reply: self._perform_message,
+            Push: self._perform_message,
+            Emit: self._perform_emit,
+            KillWorker: self._perform_kill_worker,
+            Resolve: self._perform_resolve,
+        }
+
+    def _perform_start_timer(self, effect: StartTimer) -> None:
+        self._start_timer(effect.key, effect.deadline)
+
+    def _perform_cancel_timer(self, effect: CancelTimer) -> None:
+        self._timers.pop(effect.key, None)
+
+    def _perform_start_worker(self, effect: StartWorker) -> None:
+        self._start_worker(effect.ref, effect.conn, effect.job)
+
+    def _perform_message(self, effect: Reply | Push) -> None:
+        router = self._routes.get(effect.conn) if self._routes else None
+        if router is not None:
+            router(effect)
+        elif effect.message is not None:
+            self._send(effect.conn, effect.message)
+
+    def _perform_emit(self, emit: Emit) -> None:
+        name = emit.name
+        if name == "tool_hidden":  # R-PROTO-8: the operator hears of it
+            fields = emit.fields
+            logger.warning("tools/list hides %s: %s", fields["tool"], fields["reason"])
+        if self._observer is not None:
+            self._observer(name, emit.fields)
+        if name in RECORDS:
+            log_record(name, emit.fields, self.principal_of)
+        elif self._observer is None:
+            logger.debug("%s %s", name, emit.fields)
+
+    def _perform_kill_worker(self, effect: KillWorker) -> None:
+        scope = self._workers.pop(effect.ref, None)
+        if scope is not None:
+            scope.cancel()  # None: it completed at once; its queued report is dropped
+
+    def _perform_resolve(self, resolve: Resolve) -> None:
+        waiter = self._waiters.get(resolve.token)  # type: ignore[call-overload]
+        if waiter is not None and not waiter.done:
+            waiter.done, waiter.outcome = True, resolve.outcome
+            if waiter.event is not None:
+                waiter.event.set()
 
     def _send(self, conn: Hashable, message: dict[str, Any]) -> None:
         # An unencodable message is the machinery's bug (worker values are checked before they
@@ -727,15 +812,16 @@ class Runtime:
             coro = self._perform_job(conn, job)
             if not isinstance(coro, CoroutineType):
                 raise TypeError("an eager job must be an async def")
-            try:
-                coro.send(None)
-            except StopIteration as done:
-                report = WorkerFinished(ref, done.value, int(self._clock() * 1000))
-            else:
-                coro.close()
+            drivers = self._drivers
+            driver, box = drivers.pop() if drivers else _new_driver()
+            if driver.send(coro) is not _DONE:  # (what raised out of it ended the driver)
+                driver.close()  # closes the coroutine where it waits, then the driver
                 raise RuntimeError(
                     "a callback marked completes_without_suspending suspended; it was stopped"
                 )
+            value, box[0] = box[0], None
+            drivers.append((driver, box))
+            report = _worker_finished(ref, value, int(self._clock() * 1000))
         except (Exception, SystemExit):
             # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
             logger.exception("callback failed: %s", _job_text(job, conn, ref))
