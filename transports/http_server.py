@@ -18,6 +18,7 @@ Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refu
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib.util
 import json
 import logging
@@ -33,7 +34,7 @@ from typing import Any, Final, cast
 from askgate.core import OptionError
 from askgate.core import http as rules
 
-from .asgi import BODY_WHOLE
+from .asgi import BODY_WHOLE, Whole, whole_headers
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
@@ -60,6 +61,23 @@ _READ_BUFFER: Final = memoryview(bytearray(READ_BYTES))
 """The one buffer every connection reads into: a read's bytes are copied out of it before the
 next read can start (asyncio calls ``get_buffer`` and ``buffer_updated`` back to back, on the
 event loop's one thread)."""
+
+
+_FAILED: Final = (
+    500,
+    [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"21"),
+        (b"connection", b"close"),
+    ],
+    b"Internal Server Error",
+)
+"""What uvicorn answers when its app failed before its response started: status, headers,
+body."""
+
+
+def _nothing() -> None:
+    return None
 
 
 class _HeadWithBody:
@@ -103,6 +121,10 @@ class _HeadWithBody:
         self.flush()
         self._transport.close()
 
+    def unhold(self) -> None:
+        """The next write leaves at once (a whole response written in one piece)."""
+        self._hold = False
+
     def discard(self) -> None:
         self._held = None
         self._hold = False
@@ -113,6 +135,16 @@ class _HeadWithBody:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
+
+
+def _served_app(loaded: object) -> HttpApp | None:
+    """The :class:`HttpApp` uvicorn serves, when it is the app itself or behind uvicorn's proxy
+    headers middleware alone (what ``serve_http`` configures), else ``None``."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: PLC0415
+
+    if type(loaded) is ProxyHeadersMiddleware:
+        loaded = loaded.app
+    return loaded if isinstance(loaded, HttpApp) else None
 
 
 def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
@@ -132,9 +164,22 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     body bytes (:class:`_HeadWithBody`): the two leave in one ``send``. The header deadline is
     one timer per connection, not one per request: a request's start moves the deadline, and
     the timer, when it fires, either closes the connection (its headers are late), sleeps again
-    until the moved deadline, or ends (no headers are awaited)."""
+    until the moved deadline, or ends (no headers are awaited).
+
+    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers
+    is served without uvicorn's request task and ASGI messages (R-HTTP-33): the app's
+    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and
+    answer as its ASGI path, and the response is written with the bytes uvicorn's ``send``
+    would write (status line, uvicorn's default headers, then the app's, in order). What needs
+    more (an SSE stream) goes on in a request task as before; what ``answer_whole`` does not
+    serve, and anything uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers,
+    a paused writer, the access log, a pipelined request), goes through ASGI unchanged."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+        HEADER_RE,
+        HEADER_VALUE_RE,
+        STATUS_LINE,
         HttpToolsProtocol,
+        RequestResponseCycle,
     )
 
     seconds = header_timeout_ms / 1000
@@ -143,6 +188,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _timer: asyncio.TimerHandle | None = None
         _due: float | None = None  # when the awaited headers are late; None: none awaited
         _out: _HeadWithBody | None = None
+        _whole: HttpApp | None = None  # the app a whole POST is answered by, without ASGI
+        _deferring = False  # inside on_headers_complete: a POST's task may wait for its body
+        _deferred: RequestResponseCycle | None = None  # a POST whose task waits for its body
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -154,7 +202,27 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             super().connection_made(transport)  # type: ignore[arg-type]
             self._out = _HeadWithBody(self.transport, self.loop)
             self.transport = cast(asyncio.Transport, self._out)
+            if self.limit_concurrency is None and not self.access_log:
+                self._whole = _served_app(self.app)
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            cycle = self._deferred
+            if cycle is not None:  # its body did not come whole in this read: as uvicorn does
+                self._deferred = None
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+
+        def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+            if (
+                self._deferring
+                and app is self.app
+                and self._whole is not None
+                and cycle.scope["method"] == "POST"
+            ):
+                self._deferred = cycle  # started at the read's end unless answered before
+                return
+            super()._start_asgi_task(cycle, app)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -164,12 +232,102 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             self._due = None
             if self._out is not None:
                 self._out.hold_next()  # the next write is this request's response head
-            super().on_headers_complete()
+            self._deferring = True
+            try:
+                super().on_headers_complete()
+            finally:
+                self._deferring = False
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
             scope = cast(dict[str, Any], self.scope)
             scope[BODY_WHOLE] = True  # the app reads it without a deadline
+            cycle = self._deferred
+            if cycle is not None:
+                self._deferred = None
+                self._serve_whole(cycle)
+
+        def _serve_whole(self, cycle: RequestResponseCycle) -> None:
+            """A POST whose body came whole with its headers (R-HTTP-33)."""
+            app = self._whole
+            if (
+                app is None
+                or cycle.waiting_for_100_continue  # uvicorn would write 100 Continue first
+                or self.flow.write_paused  # uvicorn would wait for the reader first
+                or any(name.startswith(b"x-forwarded-") for name, _ in self.headers)
+            ):
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                return
+            context = contextvars.copy_context()  # the request's own, as a task's would be
+            scope = cast(dict[str, Any], cycle.scope)
+            try:
+                served = context.run(app.answer_whole, scope, bytes(cycle.body))
+            except BaseException as exc:  # as uvicorn's request cycle answers a failed app
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                self._write_whole(cycle, *_FAILED)
+                return
+            if served is None:
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                return
+            cycle.body = bytearray()  # read: ``receive`` now waits for the disconnect
+            if isinstance(served, Whole):
+                status, body, content_type, extra = served
+                self._write_whole(cycle, status, whole_headers(body, content_type, extra), body)
+                return
+            rest = served
+
+            async def serve_rest(scope: Any, receive: Any, send: Any) -> None:  # noqa: ARG001
+                await rest(receive, send)
+
+            task = self.loop.create_task(cycle.run_asgi(serve_rest), context=context)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+
+        def _write_whole(
+            self,
+            cycle: RequestResponseCycle,
+            status: int,
+            headers: list[tuple[bytes, bytes]],
+            body: bytes,
+        ) -> None:
+            """Writes a whole response as uvicorn's ``send`` writes one with its length (the
+            same bytes: status line, uvicorn's default headers, then ``headers``, lower-cased,
+            checked as it checks them), then ends the request as uvicorn does."""
+            out = self._out
+            assert out is not None
+            cycle.response_started = True
+            cycle.waiting_for_100_continue = False
+            content = [STATUS_LINE[status]]
+            closing = False
+            try:
+                for name, value in [*cycle.default_headers, *headers]:
+                    if HEADER_RE.search(name):
+                        raise RuntimeError("Invalid HTTP header name.")
+                    if HEADER_VALUE_RE.search(value):
+                        raise RuntimeError("Invalid HTTP header value.")
+                    lower = name.lower()
+                    if lower == b"connection":
+                        tokens = [token.lower().strip() for token in value.split(b",")]
+                        if b"close" in tokens:
+                            cycle.keep_alive = False
+                            closing = True
+                    content += (lower, b": ", value, b"\r\n")
+            except RuntimeError as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                out.close()
+                cycle.on_response = _nothing
+                return
+            if not cycle.keep_alive and not closing:
+                content.append(b"connection: close\r\n")
+            content += (b"\r\n", body)
+            out.unhold()  # head and body leave in this one write
+            out.write(b"".join(content))
+            cycle.response_complete = True
+            cycle.message_event.set()
+            if not cycle.keep_alive:
+                out.close()
+            on_response, cycle.on_response = cycle.on_response, _nothing
+            on_response()
 
         def on_response_complete(self) -> None:
             if self._out is not None:
