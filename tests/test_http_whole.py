@@ -75,7 +75,7 @@ class _Client:
         taken, self.buffer = self.buffer.split(marker, 1)
         return taken + marker
 
-    def head(self, body: bytes, *, expect: bool = False, **headers: str) -> bytes:
+    def head(self, body: bytes, headers: dict[str, str], *, expect: bool = False) -> bytes:
         sent = {
             "Host": f"127.0.0.1:{self.port}",
             "Content-Type": "application/json",
@@ -89,11 +89,11 @@ class _Client:
         return f"POST /mcp HTTP/1.1\r\n{lines}\r\n".encode()
 
     def post(self, body: bytes, **headers: str) -> None:
-        self.sock.sendall(self.head(body, **headers) + body)  # one write: whole with its head
+        self.sock.sendall(self.head(body, headers) + body)  # one write: whole with its head
 
     def continued(self, body: bytes, **headers: str) -> bytes:
         """Headers first, the body only once the server said ``100 Continue``."""
-        self.sock.sendall(self.head(body, expect=True, **headers))
+        self.sock.sendall(self.head(body, headers, expect=True))
         interim = self._take(b"\r\n\r\n")
         self.sock.sendall(body)
         return interim + self.response()

@@ -80,6 +80,22 @@ def _nothing() -> None:
     return None
 
 
+CHECKED_HEADERS: Final = 1024
+"""At most this many response headers are remembered as checked (a server sends the same few
+names and values again and again: its date, a length, a type, a session id)."""
+
+_CHECKED: Final[set[tuple[bytes, bytes]]] = set()
+"""Response headers (name, value) that passed uvicorn's checks; emptied when full."""
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request carries an ``X-Forwarded-*`` header (names are lower-cased)."""
+    for name, _ in headers:  # noqa: SIM110 (a loop: no generator per request)
+        if name[:12] == b"x-forwarded-":
+            return True
+    return False
+
+
 class _HeadWithBody:
     """A connection's transport that holds a response's head for its first body bytes: uvicorn
     writes the two separately, each a ``send`` system call of its own (the costliest step of a
@@ -254,7 +270,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 app is None
                 or cycle.waiting_for_100_continue  # uvicorn would write 100 Continue first
                 or self.flow.write_paused  # uvicorn would wait for the reader first
-                or any(name.startswith(b"x-forwarded-") for name, _ in self.headers)
+                or _forwarded(self.headers)  # uvicorn's proxy middleware may change the scope
             ):
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
                 return
@@ -299,12 +315,18 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             cycle.waiting_for_100_continue = False
             content = [STATUS_LINE[status]]
             closing = False
+            checked = _CHECKED
             try:
-                for name, value in [*cycle.default_headers, *headers]:
-                    if HEADER_RE.search(name):
-                        raise RuntimeError("Invalid HTTP header name.")
-                    if HEADER_VALUE_RE.search(value):
-                        raise RuntimeError("Invalid HTTP header value.")
+                for header in [*cycle.default_headers, *headers]:
+                    name, value = header
+                    if header not in checked:  # checked as uvicorn checks every header
+                        if HEADER_RE.search(name):
+                            raise RuntimeError("Invalid HTTP header name.")
+                        if HEADER_VALUE_RE.search(value):
+                            raise RuntimeError("Invalid HTTP header value.")
+                        if len(checked) >= CHECKED_HEADERS:
+                            checked.clear()
+                        checked.add(header)
                     lower = name.lower()
                     if lower == b"connection":
                         tokens = [token.lower().strip() for token in value.split(b",")]
