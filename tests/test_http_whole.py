@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -81,17 +81,17 @@ class _Client:
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             "Content-Length": str(len(body)),
-            **{name.replace("_", "-"): value for name, value in headers.items()},
+            **headers,
         }
         if expect:
             sent["Expect"] = "100-continue"
         lines = "".join(f"{name}: {value}\r\n" for name, value in sent.items())
         return f"POST /mcp HTTP/1.1\r\n{lines}\r\n".encode()
 
-    def post(self, body: bytes, **headers: str) -> None:
+    def post(self, body: bytes, headers: dict[str, str]) -> None:
         self.sock.sendall(self.head(body, headers) + body)  # one write: whole with its head
 
-    def continued(self, body: bytes, **headers: str) -> bytes:
+    def continued(self, body: bytes, headers: dict[str, str]) -> bytes:
         """Headers first, the body only once the server said ``100 Continue``."""
         self.sock.sendall(self.head(body, headers, expect=True))
         interim = self._take(b"\r\n\r\n")
@@ -118,23 +118,23 @@ def _script(port: int) -> list[bytes]:
     its body, its body read after a wait; the transcript, in order."""
     seen: list[bytes] = []
     a = _Client(port)
-    a.post(INIT)
+    a.post(INIT, {})
     seen.append(a.response())
     sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", seen[0])
     assert sid is not None, seen[0]
-    session = {"Mcp_Session_Id": sid.group(1).decode(), "MCP_Protocol_Version": VERSION}
+    session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
     for body in (INITIALIZED, _call(1, "echo"), _message(2, "ping"), b'{"jsonrpc":'):
-        a.post(body, **session)
+        a.post(body, session)
         seen.append(a.response())
-    seen.append(a.continued(_call(3, "echo"), **session))  # read by a request task
+    seen.append(a.continued(_call(3, "echo"), session))  # read by a request task
     stream = _Client(port)
-    stream.post(_call(4, "guarded_echo"), **session)
+    stream.post(_call(4, "guarded_echo"), session)
     asked = stream.until(b"elicitation/create")
     seen.append(asked)
     ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', asked)
     assert ask_id is not None, asked
     accept = b'{"action":"accept","content":{"approve":true}}'
-    a.post(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id.group(1), accept), **session)
+    a.post(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id.group(1), accept), session)
     seen.append(a.response())
     seen.append(stream.until(b"\r\n0\r\n\r\n"))  # the rest of its stream, to its end
     modern = {
@@ -149,13 +149,11 @@ def _script(port: int) -> list[bytes]:
     b = _Client(port)
     b.post(
         _message(5, "tools/call", modern),
-        MCP_Protocol_Version=MODERN,
-        Mcp_Method="tools/call",
-        Mcp_Name="echo",
+        {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
     )
     seen.append(b.response())
-    unknown = {**session, "Mcp_Session_Id": "unknown"}
-    b.post(_message(6, "ping"), **unknown)  # refused before its body is read: closed
+    unknown = {**session, "Mcp-Session-Id": "unknown"}
+    b.post(_message(6, "ping"), unknown)  # refused before its body is read: closed
     seen.append(b.response())
     for client in (a, b, stream):
         client.close()
@@ -220,3 +218,60 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     assert b"text/event-stream" in plain[6]
     assert plain[10].startswith(b"HTTP/1.1 404 "), plain[10]
     assert b"connection: close\r\n" in plain[10]
+
+
+def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
+    """askgate's protocol keeps uvicorn's keep-alive timeout with one timer per connection: a
+    request on a kept connection moves it, and the connection is closed once idle that long
+    after its last response, not before."""
+    import time  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from .listener import close_listener  # noqa: PLC0415
+
+    idle = 0.3
+
+    def exchange(port: int) -> tuple[list[bytes], float]:
+        client = _Client(port)
+        client.post(INIT, {})
+        answers = [client.response()]
+        client.post(INIT, {})  # moves the timer the first response started
+        answers.append(client.response())
+        answered = time.monotonic()
+        try:
+            client.sock.recv(1)  # bounded by the socket's timeout
+        finally:
+            client.close()
+        return answers, time.monotonic() - answered
+
+    async def scenario() -> tuple[list[bytes], float]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            http=header_deadline_protocol(5000),
+            timeout_keep_alive=cast(int, idle),  # a float works: uvicorn's timers take one
+        )
+        web = uvicorn.Server(config)
+        found: list[tuple[list[bytes], float]] = []
+        try:
+            async with anyio.create_task_group() as tg, app.running():
+                tg.start_soon(web.serve, [sock])
+                with anyio.fail_after(DEADLINE):
+                    found.append(await anyio.to_thread.run_sync(exchange, port))
+                web.should_exit = True
+                tg.cancel_scope.cancel()
+        finally:
+            close_listener(web, sock)
+        return found[0]
+
+    answers, took = anyio.run(scenario, backend="asyncio")
+    assert [answer[:15] for answer in answers] == [b"HTTP/1.1 200 OK"] * 2, answers
+    assert idle - 0.05 <= took < idle + 5.0, took

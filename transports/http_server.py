@@ -180,7 +180,8 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     body bytes (:class:`_HeadWithBody`): the two leave in one ``send``. The header deadline is
     one timer per connection, not one per request: a request's start moves the deadline, and
     the timer, when it fires, either closes the connection (its headers are late), sleeps again
-    until the moved deadline, or ends (no headers are awaited).
+    until the moved deadline, or ends (no headers are awaited). uvicorn's keep-alive timeout
+    (a connection idle that long after a response is closed) is kept the same way.
 
     A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers
     is served without uvicorn's request task and ASGI messages (R-HTTP-33): the app's
@@ -207,6 +208,8 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _whole: HttpApp | None = None  # the app a whole POST is answered by, without ASGI
         _deferring = False  # inside on_headers_complete: a POST's task may wait for its body
         _deferred: RequestResponseCycle | None = None  # a POST whose task waits for its body
+        _idle_timer: asyncio.TimerHandle | None = None
+        _idle_due: float | None = None  # when the idle connection is closed; None: not idle
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -352,17 +355,46 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             on_response()
 
         def on_response_complete(self) -> None:
+            # uvicorn's, but for its keep-alive timeout: one timer per connection, moved by
+            # each response, instead of a timer started by each response and cancelled by the
+            # next request's first bytes.
             if self._out is not None:
                 self._out.flush()  # nothing of the answer waits for the loop's next turn
-            super().on_response_complete()
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._idle_due = None
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+                return
+            due = self._idle_due = self.loop.time() + self.timeout_keep_alive
+            if self._idle_timer is None:
+                self._idle_timer = self.loop.call_at(due, self._idle_expired)
+
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_due = None  # the connection is not idle: its timer, when it fires, ends
+
+        def _idle_expired(self) -> None:
+            self._idle_timer = None
+            due = self._idle_due
+            if due is None:
+                return
+            if due - self.loop.time() > 0.001:  # a later response's: sleep until its due time
+                self._idle_timer = self.loop.call_at(due, self._idle_expired)
+                return
+            self._idle_due = None
+            self.timeout_keep_alive_handler()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._due = None
             if self._out is not None:
                 self._out.discard()  # the connection is gone: nothing more can be written
-            timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
+            for timer in (self._timer, self._idle_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._timer = self._idle_timer = None
             super().connection_lost(exc)
 
         def _arm(self) -> None:
