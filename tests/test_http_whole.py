@@ -223,21 +223,50 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
 def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
     """askgate's protocol keeps uvicorn's keep-alive timeout with one timer per connection: a
     request on a kept connection moves it, and the connection is closed once idle that long
-    after its last response, not before."""
+    after its last response, not before; a stream that began in the read that carried an
+    answered request is not cut by it."""
     import time  # noqa: PLC0415
 
     import uvicorn  # noqa: PLC0415
 
     from .listener import close_listener  # noqa: PLC0415
 
-    idle = 0.3
+    idle = 0.2
 
     def exchange(port: int) -> tuple[list[bytes], float]:
         client = _Client(port)
         client.post(INIT, {})
         answers = [client.response()]
-        client.post(INIT, {})  # moves the timer the first response started
+        sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", answers[0])
+        assert sid is not None, answers[0]
+        session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+        client.post(INITIALIZED, session)
         answers.append(client.response())
+        # Two requests in one write: the first is answered while the second is still being
+        # read; the second's stream outlives the keep-alive timeout and must not be cut.
+        streamed = _Client(port)
+        ping, call = _message(1, "ping"), _call(2, "guarded_echo")
+        streamed.sock.sendall(
+            streamed.head(ping, session) + ping + streamed.head(call, session) + call
+        )
+        answers.append(streamed.response())
+        asked = streamed.until(b"elicitation/create")
+        streamed.sock.settimeout(idle * 2.5)
+        try:
+            cut = streamed.sock.recv(65536)  # nothing comes: the stream waits for its answer
+        except TimeoutError:
+            cut = None
+        streamed.sock.settimeout(DEADLINE)
+        assert cut is None, cut
+        ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', asked)
+        assert ask_id is not None, asked
+        accept = b'{"action":"accept","content":{"approve":true}}'
+        client.close()  # idle past the timeout meanwhile: closed by the server
+        client = _Client(port)
+        client.post(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id.group(1), accept), session)
+        answers.append(client.response())
+        answers.append(streamed.until(b"\r\n0\r\n\r\n"))
+        streamed.close()
         answered = time.monotonic()
         try:
             client.sock.recv(1)  # bounded by the socket's timeout
@@ -273,5 +302,7 @@ def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -
         return found[0]
 
     answers, took = anyio.run(scenario, backend="asyncio")
-    assert [answer[:15] for answer in answers] == [b"HTTP/1.1 200 OK"] * 2, answers
+    statuses = [answer[:12] for answer in answers[:4]]
+    assert statuses == [b"HTTP/1.1 200", b"HTTP/1.1 202", b"HTTP/1.1 200", b"HTTP/1.1 202"]
+    assert b'"result":{"content":[{"type":"text","text":"hi"}]' in answers[4], answers[4]
     assert idle - 0.05 <= took < idle + 5.0, took

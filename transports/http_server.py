@@ -245,6 +245,8 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._idle_due = None  # a request began: the connection is not idle (a response
+            # answered at once, before the read's next request was parsed, may have set it)
             self._arm()
 
         def on_headers_complete(self) -> None:
