@@ -23,6 +23,10 @@ decide, and routes each session's replies and pushes to its open streams:
 - A POST of the 2026-07-28 revision names no session (R-HTTP-26 .. R-HTTP-30): its request is
   fed on a reducer connection of its own, with the principal of that POST, and answered on the
   POST's response; the client closing that response cancels it. GET and DELETE are then 405.
+
+A POST is served in synchronous steps that return its whole response or what serves the rest
+(its stream): the ASGI path awaits them, and askgate's own uvicorn protocol runs the same steps
+through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (R-HTTP-33).
 """
 
 from __future__ import annotations
