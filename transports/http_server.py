@@ -149,6 +149,9 @@ class _HeadWithBody:
         self.discard()
         self._transport.abort()
 
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()  # asked about every response: not via __getattr__
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
