@@ -31,6 +31,7 @@ through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (R-H
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import itertools
 import logging
@@ -96,6 +97,18 @@ class _Refused(NamedTuple):
     extra: list[tuple[bytes, bytes]] | None = None
 
 
+def _loop_event_and_clock() -> tuple[Callable[[], anyio.Event], Callable[[], float]]:
+    """The running event loop's own event class (what ``anyio.Event()`` makes on it) and its
+    clock in seconds (what ``anyio.current_time`` reads), found once: each of those asks
+    which event loop runs on every call."""
+    event = type(anyio.Event())
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio): anyio's clock, which is trio's
+        return event, anyio.current_time
+    return event, loop.time
+
+
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
     return (type(request_id), request_id)
@@ -114,6 +127,7 @@ class _EventStream:
     """
 
     __slots__ = (
+        "_event",
         "_wake",
         "closing",
         "cursor",
@@ -135,9 +149,15 @@ class _EventStream:
     )
 
     def __init__(
-        self, options: rules.HttpOptions, *, primed: bool = False, post: bool = True
+        self,
+        options: rules.HttpOptions,
+        *,
+        primed: bool = False,
+        post: bool = True,
+        event: Callable[[], anyio.Event] = anyio.Event,
     ) -> None:
         self.options = options
+        self._event = event  # makes the event a waiting connection is woken by
         self.primed = primed  # R-HTTP-18: opens with a priming event; may close early
         self.post = post
         self.tag = ""
@@ -296,7 +316,7 @@ class _EventStream:
 
     async def _wait(self) -> None:
         if self._wake is None:
-            self._wake = anyio.Event()
+            self._wake = self._event()
         await self._wake.wait()
 
     async def first(self) -> None:
@@ -492,6 +512,8 @@ class HttpTransport:
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
         self._clock = self._now  # one bound method, shared by every session
+        self._event: Callable[[], anyio.Event] = anyio.Event  # the running loop's, once known
+        self._seconds: Callable[[], float] = anyio.current_time  # the same: the loop's clock
         self._runtime: Runtime | None = None
         self._stopping = False
         self._stateless_ids = itertools.count()
@@ -514,6 +536,7 @@ class HttpTransport:
         """Runs the server's runtime and the idle-session reaper for the length of the block."""
         async with self.server.running(self.name) as runtime:
             self._runtime = runtime
+            self._event, self._seconds = _loop_event_and_clock()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reap_forever, name="askgate session reaper")
                 try:
@@ -776,7 +799,7 @@ class HttpTransport:
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
             return Whole(202, extra=extra)
-        stream = _EventStream(self.options, primed=rules.primes(version))
+        stream = _EventStream(self.options, primed=rules.primes(version), event=self._event)
         key = _key(shape.request_id)
         live.feeding = (key, stream)
         try:
@@ -936,7 +959,7 @@ class HttpTransport:
             await send({"type": "http.response.body", "body": first, "more_body": True})
         while True:
             if stream.idle(token):
-                scope.deadline = anyio.current_time() + quiet
+                scope.deadline = self._seconds() + quiet
                 await stream.ready(token)
                 scope.deadline = math.inf
             payload, end = stream.take(token)
@@ -959,7 +982,7 @@ class HttpTransport:
         now = self._now()
         conn = (STATELESS, next(self._stateless_ids))
         live = _Live("", conn, self.options, self._clock)
-        stream = _EventStream(self.options)
+        stream = _EventStream(self.options, event=self._event)
         key = _key(decoded.id)
         answer: list[dict[str, object]] = []
         route = live
@@ -1094,7 +1117,7 @@ class HttpTransport:
         if refused is not None:
             await reject(send, refused)
             return
-        stream = live.get = _EventStream(self.options, post=False)
+        stream = live.get = _EventStream(self.options, post=False, event=self._event)
         live.opened(stream)
         token = object()
         stream.attach(token, 0)
