@@ -60,7 +60,7 @@ class Rejection:
     reason: str
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, cache_hash=True)
 class HttpOptions:
     """What the checks allow. ``port`` is the bound port (``None``: any port on a loopback
     name). ``allowed_hosts`` (``host`` or ``host:port``) and ``allowed_origins``

@@ -10,7 +10,7 @@ import contextvars
 import enum
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import anyio
 
@@ -20,16 +20,20 @@ from askgate.core.codec import encode
 __all__ = [
     "BODY_WHOLE",
     "TIMED_OUT",
+    "Continuation",
     "Message",
     "Receive",
     "Scope",
     "Send",
+    "Whole",
     "header_map",
     "lingering",
     "note_request",
     "read_body",
+    "refusal",
     "reject",
     "respond",
+    "whole_headers",
 ]
 
 logger = logging.getLogger("askgate.http")
@@ -38,6 +42,19 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+Continuation = Callable[[Receive, Send], Awaitable[None]]
+"""What serves the rest of a request that was read and fed (its SSE stream), on its request's
+``receive`` and ``send``."""
+
+
+class Whole(NamedTuple):
+    """A whole response: ``status``, ``body`` with its length and type, the ``extra`` headers
+    (what :func:`respond` sends)."""
+
+    status: int
+    body: bytes = b""
+    content_type: str | None = None
+    extra: list[tuple[bytes, bytes]] | None = None
 
 
 _REQUEST: contextvars.ContextVar[tuple[object, object, object] | None] = contextvars.ContextVar(
@@ -175,12 +192,21 @@ async def respond(
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """A whole response: ``status``, ``body`` with its length and type, the ``extra`` headers."""
+    headers = whole_headers(body, content_type, extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def whole_headers(
+    body: bytes, content_type: str | None, extra: list[tuple[bytes, bytes]] | None
+) -> list[tuple[bytes, bytes]]:
+    """The headers of a whole response (:class:`Whole`), in the order they are sent."""
     headers = [(b"content-length", str(len(body)).encode())]
     if content_type is not None:
         headers.append((b"content-type", content_type.encode()))
-    headers.extend(extra or [])
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    if extra:
+        headers.extend(extra)
+    return headers
 
 
 async def reject(
@@ -189,10 +215,15 @@ async def reject(
     """An HTTP error with a JSON-RPC error body that has no id; logged on ``askgate.http``, one
     line with the status, the reason and the peer (never a header or the body): WARNING for
     401 and 403, INFO for the rest."""
+    await respond(send, *refusal(rejection, extra))
+
+
+def refusal(rejection: rules.Rejection, extra: list[tuple[bytes, bytes]] | None = None) -> Whole:
+    """The whole response :func:`reject` sends, logged as it says."""
     level = logging.WARNING if rejection.status in (401, 403) else logging.INFO
     if logger.isEnabledFor(level):
         logger.log(level, "refused %d %s: %s", rejection.status, rejection.reason, _request_text())
     body = encode(
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": rejection.reason}}
     )
-    await respond(send, rejection.status, body, "application/json", extra)
+    return Whole(rejection.status, body, "application/json", extra)

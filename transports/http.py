@@ -23,10 +23,15 @@ decide, and routes each session's replies and pushes to its open streams:
 - A POST of the 2026-07-28 revision names no session (R-HTTP-26 .. R-HTTP-30): its request is
   fed on a reducer connection of its own, with the principal of that POST, and answered on the
   POST's response; the client closing that response cancels it. GET and DELETE are then 405.
+
+A POST is served in synchronous steps that return its whole response or what serves the rest
+(its stream): the ASGI path awaits them, and askgate's own uvicorn protocol runs the same steps
+through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (R-HTTP-33).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import itertools
 import logging
@@ -34,7 +39,7 @@ import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import ClassVar, Final
+from typing import ClassVar, Final, NamedTuple
 
 import anyio
 
@@ -48,18 +53,22 @@ from askgate.core import (
     codec,
 )
 from askgate.core import http as rules
+from askgate.core import sse_legacy as legacy_rules
 from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
 from .asgi import (
     TIMED_OUT,
+    Continuation,
     Receive,
     Scope,
     Send,
+    Whole,
     header_map,
     lingering,
     note_request,
     read_body,
+    refusal,
     reject,
     respond,
 )
@@ -81,6 +90,25 @@ _NO_EVENTS: Final[collections.deque[tuple[int, bytes]]] = collections.deque()
 """The log of a stream that has had no event; never appended to (its first event makes one)."""
 
 
+class _Refused(NamedTuple):
+    """A request refused before its method is looked at, not yet logged."""
+
+    rejection: rules.Rejection
+    extra: list[tuple[bytes, bytes]] | None = None
+
+
+def _loop_event_and_clock() -> tuple[Callable[[], anyio.Event], Callable[[], float]]:
+    """The running event loop's own event class (what ``anyio.Event()`` makes on it) and its
+    clock in seconds (what ``anyio.current_time`` reads), found once: each of those asks
+    which event loop runs on every call."""
+    event = type(anyio.Event())
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio): anyio's clock, which is trio's
+        return event, anyio.current_time
+    return event, loop.time
+
+
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
     return (type(request_id), request_id)
@@ -99,6 +127,7 @@ class _EventStream:
     """
 
     __slots__ = (
+        "_event",
         "_wake",
         "closing",
         "cursor",
@@ -120,9 +149,15 @@ class _EventStream:
     )
 
     def __init__(
-        self, options: rules.HttpOptions, *, primed: bool = False, post: bool = True
+        self,
+        options: rules.HttpOptions,
+        *,
+        primed: bool = False,
+        post: bool = True,
+        event: Callable[[], anyio.Event] = anyio.Event,
     ) -> None:
         self.options = options
+        self._event = event  # makes the event a waiting connection is woken by
         self.primed = primed  # R-HTTP-18: opens with a priming event; may close early
         self.post = post
         self.tag = ""
@@ -281,7 +316,7 @@ class _EventStream:
 
     async def _wait(self) -> None:
         if self._wake is None:
-            self._wake = anyio.Event()
+            self._wake = self._event()
         await self._wake.wait()
 
     async def first(self) -> None:
@@ -477,6 +512,8 @@ class HttpTransport:
         self.sessions = rules.Sessions()
         self._live: dict[str, _Live] = {}
         self._clock = self._now  # one bound method, shared by every session
+        self._event: Callable[[], anyio.Event] = anyio.Event  # the running loop's, once known
+        self._seconds: Callable[[], float] = anyio.current_time  # the same: the loop's clock
         self._runtime: Runtime | None = None
         self._stopping = False
         self._stateless_ids = itertools.count()
@@ -499,6 +536,7 @@ class HttpTransport:
         """Runs the server's runtime and the idle-session reaper for the length of the block."""
         async with self.server.running(self.name) as runtime:
             self._runtime = runtime
+            self._event, self._seconds = _loop_event_and_clock()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reap_forever, name="askgate session reaper")
                 try:
@@ -572,27 +610,11 @@ class HttpTransport:
         note_request(scope)  # for the line a refusal logs
         headers = header_map(scope)
         receive, send = lingering(receive, send, headers, self.options)  # R-HTTP-24
-        rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
-        if rejection is not None:
-            await reject(send, rejection)
+        gate = self._gate(scope, headers)
+        if isinstance(gate, _Refused):
+            await reject(send, gate.rejection, gate.extra)
             return
-        path = scope.get("path", "").rstrip("/")
-        legacy = None if self.legacy is None else self.legacy.route(path, scope.get("method", ""))
-        if path != ENDPOINT and legacy is None:
-            await reject(send, rules.Rejection(404, "Not Found"))
-            return
-        client = scope.get("client")
-        principal = self.auth(headers, client[0] if client else None)
-        if principal is None:  # R-HTTP-9: 401, or 403 from a provider that takes no credentials
-            refused, challenge = rules.auth_refusal(
-                getattr(self.auth, "credentials", True), getattr(self.auth, "challenge", "")
-            )
-            extra = [(b"www-authenticate", challenge.encode())] if challenge else None
-            await reject(send, refused, extra)
-            return
-        if self._runtime is None or self._stopping:
-            await reject(send, rules.Rejection(503, "Service Unavailable: not running"))
-            return
+        legacy, principal = gate
         if legacy is not None and self.legacy is not None:
             await self.legacy.handle(legacy, scope, headers, principal, receive, send)
             return
@@ -609,6 +631,51 @@ class HttpTransport:
                 rules.Rejection(405, "Method Not Allowed"),
                 [(b"allow", b"GET, POST, DELETE")],
             )
+
+    def _gate(
+        self, scope: Scope, headers: dict[str, str]
+    ) -> _Refused | tuple[legacy_rules.Route | None, str]:
+        """What every request passes before its method is looked at: Origin and Host (R-HTTP-1,
+        R-HTTP-2), the path, the principal (R-HTTP-9), a running server. The legacy route the
+        request is for (``None``: ``/mcp``) and the principal, or the refusal, not yet logged."""
+        rejection = rules.check_origin_and_host(headers, self.options)  # R-HTTP-1, R-HTTP-2
+        if rejection is not None:
+            return _Refused(rejection)
+        path = scope.get("path", "").rstrip("/")
+        legacy = None if self.legacy is None else self.legacy.route(path, scope.get("method", ""))
+        if path != ENDPOINT and legacy is None:
+            return _Refused(rules.Rejection(404, "Not Found"))
+        client = scope.get("client")
+        principal = self.auth(headers, client[0] if client else None)
+        if principal is None:  # R-HTTP-9: 401, or 403 from a provider that takes no credentials
+            refused, challenge = rules.auth_refusal(
+                getattr(self.auth, "credentials", True), getattr(self.auth, "challenge", "")
+            )
+            extra = [(b"www-authenticate", challenge.encode())] if challenge else None
+            return _Refused(refused, extra)
+        if self._runtime is None or self._stopping:
+            return _Refused(rules.Rejection(503, "Service Unavailable: not running"))
+        return legacy, principal
+
+    def answer_whole(self, scope: Scope, body: bytes) -> Whole | Continuation | None:
+        """A POST to ``/mcp`` whose ``body`` arrived whole with its headers, served without an
+        ASGI request cycle, for askgate's own uvicorn protocol: the whole response, or what
+        serves the rest of it on its request's ``receive`` and ``send`` (its SSE stream), once
+        the request was fed. ``None`` (before anything was done): a request refused before its
+        body is read, one for another path or method, or a body over the cap; it is served
+        through ASGI as any other. Every check and answer is the ASGI path's own, in its order.
+        Call it in a context of the request's own (as a task would have): it notes the request
+        there for the line a refusal logs."""
+        note_request(scope)
+        headers = header_map(scope)
+        gate = self._gate(scope, headers)
+        if isinstance(gate, _Refused) or gate[0] is not None or scope.get("method") != "POST":
+            return None
+        principal = gate[1]
+        head = self._post_head(headers, principal)
+        if isinstance(head, rules.Rejection) or rules.body_too_large(len(body), self.options):
+            return None
+        return self._post_body(head, headers, principal, body)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -643,18 +710,9 @@ class HttpTransport:
         send: Send,
         scope: Scope | None = None,
     ) -> None:
-        rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
-        version = rules.DEFAULT_VERSION
-        unsupported = None  # R-HTTP-26: a POST with no session may be modern; its body says
-        if rejection is None:
-            version, rejection, unsupported = rules.post_version(headers)  # R-HTTP-6
-        found = self._session(headers, principal, initialize=True)
-        if rejection is None and isinstance(found, rules.Rejection):
-            rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
-        if rejection is None and rules.declared_too_large(headers, self.options):
-            rejection = rules.Rejection(413, "Payload Too Large")
-        if rejection is not None:
-            await reject(send, rejection)
+        head = self._post_head(headers, principal)
+        if isinstance(head, rules.Rejection):
+            await reject(send, head)
             return
         body = await read_body(receive, self.options, scope)
         if body is TIMED_OUT:
@@ -663,18 +721,52 @@ class HttpTransport:
         if body is None:
             await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
             return
+        served = self._post_body(head, headers, principal, body)
+        if isinstance(served, Whole):
+            await respond(send, *served)
+        else:
+            await served(receive, send)
+
+    def _post_head(
+        self, headers: dict[str, str], principal: str
+    ) -> rules.Rejection | tuple[str, rules.Rejection | None, rules.Session | None]:
+        """A POST's checks before its body is read: the version, the session named, the
+        unsupported version (R-HTTP-26: a POST with no session may be modern; its body says),
+        or the refusal (not yet logged)."""
+        rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
+        version = rules.DEFAULT_VERSION
+        unsupported = None
+        if rejection is None:
+            version, rejection, unsupported = rules.post_version(headers)  # R-HTTP-6
+        found = self._session(headers, principal, initialize=True)
+        if rejection is None and isinstance(found, rules.Rejection):
+            rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
+        if rejection is None and rules.declared_too_large(headers, self.options):
+            rejection = rules.Rejection(413, "Payload Too Large")
+        if rejection is not None:
+            return rejection
+        assert not isinstance(found, rules.Rejection)
+        return version, unsupported, found
+
+    def _post_body(
+        self,
+        head: tuple[str, rules.Rejection | None, rules.Session | None],
+        headers: dict[str, str],
+        principal: str,
+        body: bytes,
+    ) -> Whole | Continuation:
+        """A POST once its body is read: decoded, routed, fed. The whole response when it is
+        known at once (a refusal is logged here), else what serves the rest of it."""
+        version, unsupported, found = head
         decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
         if found is None:  # no session named: a modern request, or what opens a session
             route = rules.sessionless(headers, decoded)  # R-HTTP-26, R-HTTP-27
             if isinstance(route, rules.ModernRefusal):
-                await respond(send, route.status, encode(route.answer()), "application/json")
-                return
+                return Whole(route.status, encode(route.answer()), "application/json")
             if route == "stateless":
-                await self._stateless(decoded, principal, receive, send)
-                return
+                return self._stateless(decoded, principal)
             if unsupported is not None:
-                await reject(send, unsupported)  # R-HTTP-6
-                return
+                return refusal(unsupported)  # R-HTTP-6
         shape = rules.classify(decoded)
         runtime = self.runtime
         now = self._now()
@@ -683,19 +775,16 @@ class HttpTransport:
             session = found
             known = self._live.get(session.id)
             if known is None:  # ended (DELETE, reaped) while its body was being read
-                await reject(send, rules.Rejection(404, "Not Found: unknown session"))
-                return
+                return refusal(rules.Rejection(404, "Not Found: unknown session"))
             live = known
         else:
             if shape.kind != "initialize":
-                await reject(send, rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
-                return
+                return refusal(rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
             self.sessions, minted = rules.mint(
                 self.sessions, secrets.token_bytes(32), principal, now, self.options
             )
             if isinstance(minted, rules.Rejection):
-                await reject(send, minted)
-                return
+                return refusal(minted)
             session = minted
             live = self._live[session.id] = _Live(
                 session.id, session.conn, self.options, self._clock
@@ -709,9 +798,8 @@ class HttpTransport:
         event = MessageReceived(session.conn, decoded, now, mode="reply")
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
-            await respond(send, 202, extra=extra)
-            return
-        stream = _EventStream(self.options, primed=rules.primes(version))
+            return Whole(202, extra=extra)
+        stream = _EventStream(self.options, primed=rules.primes(version), event=self._event)
         key = _key(shape.request_id)
         live.feeding = (key, stream)
         try:
@@ -719,26 +807,54 @@ class HttpTransport:
         finally:
             live.feeding = None
         if shape.kind == "invalid":
-            await respond(send, 400, stream.final or b"", "application/json", extra)
-            return
+            return Whole(400, stream.final or b"", "application/json", extra)
+        if stream.done or stream.last:  # the answer, or what relates to it, came already
+            answered = self._answer_now(stream)
+            if answered is not None:
+                return Whole(*answered, extra)
+
+        async def rest(receive: Receive, send: Send) -> None:
+            await self._post_stream(session.id, live, stream, key, extra, receive, send)
+
+        return rest
+
+    @staticmethod
+    def _answer_now(stream: _EventStream) -> tuple[int, bytes, str] | None:
+        """A request's answer as a whole response (R-HTTP-7), or ``None`` for its SSE stream."""
+        answer = rules.request_answer(stream.done, stream.last, stream.final is not None)
+        if answer == "nothing":
+            return 200, b"", "text/event-stream"
+        if answer == "json":
+            return 200, stream.final or b"", "application/json"
+        return None
+
+    async def _post_stream(
+        self,
+        sid: str,
+        live: _Live,
+        stream: _EventStream,
+        key: tuple[type, object],
+        extra: list[tuple[bytes, bytes]],
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A fed request's answer once it is not known at once: waits for the first message
+        about the call, then answers as JSON or opens its SSE stream (R-HTTP-7, R-HTTP-17)."""
         if not stream.done and not stream.last:
             # R-HTTP-7: wait for the first message about the call; a Reply first is plain JSON
             # (no stream, no disconnect watcher). Counted as an open stream meanwhile, so the
             # session is not reaped under a long call. A close asked for (R-HTTP-21) or a quiet
             # keepalive_ms opens the stream (R-HTTP-18).
             live.pending.setdefault(key, stream)
-            self.sessions = rules.touch(self.sessions, session.id, runtime.now(), +1)
+            self.sessions = rules.touch(self.sessions, sid, self._now(), +1)
             try:
                 with anyio.move_on_after(self.options.keepalive_ms / 1000):
                     await stream.first()
             finally:
-                self.sessions = rules.touch(self.sessions, session.id, runtime.now(), -1)
-        answer = rules.request_answer(stream.done, stream.last, stream.final is not None)
-        if answer == "nothing":
-            await respond(send, 200, b"", "text/event-stream", extra)
-            return
-        if answer == "json":
-            await respond(send, 200, stream.final or b"", "application/json", extra)
+                self.sessions = rules.touch(self.sessions, sid, self._now(), -1)
+        answered = self._answer_now(stream)
+        if answered is not None:
+            await respond(send, *answered, extra)
             return
         if not stream.done:
             live.pending.setdefault(key, stream)
@@ -754,7 +870,7 @@ class HttpTransport:
         # by its timeouts), and what is sent after the client left goes nowhere; it stays in
         # the replay buffer for a GET that resumes it (R-HTTP-20).
         await self._stream_out(
-            session.id, stream, token, first, receive, send, extra, until_disconnect=False
+            sid, stream, token, first, receive, send, extra, until_disconnect=False
         )
 
     async def _stream_out(
@@ -843,7 +959,7 @@ class HttpTransport:
             await send({"type": "http.response.body", "body": first, "more_body": True})
         while True:
             if stream.idle(token):
-                scope.deadline = anyio.current_time() + quiet
+                scope.deadline = self._seconds() + quiet
                 await stream.ready(token)
                 scope.deadline = math.inf
             payload, end = stream.take(token)
@@ -853,20 +969,20 @@ class HttpTransport:
             if payload:
                 await send({"type": "http.response.body", "body": payload, "more_body": True})
 
-    async def _stateless(
-        self, decoded: codec.Decoded, principal: str, receive: Receive, send: Send
-    ) -> None:
+    def _stateless(self, decoded: codec.Decoded, principal: str) -> Whole | Continuation:
         """R-HTTP-26: one modern request, served on a reducer connection of its own that lives
         as long as its POST, with the request's ``principal`` (R-HTTP-29). The answer is JSON
         when the reducer answered before anything else came (its status by R-HTTP-28), else an
         SSE stream of what relates to the request, then its answer. The client leaving before
-        the answer cancels the request (R-HTTP-30)."""
+        the answer cancels the request (R-HTTP-30). Returns the whole response when the request
+        was answered in the step that received it (its connection already ended), else what
+        serves the rest."""
         assert isinstance(decoded, codec.Request)
         runtime = self.runtime
         now = self._now()
         conn = (STATELESS, next(self._stateless_ids))
         live = _Live("", conn, self.options, self._clock)
-        stream = _EventStream(self.options)
+        stream = _EventStream(self.options, event=self._event)
         key = _key(decoded.id)
         answer: list[dict[str, object]] = []
         route = live
@@ -885,27 +1001,8 @@ class HttpTransport:
             runtime.feed(event)
         finally:
             live.feeding = None
-        try:
-            if stream.done:  # answered in the step that received it: nothing to watch
-                await self._modern_answer(live, stream, answer, send)
-                return
-            async with anyio.create_task_group() as tg:
 
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    tg.cancel_scope.cancel()  # the client left: nothing more is written
-
-                live.pending[key] = stream
-                tg.start_soon(watch)
-                if not stream.last:  # R-HTTP-7: the answer first is plain JSON
-                    with anyio.move_on_after(self.options.keepalive_ms / 1000):
-                        await stream.first()
-                await self._modern_answer(live, stream, answer, send)
-                tg.cancel_scope.cancel()
-        except OSError:
-            logger.debug("a client closed its stream")
-        finally:
+        def end() -> None:
             if self._runtime is runtime:  # still running: the app may have stopped meanwhile
                 if not stream.done:  # R-HTTP-30: closing the response cancels the request
                     params = {"requestId": decoded.id, "reason": "the client closed the response"}
@@ -915,17 +1012,58 @@ class HttpTransport:
             runtime.unroute(conn)
             live.close_all()
 
+        if stream.done:  # answered in the step that received it: nothing to watch
+            whole = self._modern_whole(stream, answer)
+            if whole is not None:
+                end()
+                return whole
+
+        async def rest(receive: Receive, send: Send) -> None:
+            try:
+                if stream.done:
+                    await self._modern_answer(live, stream, answer, send)
+                    return
+                async with anyio.create_task_group() as tg:
+
+                    async def watch() -> None:
+                        while (await receive())["type"] != "http.disconnect":
+                            pass
+                        tg.cancel_scope.cancel()  # the client left: nothing more is written
+
+                    live.pending[key] = stream
+                    tg.start_soon(watch)
+                    if not stream.last:  # R-HTTP-7: the answer first is plain JSON
+                        with anyio.move_on_after(self.options.keepalive_ms / 1000):
+                            await stream.first()
+                    await self._modern_answer(live, stream, answer, send)
+                    tg.cancel_scope.cancel()
+            except OSError:
+                logger.debug("a client closed its stream")
+            finally:
+                end()
+
+        return rest
+
+    @staticmethod
+    def _modern_whole(stream: _EventStream, answer: list[dict[str, object]]) -> Whole | None:
+        """A modern request's answer as a whole response: JSON when the reducer answered before
+        anything else came (its status by R-HTTP-28); ``None`` for its SSE stream (R-HTTP-7)."""
+        answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
+        if answer_as == "json":
+            status = rules.modern_status(answer[-1])  # R-HTTP-28
+            return Whole(status, stream.final or b"", "application/json")
+        if answer_as == "nothing":
+            return Whole(200, b"", "text/event-stream")
+        return None
+
     async def _modern_answer(
         self, live: _Live, stream: _EventStream, answer: list[dict[str, object]], send: Send
     ) -> None:
         """A modern request's answer: JSON when the reducer answered before anything else came
         (its status by R-HTTP-28), else its stream as SSE (R-HTTP-7)."""
-        answer_as = rules.request_answer(stream.done, stream.last, bool(answer))
-        if answer_as == "json":
-            status = rules.modern_status(answer[-1])  # R-HTTP-28
-            await respond(send, status, stream.final or b"", "application/json")
-        elif answer_as == "nothing":
-            await respond(send, 200, b"", "text/event-stream")
+        whole = self._modern_whole(stream, answer)
+        if whole is not None:
+            await respond(send, *whole)
         else:
             live.opened(stream)
             token = object()
@@ -979,7 +1117,7 @@ class HttpTransport:
         if refused is not None:
             await reject(send, refused)
             return
-        stream = live.get = _EventStream(self.options, post=False)
+        stream = live.get = _EventStream(self.options, post=False, event=self._event)
         live.opened(stream)
         token = object()
         stream.attach(token, 0)

@@ -18,6 +18,7 @@ Exit statuses: 0 stopped (a signal), 1 the server's own machinery failed, 2 refu
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib.util
 import json
 import logging
@@ -33,7 +34,7 @@ from typing import Any, Final, cast
 from askgate.core import OptionError
 from askgate.core import http as rules
 
-from .asgi import BODY_WHOLE
+from .asgi import BODY_WHOLE, Whole, whole_headers
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, HttpApp
@@ -60,6 +61,39 @@ _READ_BUFFER: Final = memoryview(bytearray(READ_BYTES))
 """The one buffer every connection reads into: a read's bytes are copied out of it before the
 next read can start (asyncio calls ``get_buffer`` and ``buffer_updated`` back to back, on the
 event loop's one thread)."""
+
+
+_FAILED: Final = (
+    500,
+    [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"21"),
+        (b"connection", b"close"),
+    ],
+    b"Internal Server Error",
+)
+"""What uvicorn answers when its app failed before its response started: status, headers,
+body."""
+
+
+def _nothing() -> None:
+    return None
+
+
+CHECKED_HEADERS: Final = 1024
+"""At most this many response headers are remembered as checked (a server sends the same few
+names and values again and again: its date, a length, a type, a session id)."""
+
+_CHECKED: Final[set[tuple[bytes, bytes]]] = set()
+"""Response headers (name, value) that passed uvicorn's checks; emptied when full."""
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request carries an ``X-Forwarded-*`` header (names are lower-cased)."""
+    for name, _ in headers:  # noqa: SIM110 (a loop: no generator per request)
+        if name[:12] == b"x-forwarded-":
+            return True
+    return False
 
 
 class _HeadWithBody:
@@ -103,6 +137,10 @@ class _HeadWithBody:
         self.flush()
         self._transport.close()
 
+    def unhold(self) -> None:
+        """The next write leaves at once (a whole response written in one piece)."""
+        self._hold = False
+
     def discard(self) -> None:
         self._held = None
         self._hold = False
@@ -111,8 +149,21 @@ class _HeadWithBody:
         self.discard()
         self._transport.abort()
 
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()  # asked about every response: not via __getattr__
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
+
+
+def _served_app(loaded: object) -> HttpApp | None:
+    """The :class:`HttpApp` uvicorn serves, when it is the app itself or behind uvicorn's proxy
+    headers middleware alone (what ``serve_http`` configures), else ``None``."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: PLC0415
+
+    if type(loaded) is ProxyHeadersMiddleware:
+        loaded = loaded.app
+    return loaded if isinstance(loaded, HttpApp) else None
 
 
 def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
@@ -132,9 +183,23 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     body bytes (:class:`_HeadWithBody`): the two leave in one ``send``. The header deadline is
     one timer per connection, not one per request: a request's start moves the deadline, and
     the timer, when it fires, either closes the connection (its headers are late), sleeps again
-    until the moved deadline, or ends (no headers are awaited)."""
+    until the moved deadline, or ends (no headers are awaited). uvicorn's keep-alive timeout
+    (a connection idle that long after a response is closed) is kept the same way.
+
+    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers
+    is served without uvicorn's request task and ASGI messages (R-HTTP-33): the app's
+    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and
+    answer as its ASGI path, and the response is written with the bytes uvicorn's ``send``
+    would write (status line, uvicorn's default headers, then the app's, in order). What needs
+    more (an SSE stream) goes on in a request task as before; what ``answer_whole`` does not
+    serve, and anything uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers,
+    a paused writer, the access log, a pipelined request), goes through ASGI unchanged."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+        HEADER_RE,
+        HEADER_VALUE_RE,
+        STATUS_LINE,
         HttpToolsProtocol,
+        RequestResponseCycle,
     )
 
     seconds = header_timeout_ms / 1000
@@ -143,6 +208,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _timer: asyncio.TimerHandle | None = None
         _due: float | None = None  # when the awaited headers are late; None: none awaited
         _out: _HeadWithBody | None = None
+        _whole: HttpApp | None = None  # the app a whole POST is answered by, without ASGI
+        _deferring = False  # inside on_headers_complete: a POST's task may wait for its body
+        _deferred: RequestResponseCycle | None = None  # a POST whose task waits for its body
+        _idle_timer: asyncio.TimerHandle | None = None
+        _idle_due: float | None = None  # when the idle connection is closed; None: not idle
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -154,35 +224,182 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             super().connection_made(transport)  # type: ignore[arg-type]
             self._out = _HeadWithBody(self.transport, self.loop)
             self.transport = cast(asyncio.Transport, self._out)
+            if self.limit_concurrency is None and not self.access_log:
+                self._whole = _served_app(self.app)
             self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            cycle = self._deferred
+            if cycle is not None:  # its body did not come whole in this read: as uvicorn does
+                self._deferred = None
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+
+        def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+            if (
+                self._deferring
+                and app is self.app
+                and self._whole is not None
+                and cycle.scope["method"] == "POST"
+            ):
+                self._deferred = cycle  # started at the read's end unless answered before
+                return
+            super()._start_asgi_task(cycle, app)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._idle_due = None  # a request began: the connection is not idle (a response
+            # answered at once, before the read's next request was parsed, may have set it)
             self._arm()
 
         def on_headers_complete(self) -> None:
             self._due = None
             if self._out is not None:
                 self._out.hold_next()  # the next write is this request's response head
-            super().on_headers_complete()
+            self._deferring = True
+            try:
+                super().on_headers_complete()
+            finally:
+                self._deferring = False
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
             scope = cast(dict[str, Any], self.scope)
             scope[BODY_WHOLE] = True  # the app reads it without a deadline
+            cycle = self._deferred
+            if cycle is not None:
+                self._deferred = None
+                self._serve_whole(cycle)
+
+        def _serve_whole(self, cycle: RequestResponseCycle) -> None:
+            """A POST whose body came whole with its headers (R-HTTP-33)."""
+            app = self._whole
+            if (
+                app is None
+                or cycle.waiting_for_100_continue  # uvicorn would write 100 Continue first
+                or self.flow.write_paused  # uvicorn would wait for the reader first
+                or _forwarded(self.headers)  # uvicorn's proxy middleware may change the scope
+            ):
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                return
+            context = contextvars.copy_context()  # the request's own, as a task's would be
+            scope = cast(dict[str, Any], cycle.scope)
+            try:
+                served = context.run(app.answer_whole, scope, bytes(cycle.body))
+            except BaseException as exc:  # as uvicorn's request cycle answers a failed app
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                self._write_whole(cycle, *_FAILED)
+                return
+            if served is None:
+                HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                return
+            cycle.body = bytearray()  # read: ``receive`` now waits for the disconnect
+            if isinstance(served, Whole):
+                status, body, content_type, extra = served
+                self._write_whole(cycle, status, whole_headers(body, content_type, extra), body)
+                return
+            rest = served
+
+            async def serve_rest(scope: Any, receive: Any, send: Any) -> None:  # noqa: ARG001
+                await rest(receive, send)
+
+            task = self.loop.create_task(cycle.run_asgi(serve_rest), context=context)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+
+        def _write_whole(
+            self,
+            cycle: RequestResponseCycle,
+            status: int,
+            headers: list[tuple[bytes, bytes]],
+            body: bytes,
+        ) -> None:
+            """Writes a whole response as uvicorn's ``send`` writes one with its length (the
+            same bytes: status line, uvicorn's default headers, then ``headers``, lower-cased,
+            checked as it checks them), then ends the request as uvicorn does."""
+            out = self._out
+            assert out is not None
+            cycle.response_started = True
+            cycle.waiting_for_100_continue = False
+            content = [STATUS_LINE[status]]
+            closing = False
+            checked = _CHECKED
+            try:
+                for header in [*cycle.default_headers, *headers]:
+                    name, value = header
+                    if header not in checked:  # checked as uvicorn checks every header
+                        if HEADER_RE.search(name):
+                            raise RuntimeError("Invalid HTTP header name.")
+                        if HEADER_VALUE_RE.search(value):
+                            raise RuntimeError("Invalid HTTP header value.")
+                        if len(checked) >= CHECKED_HEADERS:
+                            checked.clear()
+                        checked.add(header)
+                    lower = name.lower()
+                    if lower == b"connection":
+                        tokens = [token.lower().strip() for token in value.split(b",")]
+                        if b"close" in tokens:
+                            cycle.keep_alive = False
+                            closing = True
+                    content += (lower, b": ", value, b"\r\n")
+            except RuntimeError as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                out.close()
+                cycle.on_response = _nothing
+                return
+            if not cycle.keep_alive and not closing:
+                content.append(b"connection: close\r\n")
+            content += (b"\r\n", body)
+            out.unhold()  # head and body leave in this one write
+            out.write(b"".join(content))
+            cycle.response_complete = True
+            cycle.message_event.set()
+            if not cycle.keep_alive:
+                out.close()
+            on_response, cycle.on_response = cycle.on_response, _nothing
+            on_response()
 
         def on_response_complete(self) -> None:
+            # uvicorn's, but for its keep-alive timeout: one timer per connection, moved by
+            # each response, instead of a timer started by each response and cancelled by the
+            # next request's first bytes.
             if self._out is not None:
                 self._out.flush()  # nothing of the answer waits for the loop's next turn
-            super().on_response_complete()
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._idle_due = None
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+                return
+            due = self._idle_due = self.loop.time() + self.timeout_keep_alive
+            if self._idle_timer is None:
+                self._idle_timer = self.loop.call_at(due, self._idle_expired)
+
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_due = None  # the connection is not idle: its timer, when it fires, ends
+
+        def _idle_expired(self) -> None:
+            self._idle_timer = None
+            due = self._idle_due
+            if due is None:
+                return
+            if due - self.loop.time() > 0.001:  # a later response's: sleep until its due time
+                self._idle_timer = self.loop.call_at(due, self._idle_expired)
+                return
+            self._idle_due = None
+            self.timeout_keep_alive_handler()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._due = None
             if self._out is not None:
                 self._out.discard()  # the connection is gone: nothing more can be written
-            timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
+            for timer in (self._timer, self._idle_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._timer = self._idle_timer = None
             super().connection_lost(exc)
 
         def _arm(self) -> None:

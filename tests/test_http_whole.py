@@ -1,0 +1,308 @@
+"""askgate's own uvicorn protocol answering a whole POST without an ASGI request cycle
+(spec/http.md, R-HTTP-33): the same bytes as uvicorn's own protocol, exchange by exchange, over
+raw sockets on 127.0.0.1. Every wait is bounded by a socket timeout; nothing sleeps."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from askgate.core import http as rules
+from askgate.demo import build_demo
+from askgate.transports.http import HttpApp
+from askgate.transports.http_server import header_deadline_protocol
+
+from .listener import uvicorn_serving
+
+DEADLINE = 20.0
+VERSION = "2025-06-18"
+MODERN = "2026-07-28"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+def _message(request_id: object, method: str, params: dict[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+INIT = _message(
+    0,
+    "initialize",
+    {
+        "protocolVersion": VERSION,
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+)
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+
+
+def _call(request_id: int, tool: str) -> bytes:
+    return _message(request_id, "tools/call", {"name": tool, "arguments": {"text": "hi"}})
+
+
+class _Client:
+    """One keep-alive connection, reading responses by their framing."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.buffer = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        self.buffer += chunk
+
+    def _take(self, marker: bytes) -> bytes:
+        while marker not in self.buffer:  # bounded by the socket's timeout
+            self._more()
+        taken, self.buffer = self.buffer.split(marker, 1)
+        return taken + marker
+
+    def head(self, body: bytes, headers: dict[str, str], *, expect: bool = False) -> bytes:
+        sent = {
+            "Host": f"127.0.0.1:{self.port}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Content-Length": str(len(body)),
+            **headers,
+        }
+        if expect:
+            sent["Expect"] = "100-continue"
+        lines = "".join(f"{name}: {value}\r\n" for name, value in sent.items())
+        return f"POST /mcp HTTP/1.1\r\n{lines}\r\n".encode()
+
+    def post(self, body: bytes, headers: dict[str, str]) -> None:
+        self.sock.sendall(self.head(body, headers) + body)  # one write: whole with its head
+
+    def continued(self, body: bytes, headers: dict[str, str]) -> bytes:
+        """Headers first, the body only once the server said ``100 Continue``."""
+        self.sock.sendall(self.head(body, headers, expect=True))
+        interim = self._take(b"\r\n\r\n")
+        self.sock.sendall(body)
+        return interim + self.response()
+
+    def response(self) -> bytes:
+        head = self._take(b"\r\n\r\n")
+        length = re.search(rb"content-length: (\d+)", head)
+        if length is not None:
+            while len(self.buffer) < int(length.group(1)):
+                self._more()
+            size = int(length.group(1))
+            body, self.buffer = self.buffer[:size], self.buffer[size:]
+            return head + body
+        return head + self._take(b"0\r\n\r\n")  # chunked: up to its last chunk
+
+    def until(self, marker: bytes) -> bytes:
+        return self._take(marker)
+
+
+def _script(port: int) -> list[bytes]:
+    """Exchanges of every kind a POST gets: answered whole at once, on a stream, refused before
+    its body, its body read after a wait; the transcript, in order."""
+    seen: list[bytes] = []
+    a = _Client(port)
+    a.post(INIT, {})
+    seen.append(a.response())
+    sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", seen[0])
+    assert sid is not None, seen[0]
+    session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+    for body in (INITIALIZED, _call(1, "echo"), _message(2, "ping"), b'{"jsonrpc":'):
+        a.post(body, session)
+        seen.append(a.response())
+    seen.append(a.continued(_call(3, "echo"), session))  # read by a request task
+    stream = _Client(port)
+    stream.post(_call(4, "guarded_echo"), session)
+    asked = stream.until(b"elicitation/create")
+    seen.append(asked)
+    ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', asked)
+    assert ask_id is not None, asked
+    accept = b'{"action":"accept","content":{"approve":true}}'
+    a.post(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id.group(1), accept), session)
+    seen.append(a.response())
+    seen.append(stream.until(b"\r\n0\r\n\r\n"))  # the rest of its stream, to its end
+    modern = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        },
+        "name": "echo",
+        "arguments": {"text": "hi"},
+    }
+    b = _Client(port)
+    b.post(
+        _message(5, "tools/call", modern),
+        {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+    )
+    seen.append(b.response())
+    unknown = {**session, "Mcp-Session-Id": "unknown"}
+    b.post(_message(6, "ping"), unknown)  # refused before its body is read: closed
+    seen.append(b.response())
+    for client in (a, b, stream):
+        client.close()
+    return [_masked(exchange) for exchange in seen]
+
+
+def _masked(exchange: bytes) -> bytes:
+    """The exchange without what differs from run to run: the date, the session id, a
+    stream's tag, an elicitation's id."""
+    exchange = re.sub(rb"date: [^\r]*", b"date: -", exchange)
+    exchange = re.sub(rb"askgate-elicit-[A-Za-z0-9_-]+", b"askgate-elicit--", exchange)
+    exchange = re.sub(rb"mcp-session-id: [A-Za-z0-9_-]+", b"mcp-session-id: -", exchange)
+    return re.sub(rb"\nid: [A-Za-z0-9_-]+\.", b"\nid: -.", exchange)
+
+
+def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same exchanges through askgate's protocol and through uvicorn's own give the same
+    bytes, and askgate's answered the whole POSTs itself: at once, or by what serves their
+    stream, declining the one refused before its body; a request whose body came after a wait,
+    and an app mounted behind another ASGI callable, go through ASGI."""
+    outcomes: list[str] = []
+    answer_whole = HttpApp.answer_whole
+
+    def counted(self: HttpApp, scope: Any, body: bytes) -> Any:
+        served = answer_whole(self, scope, body)
+        outcomes.append(type(served).__name__)
+        return served
+
+    monkeypatch.setattr(HttpApp, "answer_whole", counted)
+
+    async def transcript(protocol: Any, *, wrapped: bool = False) -> list[bytes]:
+        def make(port: int) -> Any:
+            app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+            if not wrapped:
+                return app
+
+            async def mounted(scope: Any, receive: Any, send: Any) -> None:
+                await app(scope, receive, send)
+
+            mounted.running = app.running  # type: ignore[attr-defined]
+            return mounted
+
+        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(_script, port)
+
+    async def scenario() -> tuple[list[bytes], list[str], list[bytes], list[bytes]]:
+        fast = await transcript(header_deadline_protocol(5000))
+        answered = list(outcomes)
+        plain = await transcript("httptools")
+        mounted = await transcript(header_deadline_protocol(5000), wrapped=True)
+        return fast, answered, plain, mounted
+
+    fast, answered, plain, mounted = anyio.run(scenario, backend="asyncio")
+    assert fast == plain
+    assert mounted == plain
+    assert answered == ["Whole"] * 5 + ["function", "Whole", "Whole", "NoneType"], answered
+    assert len(outcomes) == len(answered)  # neither uvicorn's protocol nor a mount calls it
+    assert plain[5].startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), plain[5]
+    assert b"text/event-stream" in plain[6]
+    assert plain[10].startswith(b"HTTP/1.1 404 "), plain[10]
+    assert b"connection: close\r\n" in plain[10]
+
+
+def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
+    """askgate's protocol keeps uvicorn's keep-alive timeout with one timer per connection: a
+    request on a kept connection moves it, and the connection is closed once idle that long
+    after its last response, not before; a stream that began in the read that carried an
+    answered request is not cut by it."""
+    import time  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from .listener import close_listener  # noqa: PLC0415
+
+    idle = 0.2
+
+    def exchange(port: int) -> tuple[list[bytes], float]:
+        client = _Client(port)
+        client.post(INIT, {})
+        answers = [client.response()]
+        sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", answers[0])
+        assert sid is not None, answers[0]
+        session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+        client.post(INITIALIZED, session)
+        answers.append(client.response())
+        # Two requests in one write: the first is answered while the second is still being
+        # read; the second's stream outlives the keep-alive timeout and must not be cut.
+        streamed = _Client(port)
+        ping, call = _message(1, "ping"), _call(2, "guarded_echo")
+        streamed.sock.sendall(
+            streamed.head(ping, session) + ping + streamed.head(call, session) + call
+        )
+        answers.append(streamed.response())
+        asked = streamed.until(b"elicitation/create")
+        streamed.sock.settimeout(idle * 2.5)
+        try:
+            cut = streamed.sock.recv(65536)  # nothing comes: the stream waits for its answer
+        except TimeoutError:
+            cut = None
+        streamed.sock.settimeout(DEADLINE)
+        assert cut is None, cut
+        ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', asked)
+        assert ask_id is not None, asked
+        accept = b'{"action":"accept","content":{"approve":true}}'
+        client.close()  # idle past the timeout meanwhile: closed by the server
+        client = _Client(port)
+        client.post(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id.group(1), accept), session)
+        answers.append(client.response())
+        answers.append(streamed.until(b"\r\n0\r\n\r\n"))
+        streamed.close()
+        answered = time.monotonic()
+        try:
+            client.sock.recv(1)  # bounded by the socket's timeout
+        finally:
+            client.close()
+        return answers, time.monotonic() - answered
+
+    async def scenario() -> tuple[list[bytes], float]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            http=header_deadline_protocol(5000),
+            timeout_keep_alive=cast(int, idle),  # a float works: uvicorn's timers take one
+        )
+        web = uvicorn.Server(config)
+        found: list[tuple[list[bytes], float]] = []
+        try:
+            async with anyio.create_task_group() as tg, app.running():
+                tg.start_soon(web.serve, [sock])
+                with anyio.fail_after(DEADLINE):
+                    found.append(await anyio.to_thread.run_sync(exchange, port))
+                web.should_exit = True
+                tg.cancel_scope.cancel()
+        finally:
+            close_listener(web, sock)
+        return found[0]
+
+    answers, took = anyio.run(scenario, backend="asyncio")
+    statuses = [answer[:12] for answer in answers[:4]]
+    assert statuses == [b"HTTP/1.1 200", b"HTTP/1.1 202", b"HTTP/1.1 200", b"HTTP/1.1 202"]
+    assert b'"result":{"content":[{"type":"text","text":"hi"}]' in answers[4], answers[4]
+    assert idle - 0.05 <= took < idle + 5.0, took
