@@ -195,14 +195,19 @@ class ModernAsking(ReducerMachine):
                 self._ask(e.ref, data)
 
 
+# The two runs the R-CTX and R-INV-7 tests share have fixed histories, as the stop's have:
+# 300 and 150 of them reach every counter those tests assert (600 and 300 random ones did, and
+# cost twice as much), and every history is checked step by step all the same.
+
+
 @functools.cache
 def context_run() -> Counter[str]:
-    return run(Context, 600)
+    return run(Context, 300, derandomize=True)
 
 
 @functools.cache
 def context_churn_run() -> Counter[str]:
-    return run(ContextChurn, 300)
+    return run(ContextChurn, 150, derandomize=True)
 
 
 @functools.cache
