@@ -1,11 +1,12 @@
 """CrossHair checks the contracts (``pre:``/``post:``) of the reducer's decision functions.
 
-Each ``test_R_...`` runs ``crosshair check`` on the functions whose contracts state that rule,
-with a small time budget per condition; ``make crosshair`` checks every contract with a larger
-one. CrossHair exits 1 and prints "false when calling ..." when it finds inputs that break a
-postcondition. ``tests/crosshair_plugin.py`` makes CrossHair's ``is`` exact on values whose type
-it has not decided yet (without it ``approves`` could never approve under CrossHair) and tells it
-how to build an ``Options``.
+One ``crosshair check`` run, shared by the ``test_R_...`` tests, checks every function of
+:data:`CHECKS` with a small time budget per condition; each test fails when the run reports a
+counterexample or an error in a function whose contract states its rule. ``make crosshair``
+checks every contract with a larger budget. CrossHair exits 1 and prints "false when
+calling ..." when it finds inputs that break a postcondition. ``tests/crosshair_plugin.py``
+makes CrossHair's ``is`` exact on values whose type it has not decided yet (without it
+``approves`` could never approve under CrossHair) and tells it how to build an ``Options``.
 
 ``test_crosshair_refutes_wrong_copies`` shows that the contracts can fail: it copies the real
 functions, contracts included, plants one bug in each copy and requires a counterexample for
