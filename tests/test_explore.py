@@ -1,10 +1,12 @@
 """Exhaustive bounded exploration of the real reducer (``askgate.models.explore``).
 
 ``make test`` explores every event sequence of 6 events after the prelude under the tight caps
-(one parked call per connection, two in all) and 5 under the shared caps, the edge cases,
-with no authorizer, the 2026-07-28 flow with the stop (``modern``: modern calls, every
-retry of every state a client keeps, ``ServerStopping``), and parking owners (``principals``,
-4 deep: two sessions of one principal, one connection of none); ``make verify`` goes deeper.
+(one parked call per connection, two in all), 4 under the shared caps, the edge cases and with
+no authorizer (each reaches every outcome its tests below assert at 4, and kills every mutant
+of bench/mutate.py that it killed 5 deep), 5 for the 2026-07-28 flow with the stop
+(``modern``: modern calls, every retry of every state a client keeps, ``ServerStopping``), and
+parking owners (``principals``, 4 deep: two sessions of one principal, one connection of none);
+``make verify`` goes deeper (shared 10, edges 8, no authorizer 9 deep).
 Every state reached passes ``check_invariants``; every transition is checked for
 closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and a
 running tool's own requests: sent to the owner or refused, resolved once, only while the tool
@@ -63,17 +65,17 @@ def tight() -> Report:
 
 @functools.cache
 def shared() -> Report:
-    return explore(SHARED, depth=5)
+    return explore(SHARED, depth=4)
 
 
 @functools.cache
 def edges() -> Report:
-    return explore(EDGES, depth=5)
+    return explore(EDGES, depth=4)
 
 
 @functools.cache
 def open_() -> Report:
-    return explore(OPEN, depth=5)
+    return explore(OPEN, depth=4)
 
 
 @functools.cache
@@ -104,9 +106,9 @@ def test_exploration_is_complete_and_large() -> None:
     assert open_().complete
     assert modern().complete
     assert tight().states > 10_000
-    assert shared().states > 5_000
-    assert edges().states > 10_000
-    assert open_().states > 5_000
+    assert shared().states > 2_000
+    assert edges().states > 3_000
+    assert open_().states > 2_000
     assert modern().states > 3_000
 
 
