@@ -80,7 +80,12 @@ def noted_sources() -> list[str]:
         text=True,
         check=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # lean_attrs consults the cache only where bytecode may be cached (see its _cache), so
+        # the noting run must not be told to write none, or it would note nothing.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPATH": str(ROOT),
+        },
     )
     sources: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
     return sources

@@ -11,4 +11,3284 @@ from typing import Any
 
 SCRIPTS: dict[str, Callable[[], dict[str, Any]]] = {}
 
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return True
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                ))
+    def __init__(self, ):
+        _setattr = _cached_setattr_get(self)
+
+    return locals()
+
+
+SCRIPTS['def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return True\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n            ))\ndef __init__(self, ):\n    _setattr = _cached_setattr_get(self)\n'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.prompt == other.prompt
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.prompt,
+                ))
+    def __init__(self, prompt):
+        _setattr = _cached_setattr_get(self)
+        _setattr('prompt', prompt)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.prompt == other.prompt\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.prompt,\n            ))\ndef __init__(self, prompt):\n    _setattr = _cached_setattr_get(self)\n    _setattr('prompt', prompt)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.reason == other.reason
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.reason,
+                ))
+    def __init__(self, reason):
+        _setattr = _cached_setattr_get(self)
+        _setattr('reason', reason)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.reason == other.reason\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.reason,\n            ))\ndef __init__(self, reason):\n    _setattr = _cached_setattr_get(self)\n    _setattr('reason', reason)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.code == other.code and
+            self.message == other.message and
+            self.data == other.data
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.code,
+                    self.message,
+                    self.data,
+                ))
+    def __init__(self, code, message, data=attr_dict['data'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('code', code)
+        _setattr('message', message)
+        _setattr('data', data)
+
+    return locals()
+
+
+_.uses = 2
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.code == other.code and\n        self.message == other.message and\n        self.data == other.data\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.code,\n                self.message,\n                self.data,\n            ))\ndef __init__(self, code, message, data=attr_dict['data'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('code', code)\n    _setattr('message', message)\n    _setattr('data', data)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.kind == other.kind
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.kind,
+                ))
+    def __init__(self, kind):
+        _setattr = _cached_setattr_get(self)
+        _setattr('kind', kind)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.kind == other.kind\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.kind,\n            ))\ndef __init__(self, kind):\n    _setattr = _cached_setattr_get(self)\n    _setattr('kind', kind)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.requests == other.requests and
+            self.state == other.state
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.requests,
+                    self.state,
+                ))
+    def __init__(self, requests, state=attr_dict['state'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('requests', requests)
+        _setattr('state', state)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.requests == other.requests and\n        self.state == other.state\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.requests,\n                self.state,\n            ))\ndef __init__(self, requests, state=attr_dict['state'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('requests', requests)\n    _setattr('state', state)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.id == other.id and
+            self.method == other.method and
+            self.params == other.params
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.id,
+                    self.method,
+                    self.params,
+                ))
+    def __init__(self, id, method, params):
+        _setattr = _cached_setattr_get(self)
+        _setattr('id', id)
+        _setattr('method', method)
+        _setattr('params', params)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.id == other.id and\n        self.method == other.method and\n        self.params == other.params\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.id,\n                self.method,\n                self.params,\n            ))\ndef __init__(self, id, method, params):\n    _setattr = _cached_setattr_get(self)\n    _setattr('id', id)\n    _setattr('method', method)\n    _setattr('params', params)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.method == other.method and
+            self.params == other.params
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.method,
+                    self.params,
+                ))
+    def __init__(self, method, params):
+        _setattr = _cached_setattr_get(self)
+        _setattr('method', method)
+        _setattr('params', params)
+
+    return locals()
+
+
+_.uses = 2
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.method == other.method and\n        self.params == other.params\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.method,\n                self.params,\n            ))\ndef __init__(self, method, params):\n    _setattr = _cached_setattr_get(self)\n    _setattr('method', method)\n    _setattr('params', params)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.id == other.id and
+            self.result == other.result
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.id,
+                    self.result,
+                ))
+    def __init__(self, id, result):
+        _setattr = _cached_setattr_get(self)
+        _setattr('id', id)
+        _setattr('result', result)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.id == other.id and\n        self.result == other.result\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.id,\n                self.result,\n            ))\ndef __init__(self, id, result):\n    _setattr = _cached_setattr_get(self)\n    _setattr('id', id)\n    _setattr('result', result)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.id == other.id and
+            self.error == other.error
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.id,
+                    self.error,
+                ))
+    def __init__(self, id, error):
+        _setattr = _cached_setattr_get(self)
+        _setattr('id', id)
+        _setattr('error', error)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.id == other.id and\n        self.error == other.error\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.id,\n                self.error,\n            ))\ndef __init__(self, id, error):\n    _setattr = _cached_setattr_get(self)\n    _setattr('id', id)\n    _setattr('error', error)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.reply == other.reply and
+            self.reason == other.reason
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.reply,
+                    self.reason,
+                ))
+    def __init__(self, reply, reason=attr_dict['reason'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('reply', reply)
+        _setattr('reason', reason)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.reply == other.reply and\n        self.reason == other.reason\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.reply,\n                self.reason,\n            ))\ndef __init__(self, reply, reason=attr_dict['reason'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('reply', reply)\n    _setattr('reason', reason)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.capabilities == other.capabilities and
+            self.now == other.now and
+            self.request_id == other.request_id and
+            self.protocol_version == other.protocol_version
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.capabilities,
+                    self.now,
+                    self.request_id,
+                    self.protocol_version,
+                ))
+    def __init__(self, conn, capabilities, now=attr_dict['now'].default, request_id=attr_dict['request_id'].default, protocol_version=attr_dict['protocol_version'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('capabilities', capabilities)
+        _setattr('now', now)
+        _setattr('request_id', request_id)
+        _setattr('protocol_version', protocol_version)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.capabilities == other.capabilities and\n        self.now == other.now and\n        self.request_id == other.request_id and\n        self.protocol_version == other.protocol_version\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.capabilities,\n                self.now,\n                self.request_id,\n                self.protocol_version,\n            ))\ndef __init__(self, conn, capabilities, now=attr_dict['now'].default, request_id=attr_dict['request_id'].default, protocol_version=attr_dict['protocol_version'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('capabilities', capabilities)\n    _setattr('now', now)\n    _setattr('request_id', request_id)\n    _setattr('protocol_version', protocol_version)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.now == other.now and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.now,
+                    self.principal,
+                ))
+    def __init__(self, conn, now=attr_dict['now'].default, principal=attr_dict['principal'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('now', now)
+        _setattr('principal', principal)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n                self.principal,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n    _setattr('principal', principal)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.now,
+                ))
+    def __init__(self, conn, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.sensitive == other.sensitive and
+            self.derived == other.derived and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.sensitive,
+                    self.derived,
+                    self.now,
+                ))
+    def __init__(self, name, sensitive=attr_dict['sensitive'].default, derived=attr_dict['derived'].default, now=attr_dict['now'].default, definition=attr_dict['definition'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('sensitive', sensitive)
+        _setattr('derived', derived)
+        _setattr('now', now)
+        _setattr('definition', definition)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.sensitive == other.sensitive and\n        self.derived == other.derived and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.sensitive,\n                self.derived,\n                self.now,\n            ))\ndef __init__(self, name, sensitive=attr_dict['sensitive'].default, derived=attr_dict['derived'].default, now=attr_dict['now'].default, definition=attr_dict['definition'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('sensitive', sensitive)\n    _setattr('derived', derived)\n    _setattr('now', now)\n    _setattr('definition', definition)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.now,
+                ))
+    def __init__(self, name, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.now,\n            ))\ndef __init__(self, name, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.tool == other.tool and
+            self.arguments == other.arguments and
+            self.now == other.now and
+            self.mode == other.mode and
+            self.caller == other.caller and
+            self.meta == other.meta and
+            self.request_state == other.request_state and
+            self.input_responses == other.input_responses and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.tool,
+                    self.arguments,
+                    self.now,
+                    self.mode,
+                    self.caller,
+                    self.meta,
+                    self.request_state,
+                    self.input_responses,
+                    self.principal,
+                ))
+    def __init__(self, conn, request_id, tool, arguments, now, mode=attr_dict['mode'].default, caller=attr_dict['caller'].default, meta=attr_dict['meta'].default, request_state=attr_dict['request_state'].default, input_responses=attr_dict['input_responses'].default, principal=attr_dict['principal'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('tool', tool)
+        _setattr('arguments', arguments)
+        _setattr('now', now)
+        _setattr('mode', mode)
+        _setattr('caller', caller)
+        _setattr('meta', meta)
+        _setattr('request_state', request_state)
+        _setattr('input_responses', input_responses)
+        _setattr('principal', principal)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.tool == other.tool and\n        self.arguments == other.arguments and\n        self.now == other.now and\n        self.mode == other.mode and\n        self.caller == other.caller and\n        self.meta == other.meta and\n        self.request_state == other.request_state and\n        self.input_responses == other.input_responses and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.tool,\n                self.arguments,\n                self.now,\n                self.mode,\n                self.caller,\n                self.meta,\n                self.request_state,\n                self.input_responses,\n                self.principal,\n            ))\ndef __init__(self, conn, request_id, tool, arguments, now, mode=attr_dict['mode'].default, caller=attr_dict['caller'].default, meta=attr_dict['meta'].default, request_state=attr_dict['request_state'].default, input_responses=attr_dict['input_responses'].default, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('tool', tool)\n    _setattr('arguments', arguments)\n    _setattr('now', now)\n    _setattr('mode', mode)\n    _setattr('caller', caller)\n    _setattr('meta', meta)\n    _setattr('request_state', request_state)\n    _setattr('input_responses', input_responses)\n    _setattr('principal', principal)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.now,
+                ))
+    def __init__(self, conn, request_id, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.now,\n            ))\ndef __init__(self, conn, request_id, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.method == other.method and
+            self.params == other.params and
+            self.now == other.now and
+            self.caller == other.caller and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.method,
+                    self.params,
+                    self.now,
+                    self.caller,
+                    self.principal,
+                ))
+    def __init__(self, conn, request_id, method, params, now, caller=attr_dict['caller'].default, principal=attr_dict['principal'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('method', method)
+        _setattr('params', params)
+        _setattr('now', now)
+        _setattr('caller', caller)
+        _setattr('principal', principal)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.method == other.method and\n        self.params == other.params and\n        self.now == other.now and\n        self.caller == other.caller and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.method,\n                self.params,\n                self.now,\n                self.caller,\n                self.principal,\n            ))\ndef __init__(self, conn, request_id, method, params, now, caller=attr_dict['caller'].default, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('method', method)\n    _setattr('params', params)\n    _setattr('now', now)\n    _setattr('caller', caller)\n    _setattr('principal', principal)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.value == other.value and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.value,
+                    self.now,
+                ))
+    def __init__(self, ref, value, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('value', value)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.value == other.value and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.value,\n                self.now,\n            ))\ndef __init__(self, ref, value, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('value', value)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.now,
+                ))
+    def __init__(self, ref, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.now,\n            ))\ndef __init__(self, ref, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.elicitation_id == other.elicitation_id and
+            self.result == other.result and
+            self.now == other.now and
+            self.error == other.error
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.elicitation_id,
+                    self.result,
+                    self.now,
+                    self.error,
+                ))
+    def __init__(self, conn, elicitation_id, result, now, error=attr_dict['error'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('elicitation_id', elicitation_id)
+        _setattr('result', result)
+        _setattr('now', now)
+        _setattr('error', error)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.elicitation_id == other.elicitation_id and\n        self.result == other.result and\n        self.now == other.now and\n        self.error == other.error\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.elicitation_id,\n                self.result,\n                self.now,\n                self.error,\n            ))\ndef __init__(self, conn, elicitation_id, result, now, error=attr_dict['error'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('elicitation_id', elicitation_id)\n    _setattr('result', result)\n    _setattr('now', now)\n    _setattr('error', error)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.now,
+                ))
+    def __init__(self, conn, request_id, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.now,\n            ))\ndef __init__(self, conn, request_id, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.caller == other.caller and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.caller,
+                    self.now,
+                ))
+    def __init__(self, caller, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('caller', caller)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.caller == other.caller and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.caller,\n                self.now,\n            ))\ndef __init__(self, caller, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('caller', caller)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.now,
+                ))
+    def __init__(self, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.now,\n            ))\ndef __init__(self, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.data == other.data and
+            self.now == other.now and
+            self.mode == other.mode and
+            self.caller == other.caller and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.data,
+                    self.now,
+                    self.mode,
+                    self.caller,
+                    self.principal,
+                ))
+    def __init__(self, conn, data, now, mode=attr_dict['mode'].default, caller=attr_dict['caller'].default, principal=attr_dict['principal'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('data', data)
+        _setattr('now', now)
+        _setattr('mode', mode)
+        _setattr('caller', caller)
+        _setattr('principal', principal)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.data == other.data and\n        self.now == other.now and\n        self.mode == other.mode and\n        self.caller == other.caller and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.data,\n                self.now,\n                self.mode,\n                self.caller,\n                self.principal,\n            ))\ndef __init__(self, conn, data, now, mode=attr_dict['mode'].default, caller=attr_dict['caller'].default, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('data', data)\n    _setattr('now', now)\n    _setattr('mode', mode)\n    _setattr('caller', caller)\n    _setattr('principal', principal)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.uri == other.uri and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.uri,
+                    self.now,
+                ))
+    def __init__(self, uri, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('uri', uri)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri == other.uri and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri,\n                self.now,\n            ))\ndef __init__(self, uri, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri', uri)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.level == other.level and
+            self.data == other.data and
+            self.now == other.now and
+            self.logger == other.logger and
+            self.conn == other.conn
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.level,
+                    self.data,
+                    self.now,
+                    self.logger,
+                    self.conn,
+                ))
+    def __init__(self, level, data, now=attr_dict['now'].default, logger=attr_dict['logger'].default, conn=attr_dict['conn'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('level', level)
+        _setattr('data', data)
+        _setattr('now', now)
+        _setattr('logger', logger)
+        _setattr('conn', conn)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.level == other.level and\n        self.data == other.data and\n        self.now == other.now and\n        self.logger == other.logger and\n        self.conn == other.conn\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.level,\n                self.data,\n                self.now,\n                self.logger,\n                self.conn,\n            ))\ndef __init__(self, level, data, now=attr_dict['now'].default, logger=attr_dict['logger'].default, conn=attr_dict['conn'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('level', level)\n    _setattr('data', data)\n    _setattr('now', now)\n    _setattr('logger', logger)\n    _setattr('conn', conn)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.kind == other.kind and
+            self.key == other.key and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.kind,
+                    self.key,
+                    self.now,
+                ))
+    def __init__(self, kind, key, definition=attr_dict['definition'].default, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('kind', kind)
+        _setattr('key', key)
+        _setattr('definition', definition)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.kind == other.kind and\n        self.key == other.key and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.kind,\n                self.key,\n                self.now,\n            ))\ndef __init__(self, kind, key, definition=attr_dict['definition'].default, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('kind', kind)\n    _setattr('key', key)\n    _setattr('definition', definition)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.progress == other.progress and
+            self.total == other.total and
+            self.message == other.message and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.progress,
+                    self.total,
+                    self.message,
+                    self.now,
+                ))
+    def __init__(self, ref, progress, total=attr_dict['total'].default, message=attr_dict['message'].default, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('progress', progress)
+        _setattr('total', total)
+        _setattr('message', message)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.progress == other.progress and\n        self.total == other.total and\n        self.message == other.message and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.progress,\n                self.total,\n                self.message,\n                self.now,\n            ))\ndef __init__(self, ref, progress, total=attr_dict['total'].default, message=attr_dict['message'].default, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('progress', progress)\n    _setattr('total', total)\n    _setattr('message', message)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.level == other.level and
+            self.data == other.data and
+            self.logger == other.logger and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.level,
+                    self.data,
+                    self.logger,
+                    self.now,
+                ))
+    def __init__(self, ref, level, data, logger=attr_dict['logger'].default, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('level', level)
+        _setattr('data', data)
+        _setattr('logger', logger)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.level == other.level and\n        self.data == other.data and\n        self.logger == other.logger and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.level,\n                self.data,\n                self.logger,\n                self.now,\n            ))\ndef __init__(self, ref, level, data, logger=attr_dict['logger'].default, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('level', level)\n    _setattr('data', data)\n    _setattr('logger', logger)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.token == other.token and
+            self.method == other.method and
+            self.params == other.params and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.token,
+                    self.method,
+                    self.params,
+                    self.now,
+                ))
+    def __init__(self, ref, token, method, params, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('token', token)
+        _setattr('method', method)
+        _setattr('params', params)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.token == other.token and\n        self.method == other.method and\n        self.params == other.params and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.token,\n                self.method,\n                self.params,\n                self.now,\n            ))\ndef __init__(self, ref, token, method, params, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('token', token)\n    _setattr('method', method)\n    _setattr('params', params)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key == other.key and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key,
+                    self.now,
+                ))
+    def __init__(self, key, now):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key', key)
+        _setattr('now', now)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key == other.key and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key,\n                self.now,\n            ))\ndef __init__(self, key, now):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key', key)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.tool == other.tool and
+            self.arguments == other.arguments
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.tool,
+                    self.arguments,
+                ))
+    def __init__(self, tool, arguments):
+        _setattr = _cached_setattr_get(self)
+        _setattr('tool', tool)
+        _setattr('arguments', arguments)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.tool == other.tool and\n        self.arguments == other.arguments\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.tool,\n                self.arguments,\n            ))\ndef __init__(self, tool, arguments):\n    _setattr = _cached_setattr_get(self)\n    _setattr('tool', tool)\n    _setattr('arguments', arguments)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.capabilities == other.capabilities and
+            self.responses == other.responses and
+            self.state == other.state and
+            self.approved == other.approved
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.capabilities,
+                    self.responses,
+                    self.state,
+                    self.approved,
+                ))
+    def __init__(self, capabilities=attr_dict['capabilities'].default, responses=attr_dict['responses'].default, state=attr_dict['state'].default, approved=attr_dict['approved'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('capabilities', capabilities)
+        _setattr('responses', responses)
+        _setattr('state', state)
+        _setattr('approved', approved)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.capabilities == other.capabilities and\n        self.responses == other.responses and\n        self.state == other.state and\n        self.approved == other.approved\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.capabilities,\n                self.responses,\n                self.state,\n                self.approved,\n            ))\ndef __init__(self, capabilities=attr_dict['capabilities'].default, responses=attr_dict['responses'].default, state=attr_dict['state'].default, approved=attr_dict['approved'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('capabilities', capabilities)\n    _setattr('responses', responses)\n    _setattr('state', state)\n    _setattr('approved', approved)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.tool == other.tool and
+            self.arguments == other.arguments and
+            self.round == other.round
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.tool,
+                    self.arguments,
+                    self.round,
+                ))
+    def __init__(self, tool, arguments, round=attr_dict['round'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('tool', tool)
+        _setattr('arguments', arguments)
+        _setattr('round', round)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.tool == other.tool and\n        self.arguments == other.arguments and\n        self.round == other.round\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.tool,\n                self.arguments,\n                self.round,\n            ))\ndef __init__(self, tool, arguments, round=attr_dict['round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('tool', tool)\n    _setattr('arguments', arguments)\n    _setattr('round', round)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.method == other.method and
+            self.params == other.params and
+            self.round == other.round
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.method,
+                    self.params,
+                    self.round,
+                ))
+    def __init__(self, method, params, round=attr_dict['round'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('method', method)
+        _setattr('params', params)
+        _setattr('round', round)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.method == other.method and\n        self.params == other.params and\n        self.round == other.round\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.method,\n                self.params,\n                self.round,\n            ))\ndef __init__(self, method, params, round=attr_dict['round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('method', method)\n    _setattr('params', params)\n    _setattr('round', round)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.tool == other.tool
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.tool,
+                ))
+    def __init__(self, tool):
+        _setattr = _cached_setattr_get(self)
+        _setattr('tool', tool)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.tool == other.tool\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.tool,\n            ))\ndef __init__(self, tool):\n    _setattr = _cached_setattr_get(self)\n    _setattr('tool', tool)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.names == other.names
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.names,
+                ))
+    def __init__(self, names):
+        _setattr = _cached_setattr_get(self)
+        _setattr('names', names)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.names == other.names\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.names,\n            ))\ndef __init__(self, names):\n    _setattr = _cached_setattr_get(self)\n    _setattr('names', names)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.message == other.message
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.message,
+                ))
+    def __init__(self, conn, request_id, message):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('message', message)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.message == other.message\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.message,\n            ))\ndef __init__(self, conn, request_id, message):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('message', message)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.message == other.message
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.message,
+                ))
+    def __init__(self, conn, message, related=attr_dict['related'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('message', message)
+        _setattr('related', related)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.message == other.message\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.message,\n            ))\ndef __init__(self, conn, message, related=attr_dict['related'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('message', message)\n    _setattr('related', related)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key == other.key and
+            self.deadline == other.deadline
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key,
+                    self.deadline,
+                ))
+    def __init__(self, key, deadline):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key', key)
+        _setattr('deadline', deadline)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key == other.key and\n        self.deadline == other.deadline\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key,\n                self.deadline,\n            ))\ndef __init__(self, key, deadline):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key', key)\n    _setattr('deadline', deadline)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key == other.key
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key,
+                ))
+    def __init__(self, key):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key', key)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key == other.key\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key,\n            ))\ndef __init__(self, key):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key', key)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.conn == other.conn and
+            self.job == other.job
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.conn,
+                    self.job,
+                ))
+    def __init__(self, ref, conn, job):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('conn', conn)
+        _setattr('job', job)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.conn == other.conn and\n        self.job == other.job\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.conn,\n                self.job,\n            ))\ndef __init__(self, ref, conn, job):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('conn', conn)\n    _setattr('job', job)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                ))
+    def __init__(self, ref):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n            ))\ndef __init__(self, ref):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.fields == other.fields
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.fields,
+                ))
+    def __init__(self, name, fields):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('fields', fields)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.fields == other.fields\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.fields,\n            ))\ndef __init__(self, name, fields):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('fields', fields)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.ref == other.ref and
+            self.token == other.token and
+            self.outcome == other.outcome
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.ref,
+                    self.token,
+                    self.outcome,
+                ))
+    def __init__(self, ref, token, outcome):
+        _setattr = _cached_setattr_get(self)
+        _setattr('ref', ref)
+        _setattr('token', token)
+        _setattr('outcome', outcome)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.ref == other.ref and\n        self.token == other.token and\n        self.outcome == other.outcome\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.ref,\n                self.token,\n                self.outcome,\n            ))\ndef __init__(self, ref, token, outcome):\n    _setattr = _cached_setattr_get(self)\n    _setattr('ref', ref)\n    _setattr('token', token)\n    _setattr('outcome', outcome)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.elicitation_timeout_ms == other.elicitation_timeout_ms and
+            self.max_parked_elicitations == other.max_parked_elicitations and
+            self.max_parked_elicitations_total == other.max_parked_elicitations_total and
+            self.max_client_capabilities == other.max_client_capabilities and
+            self.max_in_flight == other.max_in_flight and
+            self.max_in_flight_per_connection == other.max_in_flight_per_connection and
+            self.callback_timeout_ms == other.callback_timeout_ms and
+            self.has_authorizer == other.has_authorizer and
+            self.has_read_authorizer == other.has_read_authorizer and
+            self.has_visibility == other.has_visibility and
+            self.has_unknown_tool_reply == other.has_unknown_tool_reply and
+            self.authorizer_source == other.authorizer_source and
+            self.transport == other.transport and
+            self.page_size == other.page_size and
+            self.server_name == other.server_name and
+            self.server_version == other.server_version and
+            self.instructions == other.instructions and
+            self.max_client_requests_per_call == other.max_client_requests_per_call and
+            self.catalog_complete == other.catalog_complete
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.elicitation_timeout_ms,
+                    self.max_parked_elicitations,
+                    self.max_parked_elicitations_total,
+                    self.max_client_capabilities,
+                    self.max_in_flight,
+                    self.max_in_flight_per_connection,
+                    self.callback_timeout_ms,
+                    self.has_authorizer,
+                    self.has_read_authorizer,
+                    self.has_visibility,
+                    self.has_unknown_tool_reply,
+                    self.authorizer_source,
+                    self.transport,
+                    self.page_size,
+                    self.server_name,
+                    self.server_version,
+                    self.instructions,
+                    self.max_client_requests_per_call,
+                    self.catalog_complete,
+                ))
+    def __init__(self, elicitation_timeout_ms=attr_dict['elicitation_timeout_ms'].default, max_parked_elicitations=attr_dict['max_parked_elicitations'].default, max_parked_elicitations_total=attr_dict['max_parked_elicitations_total'].default, max_client_capabilities=attr_dict['max_client_capabilities'].default, max_in_flight=attr_dict['max_in_flight'].default, max_in_flight_per_connection=attr_dict['max_in_flight_per_connection'].default, callback_timeout_ms=attr_dict['callback_timeout_ms'].default, has_authorizer=attr_dict['has_authorizer'].default, has_read_authorizer=attr_dict['has_read_authorizer'].default, has_visibility=attr_dict['has_visibility'].default, has_unknown_tool_reply=attr_dict['has_unknown_tool_reply'].default, authorizer_source=attr_dict['authorizer_source'].default, transport=attr_dict['transport'].default, page_size=attr_dict['page_size'].default, server_name=attr_dict['server_name'].default, server_version=attr_dict['server_version'].default, instructions=attr_dict['instructions'].default, max_client_requests_per_call=attr_dict['max_client_requests_per_call'].default, catalog_complete=attr_dict['catalog_complete'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('elicitation_timeout_ms', elicitation_timeout_ms)
+        _setattr('max_parked_elicitations', max_parked_elicitations)
+        _setattr('max_parked_elicitations_total', max_parked_elicitations_total)
+        _setattr('max_client_capabilities', max_client_capabilities)
+        _setattr('max_in_flight', max_in_flight)
+        _setattr('max_in_flight_per_connection', max_in_flight_per_connection)
+        _setattr('callback_timeout_ms', callback_timeout_ms)
+        _setattr('has_authorizer', has_authorizer)
+        _setattr('has_read_authorizer', has_read_authorizer)
+        _setattr('has_visibility', has_visibility)
+        _setattr('has_unknown_tool_reply', has_unknown_tool_reply)
+        _setattr('authorizer_source', authorizer_source)
+        _setattr('transport', transport)
+        _setattr('page_size', page_size)
+        _setattr('server_name', server_name)
+        _setattr('server_version', server_version)
+        _setattr('instructions', instructions)
+        _setattr('max_client_requests_per_call', max_client_requests_per_call)
+        _setattr('catalog_complete', catalog_complete)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.elicitation_timeout_ms == other.elicitation_timeout_ms and\n        self.max_parked_elicitations == other.max_parked_elicitations and\n        self.max_parked_elicitations_total == other.max_parked_elicitations_total and\n        self.max_client_capabilities == other.max_client_capabilities and\n        self.max_in_flight == other.max_in_flight and\n        self.max_in_flight_per_connection == other.max_in_flight_per_connection and\n        self.callback_timeout_ms == other.callback_timeout_ms and\n        self.has_authorizer == other.has_authorizer and\n        self.has_read_authorizer == other.has_read_authorizer and\n        self.has_visibility == other.has_visibility and\n        self.has_unknown_tool_reply == other.has_unknown_tool_reply and\n        self.authorizer_source == other.authorizer_source and\n        self.transport == other.transport and\n        self.page_size == other.page_size and\n        self.server_name == other.server_name and\n        self.server_version == other.server_version and\n        self.instructions == other.instructions and\n        self.max_client_requests_per_call == other.max_client_requests_per_call and\n        self.catalog_complete == other.catalog_complete\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.elicitation_timeout_ms,\n                self.max_parked_elicitations,\n                self.max_parked_elicitations_total,\n                self.max_client_capabilities,\n                self.max_in_flight,\n                self.max_in_flight_per_connection,\n                self.callback_timeout_ms,\n                self.has_authorizer,\n                self.has_read_authorizer,\n                self.has_visibility,\n                self.has_unknown_tool_reply,\n                self.authorizer_source,\n                self.transport,\n                self.page_size,\n                self.server_name,\n                self.server_version,\n                self.instructions,\n                self.max_client_requests_per_call,\n                self.catalog_complete,\n            ))\ndef __init__(self, elicitation_timeout_ms=attr_dict['elicitation_timeout_ms'].default, max_parked_elicitations=attr_dict['max_parked_elicitations'].default, max_parked_elicitations_total=attr_dict['max_parked_elicitations_total'].default, max_client_capabilities=attr_dict['max_client_capabilities'].default, max_in_flight=attr_dict['max_in_flight'].default, max_in_flight_per_connection=attr_dict['max_in_flight_per_connection'].default, callback_timeout_ms=attr_dict['callback_timeout_ms'].default, has_authorizer=attr_dict['has_authorizer'].default, has_read_authorizer=attr_dict['has_read_authorizer'].default, has_visibility=attr_dict['has_visibility'].default, has_unknown_tool_reply=attr_dict['has_unknown_tool_reply'].default, authorizer_source=attr_dict['authorizer_source'].default, transport=attr_dict['transport'].default, page_size=attr_dict['page_size'].default, server_name=attr_dict['server_name'].default, server_version=attr_dict['server_version'].default, instructions=attr_dict['instructions'].default, max_client_requests_per_call=attr_dict['max_client_requests_per_call'].default, catalog_complete=attr_dict['catalog_complete'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('elicitation_timeout_ms', elicitation_timeout_ms)\n    _setattr('max_parked_elicitations', max_parked_elicitations)\n    _setattr('max_parked_elicitations_total', max_parked_elicitations_total)\n    _setattr('max_client_capabilities', max_client_capabilities)\n    _setattr('max_in_flight', max_in_flight)\n    _setattr('max_in_flight_per_connection', max_in_flight_per_connection)\n    _setattr('callback_timeout_ms', callback_timeout_ms)\n    _setattr('has_authorizer', has_authorizer)\n    _setattr('has_read_authorizer', has_read_authorizer)\n    _setattr('has_visibility', has_visibility)\n    _setattr('has_unknown_tool_reply', has_unknown_tool_reply)\n    _setattr('authorizer_source', authorizer_source)\n    _setattr('transport', transport)\n    _setattr('page_size', page_size)\n    _setattr('server_name', server_name)\n    _setattr('server_version', server_version)\n    _setattr('instructions', instructions)\n    _setattr('max_client_requests_per_call', max_client_requests_per_call)\n    _setattr('catalog_complete', catalog_complete)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.sensitive == other.sensitive and
+            self.derived == other.derived
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.sensitive,
+                    self.derived,
+                ))
+    def __init__(self, name, sensitive, derived, definition=attr_dict['definition'].default, validator=attr_dict['validator'].default, output_validator=attr_dict['output_validator'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('sensitive', sensitive)
+        _setattr('derived', derived)
+        _setattr('definition', definition)
+        _setattr('validator', validator)
+        _setattr('output_validator', output_validator)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.sensitive == other.sensitive and\n        self.derived == other.derived\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.sensitive,\n                self.derived,\n            ))\ndef __init__(self, name, sensitive, derived, definition=attr_dict['definition'].default, validator=attr_dict['validator'].default, output_validator=attr_dict['output_validator'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('sensitive', sensitive)\n    _setattr('derived', derived)\n    _setattr('definition', definition)\n    _setattr('validator', validator)\n    _setattr('output_validator', output_validator)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.form_mode == other.form_mode
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.form_mode,
+                ))
+    def __init__(self, name, form_mode):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('form_mode', form_mode)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.form_mode == other.form_mode\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.form_mode,\n            ))\ndef __init__(self, name, form_mode):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('form_mode', form_mode)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.revision == other.revision and
+            self.capabilities == other.capabilities and
+            self.log_level == other.log_level
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.revision,
+                    self.capabilities,
+                    self.log_level,
+                ))
+    def __init__(self, revision, capabilities, log_level=attr_dict['log_level'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('revision', revision)
+        _setattr('capabilities', capabilities)
+        _setattr('log_level', log_level)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.revision == other.revision and\n        self.capabilities == other.capabilities and\n        self.log_level == other.log_level\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.revision,\n                self.capabilities,\n                self.log_level,\n            ))\ndef __init__(self, revision, capabilities, log_level=attr_dict['log_level'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('revision', revision)\n    _setattr('capabilities', capabilities)\n    _setattr('log_level', log_level)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.message == other.message and
+            self.example == other.example and
+            self.becomes == other.becomes and
+            self.note == other.note and
+            self.rules == other.rules
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.message,
+                    self.example,
+                    self.becomes,
+                    self.note,
+                    self.rules,
+                ))
+    def __init__(self, message, example, becomes, note, rules):
+        _setattr = _cached_setattr_get(self)
+        _setattr('message', message)
+        _setattr('example', example)
+        _setattr('becomes', becomes)
+        _setattr('note', note)
+        _setattr('rules', rules)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.message == other.message and\n        self.example == other.example and\n        self.becomes == other.becomes and\n        self.note == other.note and\n        self.rules == other.rules\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.message,\n                self.example,\n                self.becomes,\n                self.note,\n                self.rules,\n            ))\ndef __init__(self, message, example, becomes, note, rules):\n    _setattr = _cached_setattr_get(self)\n    _setattr('message', message)\n    _setattr('example', example)\n    _setattr('becomes', becomes)\n    _setattr('note', note)\n    _setattr('rules', rules)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key_id == other.key_id and
+            self.secret == other.secret
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key_id,
+                    self.secret,
+                ))
+    def __init__(self, key_id, secret):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key_id', key_id)
+        _setattr('secret', secret)
+        if _config._run_validators is True:
+            __attr_validator_key_id(self, __attr_key_id, self.key_id)
+            __attr_validator_secret(self, __attr_secret, self.secret)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key_id == other.key_id and\n        self.secret == other.secret\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key_id,\n                self.secret,\n            ))\ndef __init__(self, key_id, secret):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key_id', key_id)\n    _setattr('secret', secret)\n    if _config._run_validators is True:\n        __attr_validator_key_id(self, __attr_key_id, self.key_id)\n        __attr_validator_secret(self, __attr_secret, self.secret)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.current == other.current and
+            self.ttl == other.ttl and
+            self.previous == other.previous and
+            self.rotated_at == other.rotated_at
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.current,
+                    self.ttl,
+                    self.previous,
+                    self.rotated_at,
+                ))
+    def __init__(self, current, ttl, previous=attr_dict['previous'].default, rotated_at=attr_dict['rotated_at'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('current', current)
+        _setattr('ttl', ttl)
+        _setattr('previous', previous)
+        _setattr('rotated_at', rotated_at)
+        self.__attrs_post_init__()
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.current == other.current and\n        self.ttl == other.ttl and\n        self.previous == other.previous and\n        self.rotated_at == other.rotated_at\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.current,\n                self.ttl,\n                self.previous,\n                self.rotated_at,\n            ))\ndef __init__(self, current, ttl, previous=attr_dict['previous'].default, rotated_at=attr_dict['rotated_at'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('current', current)\n    _setattr('ttl', ttl)\n    _setattr('previous', previous)\n    _setattr('rotated_at', rotated_at)\n    self.__attrs_post_init__()\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.verdict == other.verdict and
+            self.nonce == other.nonce and
+            self.expiry == other.expiry and
+            self.key_id == other.key_id
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.verdict,
+                    self.nonce,
+                    self.expiry,
+                    self.key_id,
+                ))
+    def __init__(self, verdict, nonce=attr_dict['nonce'].default, expiry=attr_dict['expiry'].default, key_id=attr_dict['key_id'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('verdict', verdict)
+        _setattr('nonce', nonce)
+        _setattr('expiry', expiry)
+        _setattr('key_id', key_id)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.verdict == other.verdict and\n        self.nonce == other.nonce and\n        self.expiry == other.expiry and\n        self.key_id == other.key_id\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.verdict,\n                self.nonce,\n                self.expiry,\n                self.key_id,\n            ))\ndef __init__(self, verdict, nonce=attr_dict['nonce'].default, expiry=attr_dict['expiry'].default, key_id=attr_dict['key_id'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('verdict', verdict)\n    _setattr('nonce', nonce)\n    _setattr('expiry', expiry)\n    _setattr('key_id', key_id)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.body == other.body and
+            self.key_id == other.key_id and
+            self.nonce == other.nonce and
+            self.expiry == other.expiry and
+            self.principal_tag == other.principal_tag and
+            self.tool_tag == other.tool_tag and
+            self.arguments_tag == other.arguments_tag and
+            self.mac == other.mac
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.body,
+                    self.key_id,
+                    self.nonce,
+                    self.expiry,
+                    self.principal_tag,
+                    self.tool_tag,
+                    self.arguments_tag,
+                    self.mac,
+                ))
+    def __init__(self, body, key_id, nonce, expiry, principal_tag, tool_tag, arguments_tag, mac):
+        _setattr = _cached_setattr_get(self)
+        _setattr('body', body)
+        _setattr('key_id', key_id)
+        _setattr('nonce', nonce)
+        _setattr('expiry', expiry)
+        _setattr('principal_tag', principal_tag)
+        _setattr('tool_tag', tool_tag)
+        _setattr('arguments_tag', arguments_tag)
+        _setattr('mac', mac)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.body == other.body and\n        self.key_id == other.key_id and\n        self.nonce == other.nonce and\n        self.expiry == other.expiry and\n        self.principal_tag == other.principal_tag and\n        self.tool_tag == other.tool_tag and\n        self.arguments_tag == other.arguments_tag and\n        self.mac == other.mac\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.body,\n                self.key_id,\n                self.nonce,\n                self.expiry,\n                self.principal_tag,\n                self.tool_tag,\n                self.arguments_tag,\n                self.mac,\n            ))\ndef __init__(self, body, key_id, nonce, expiry, principal_tag, tool_tag, arguments_tag, mac):\n    _setattr = _cached_setattr_get(self)\n    _setattr('body', body)\n    _setattr('key_id', key_id)\n    _setattr('nonce', nonce)\n    _setattr('expiry', expiry)\n    _setattr('principal_tag', principal_tag)\n    _setattr('tool_tag', tool_tag)\n    _setattr('arguments_tag', arguments_tag)\n    _setattr('mac', mac)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.verdict == other.verdict and
+            self.nonce == other.nonce and
+            self.expiry == other.expiry and
+            self.key_id == other.key_id and
+            self.approved == other.approved and
+            self.state == other.state
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.verdict,
+                    self.nonce,
+                    self.expiry,
+                    self.key_id,
+                    self.approved,
+                    self.state,
+                ))
+    def __init__(self, verdict, nonce=attr_dict['nonce'].default, expiry=attr_dict['expiry'].default, key_id=attr_dict['key_id'].default, approved=attr_dict['approved'].default, state=attr_dict['state'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('verdict', verdict)
+        _setattr('nonce', nonce)
+        _setattr('expiry', expiry)
+        _setattr('key_id', key_id)
+        _setattr('approved', approved)
+        _setattr('state', state)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.verdict == other.verdict and\n        self.nonce == other.nonce and\n        self.expiry == other.expiry and\n        self.key_id == other.key_id and\n        self.approved == other.approved and\n        self.state == other.state\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.verdict,\n                self.nonce,\n                self.expiry,\n                self.key_id,\n                self.approved,\n                self.state,\n            ))\ndef __init__(self, verdict, nonce=attr_dict['nonce'].default, expiry=attr_dict['expiry'].default, key_id=attr_dict['key_id'].default, approved=attr_dict['approved'].default, state=attr_dict['state'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('verdict', verdict)\n    _setattr('nonce', nonce)\n    _setattr('expiry', expiry)\n    _setattr('key_id', key_id)\n    _setattr('approved', approved)\n    _setattr('state', state)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.items == other.items and
+            self.head == other.head and
+            self.tail == other.tail
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.items,
+                    self.head,
+                    self.tail,
+                ))
+    def __init__(self, items=NOTHING, head=attr_dict['head'].default, tail=attr_dict['tail'].default):
+        _setattr = _cached_setattr_get(self)
+        if items is not NOTHING:
+            _setattr('items', items)
+        else:
+            _setattr('items', __attr_factory_items())
+        _setattr('head', head)
+        _setattr('tail', tail)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.items == other.items and\n        self.head == other.head and\n        self.tail == other.tail\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.items,\n                self.head,\n                self.tail,\n            ))\ndef __init__(self, items=NOTHING, head=attr_dict['head'].default, tail=attr_dict['tail'].default):\n    _setattr = _cached_setattr_get(self)\n    if items is not NOTHING:\n        _setattr('items', items)\n    else:\n        _setattr('items', __attr_factory_items())\n    _setattr('head', head)\n    _setattr('tail', tail)\n"] = _
+
+
+def _():
+    def make(items, head=_default1, tail=_default2):
+        self = _builder()
+        self.items = items
+        self.head = head
+        self.tail = tail
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(items, head=_default1, tail=_default2):\n    self = _builder()\n    self.items = items\n    self.head = head\n    self.tail = tail\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.outcome == other.outcome and
+            self.victim == other.victim
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.outcome,
+                    self.victim,
+                ))
+    def __init__(self, outcome, victim=attr_dict['victim'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('outcome', outcome)
+        _setattr('victim', victim)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.outcome == other.outcome and\n        self.victim == other.victim\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.outcome,\n                self.victim,\n            ))\ndef __init__(self, outcome, victim=attr_dict['victim'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('outcome', outcome)\n    _setattr('victim', victim)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.outcome == other.outcome and
+            self.why == other.why
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.outcome,
+                    self.why,
+                ))
+    def __init__(self, outcome, why=attr_dict['why'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('outcome', outcome)
+        _setattr('why', why)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.outcome == other.outcome and\n        self.why == other.why\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.outcome,\n                self.why,\n            ))\ndef __init__(self, outcome, why=attr_dict['why'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('outcome', outcome)\n    _setattr('why', why)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.owner == other.owner and
+            self.deadline == other.deadline and
+            self.single_use == other.single_use
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.owner,
+                    self.deadline,
+                    self.single_use,
+                ))
+    def __init__(self, owner, deadline, single_use):
+        _setattr = _cached_setattr_get(self)
+        _setattr('owner', owner)
+        _setattr('deadline', deadline)
+        _setattr('single_use', single_use)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.owner == other.owner and\n        self.deadline == other.deadline and\n        self.single_use == other.single_use\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.owner,\n                self.deadline,\n                self.single_use,\n            ))\ndef __init__(self, owner, deadline, single_use):\n    _setattr = _cached_setattr_get(self)\n    _setattr('owner', owner)\n    _setattr('deadline', deadline)\n    _setattr('single_use', single_use)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.places == other.places and
+            self.owners == other.owners and
+            self.buckets == other.buckets and
+            self.top == other.top and
+            self.total == other.total and
+            self.closed == other.closed and
+            self.closed_order == other.closed_order and
+            self.record_cap == other.record_cap
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.places,
+                    self.owners,
+                    self.buckets,
+                    self.top,
+                    self.total,
+                    self.closed,
+                    self.closed_order,
+                    self.record_cap,
+                ))
+    def __init__(self, places=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):
+        _setattr = _cached_setattr_get(self)
+        if places is not NOTHING:
+            _setattr('places', places)
+        else:
+            _setattr('places', __attr_factory_places())
+        if owners is not NOTHING:
+            _setattr('owners', owners)
+        else:
+            _setattr('owners', __attr_factory_owners())
+        if buckets is not NOTHING:
+            _setattr('buckets', buckets)
+        else:
+            _setattr('buckets', __attr_factory_buckets())
+        _setattr('top', top)
+        _setattr('total', total)
+        if closed is not NOTHING:
+            _setattr('closed', closed)
+        else:
+            _setattr('closed', __attr_factory_closed())
+        if closed_order is not NOTHING:
+            _setattr('closed_order', closed_order)
+        else:
+            _setattr('closed_order', __attr_factory_closed_order())
+        _setattr('record_cap', record_cap)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.places == other.places and\n        self.owners == other.owners and\n        self.buckets == other.buckets and\n        self.top == other.top and\n        self.total == other.total and\n        self.closed == other.closed and\n        self.closed_order == other.closed_order and\n        self.record_cap == other.record_cap\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.places,\n                self.owners,\n                self.buckets,\n                self.top,\n                self.total,\n                self.closed,\n                self.closed_order,\n                self.record_cap,\n            ))\ndef __init__(self, places=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):\n    _setattr = _cached_setattr_get(self)\n    if places is not NOTHING:\n        _setattr('places', places)\n    else:\n        _setattr('places', __attr_factory_places())\n    if owners is not NOTHING:\n        _setattr('owners', owners)\n    else:\n        _setattr('owners', __attr_factory_owners())\n    if buckets is not NOTHING:\n        _setattr('buckets', buckets)\n    else:\n        _setattr('buckets', __attr_factory_buckets())\n    _setattr('top', top)\n    _setattr('total', total)\n    if closed is not NOTHING:\n        _setattr('closed', closed)\n    else:\n        _setattr('closed', __attr_factory_closed())\n    if closed_order is not NOTHING:\n        _setattr('closed_order', closed_order)\n    else:\n        _setattr('closed_order', __attr_factory_closed_order())\n    _setattr('record_cap', record_cap)\n"] = _
+
+
+def _():
+    def make(owner, deadline, single_use):
+        self = _builder()
+        self.owner = owner
+        self.deadline = deadline
+        self.single_use = single_use
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(owner, deadline, single_use):\n    self = _builder()\n    self.owner = owner\n    self.deadline = deadline\n    self.single_use = single_use\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(places, owners, buckets, top, total, closed, closed_order, record_cap=_default7):
+        self = _builder()
+        self.places = places
+        self.owners = owners
+        self.buckets = buckets
+        self.top = top
+        self.total = total
+        self.closed = closed
+        self.closed_order = closed_order
+        self.record_cap = record_cap
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(places, owners, buckets, top, total, closed, closed_order, record_cap=_default7):\n    self = _builder()\n    self.places = places\n    self.owners = owners\n    self.buckets = buckets\n    self.top = top\n    self.total = total\n    self.closed = closed\n    self.closed_order = closed_order\n    self.record_cap = record_cap\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.resources == other.resources and
+            self.templates == other.templates and
+            self.prompts == other.prompts
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.resources,
+                    self.templates,
+                    self.prompts,
+                ))
+    def __init__(self, resources=NOTHING, templates=NOTHING, prompts=NOTHING):
+        _setattr = _cached_setattr_get(self)
+        if resources is not NOTHING:
+            _setattr('resources', resources)
+        else:
+            _setattr('resources', __attr_factory_resources())
+        if templates is not NOTHING:
+            _setattr('templates', templates)
+        else:
+            _setattr('templates', __attr_factory_templates())
+        if prompts is not NOTHING:
+            _setattr('prompts', prompts)
+        else:
+            _setattr('prompts', __attr_factory_prompts())
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.resources == other.resources and\n        self.templates == other.templates and\n        self.prompts == other.prompts\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.resources,\n                self.templates,\n                self.prompts,\n            ))\ndef __init__(self, resources=NOTHING, templates=NOTHING, prompts=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    if resources is not NOTHING:\n        _setattr('resources', resources)\n    else:\n        _setattr('resources', __attr_factory_resources())\n    if templates is not NOTHING:\n        _setattr('templates', templates)\n    else:\n        _setattr('templates', __attr_factory_templates())\n    if prompts is not NOTHING:\n        _setattr('prompts', prompts)\n    else:\n        _setattr('prompts', __attr_factory_prompts())\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
+            self.request_id == other.request_id and
+            self.is_tool == other.is_tool and
+            self.name == other.name and
+            self.arguments == other.arguments and
+            self.mode == other.mode and
+            self.caller == other.caller and
+            self.stage == other.stage and
+            self.worker == other.worker and
+            self.elicitation_id == other.elicitation_id and
+            self.replied == other.replied and
+            self.seq == other.seq and
+            self.started == other.started and
+            self.decision == other.decision and
+            self.approval == other.approval and
+            self.key == other.key
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.request_id,
+                    self.is_tool,
+                    self.name,
+                    self.arguments,
+                    self.mode,
+                    self.caller,
+                    self.stage,
+                    self.worker,
+                    self.elicitation_id,
+                    self.replied,
+                    self.seq,
+                    self.started,
+                    self.decision,
+                    self.approval,
+                    self.key,
+                ))
+    def __init__(self, conn, request_id, is_tool, name, arguments, mode, caller, stage, worker, elicitation_id, replied, seq, started, decision, approval, key):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('request_id', request_id)
+        _setattr('is_tool', is_tool)
+        _setattr('name', name)
+        _setattr('arguments', arguments)
+        _setattr('mode', mode)
+        _setattr('caller', caller)
+        _setattr('stage', stage)
+        _setattr('worker', worker)
+        _setattr('elicitation_id', elicitation_id)
+        _setattr('replied', replied)
+        _setattr('seq', seq)
+        _setattr('started', started)
+        _setattr('decision', decision)
+        _setattr('approval', approval)
+        _setattr('key', key)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.request_id == other.request_id and\n        self.is_tool == other.is_tool and\n        self.name == other.name and\n        self.arguments == other.arguments and\n        self.mode == other.mode and\n        self.caller == other.caller and\n        self.stage == other.stage and\n        self.worker == other.worker and\n        self.elicitation_id == other.elicitation_id and\n        self.replied == other.replied and\n        self.seq == other.seq and\n        self.started == other.started and\n        self.decision == other.decision and\n        self.approval == other.approval and\n        self.key == other.key\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.request_id,\n                self.is_tool,\n                self.name,\n                self.arguments,\n                self.mode,\n                self.caller,\n                self.stage,\n                self.worker,\n                self.elicitation_id,\n                self.replied,\n                self.seq,\n                self.started,\n                self.decision,\n                self.approval,\n                self.key,\n            ))\ndef __init__(self, conn, request_id, is_tool, name, arguments, mode, caller, stage, worker, elicitation_id, replied, seq, started, decision, approval, key):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('request_id', request_id)\n    _setattr('is_tool', is_tool)\n    _setattr('name', name)\n    _setattr('arguments', arguments)\n    _setattr('mode', mode)\n    _setattr('caller', caller)\n    _setattr('stage', stage)\n    _setattr('worker', worker)\n    _setattr('elicitation_id', elicitation_id)\n    _setattr('replied', replied)\n    _setattr('seq', seq)\n    _setattr('started', started)\n    _setattr('decision', decision)\n    _setattr('approval', approval)\n    _setattr('key', key)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key == other.key and
+            self.ref == other.ref and
+            self.token == other.token and
+            self.method == other.method
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key,
+                    self.ref,
+                    self.token,
+                    self.method,
+                ))
+    def __init__(self, key, ref, token, method):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key', key)
+        _setattr('ref', ref)
+        _setattr('token', token)
+        _setattr('method', method)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key == other.key and\n        self.ref == other.ref and\n        self.token == other.token and\n        self.method == other.method\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key,\n                self.ref,\n                self.token,\n                self.method,\n            ))\ndef __init__(self, key, ref, token, method):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key', key)\n    _setattr('ref', ref)\n    _setattr('token', token)\n    _setattr('method', method)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.token == other.token and
+            self.last == other.last
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.token,
+                    self.last,
+                ))
+    def __init__(self, token, last=attr_dict['last'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('token', token)
+        _setattr('last', last)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.token == other.token and\n        self.last == other.last\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.token,\n                self.last,\n            ))\ndef __init__(self, token, last=attr_dict['last'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('token', token)\n    _setattr('last', last)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.key == other.key and
+            self.owner == other.owner and
+            self.stateless == other.stateless
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.key,
+                    self.owner,
+                    self.stateless,
+                ))
+    def __init__(self, key, owner, stateless=attr_dict['stateless'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('key', key)
+        _setattr('owner', owner)
+        _setattr('stateless', stateless)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.key == other.key and\n        self.owner == other.owner and\n        self.stateless == other.stateless\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.key,\n                self.owner,\n                self.stateless,\n            ))\ndef __init__(self, key, owner, stateless=attr_dict['stateless'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('key', key)\n    _setattr('owner', owner)\n    _setattr('stateless', stateless)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.revision == other.revision and
+            self.can_elicit == other.can_elicit and
+            self.principal == other.principal and
+            self.owner == other.owner and
+            self.cacheable == other.cacheable and
+            self.log_level == other.log_level and
+            self.round == other.round
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.revision,
+                    self.can_elicit,
+                    self.principal,
+                    self.owner,
+                    self.cacheable,
+                    self.log_level,
+                    self.round,
+                ))
+    def __init__(self, revision, can_elicit, principal, owner, cacheable=attr_dict['cacheable'].default, log_level=attr_dict['log_level'].default, round=attr_dict['round'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('revision', revision)
+        _setattr('can_elicit', can_elicit)
+        _setattr('principal', principal)
+        _setattr('owner', owner)
+        _setattr('cacheable', cacheable)
+        _setattr('log_level', log_level)
+        _setattr('round', round)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.revision == other.revision and\n        self.can_elicit == other.can_elicit and\n        self.principal == other.principal and\n        self.owner == other.owner and\n        self.cacheable == other.cacheable and\n        self.log_level == other.log_level and\n        self.round == other.round\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.revision,\n                self.can_elicit,\n                self.principal,\n                self.owner,\n                self.cacheable,\n                self.log_level,\n                self.round,\n            ))\ndef __init__(self, revision, can_elicit, principal, owner, cacheable=attr_dict['cacheable'].default, log_level=attr_dict['log_level'].default, round=attr_dict['round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('revision', revision)\n    _setattr('can_elicit', can_elicit)\n    _setattr('principal', principal)\n    _setattr('owner', owner)\n    _setattr('cacheable', cacheable)\n    _setattr('log_level', log_level)\n    _setattr('round', round)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.subscribed == other.subscribed and
+            self.can_elicit == other.can_elicit and
+            self.can_sample == other.can_sample and
+            self.cap_group == other.cap_group and
+            self.cap_pos == other.cap_pos and
+            self.version == other.version and
+            self.log_level == other.log_level and
+            self.subscriptions == other.subscriptions and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.subscribed,
+                    self.can_elicit,
+                    self.can_sample,
+                    self.cap_group,
+                    self.cap_pos,
+                    self.version,
+                    self.log_level,
+                    self.subscriptions,
+                    self.principal,
+                ))
+    def __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('subscribed', subscribed)
+        _setattr('can_elicit', can_elicit)
+        _setattr('can_sample', can_sample)
+        _setattr('cap_group', cap_group)
+        _setattr('cap_pos', cap_pos)
+        _setattr('version', version)
+        _setattr('log_level', log_level)
+        if subscriptions is not NOTHING:
+            _setattr('subscriptions', subscriptions)
+        else:
+            _setattr('subscriptions', __attr_factory_subscriptions())
+        _setattr('principal', principal)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.subscribed == other.subscribed and\n        self.can_elicit == other.can_elicit and\n        self.can_sample == other.can_sample and\n        self.cap_group == other.cap_group and\n        self.cap_pos == other.cap_pos and\n        self.version == other.version and\n        self.log_level == other.log_level and\n        self.subscriptions == other.subscriptions and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.subscribed,\n                self.can_elicit,\n                self.can_sample,\n                self.cap_group,\n                self.cap_pos,\n                self.version,\n                self.log_level,\n                self.subscriptions,\n                self.principal,\n            ))\ndef __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('subscribed', subscribed)\n    _setattr('can_elicit', can_elicit)\n    _setattr('can_sample', can_sample)\n    _setattr('cap_group', cap_group)\n    _setattr('cap_pos', cap_pos)\n    _setattr('version', version)\n    _setattr('log_level', log_level)\n    if subscriptions is not NOTHING:\n        _setattr('subscriptions', subscriptions)\n    else:\n        _setattr('subscriptions', __attr_factory_subscriptions())\n    _setattr('principal', principal)\n"] = _
+
+
+def _():
+    def make(conn, request_id, is_tool, name, arguments, mode, caller, stage, worker, elicitation_id, replied, seq, started, decision, approval, key):
+        self = _builder()
+        self.conn = conn
+        self.request_id = request_id
+        self.is_tool = is_tool
+        self.name = name
+        self.arguments = arguments
+        self.mode = mode
+        self.caller = caller
+        self.stage = stage
+        self.worker = worker
+        self.elicitation_id = elicitation_id
+        self.replied = replied
+        self.seq = seq
+        self.started = started
+        self.decision = decision
+        self.approval = approval
+        self.key = key
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+_.uses = 2
+SCRIPTS['def make(conn, request_id, is_tool, name, arguments, mode, caller, stage, worker, elicitation_id, replied, seq, started, decision, approval, key):\n    self = _builder()\n    self.conn = conn\n    self.request_id = request_id\n    self.is_tool = is_tool\n    self.name = name\n    self.arguments = arguments\n    self.mode = mode\n    self.caller = caller\n    self.stage = stage\n    self.worker = worker\n    self.elicitation_id = elicitation_id\n    self.replied = replied\n    self.seq = seq\n    self.started = started\n    self.decision = decision\n    self.approval = approval\n    self.key = key\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.options == other.options and
+            self.id_key == other.id_key and
+            self.tools == other.tools and
+            self.catalog == other.catalog and
+            self.conns == other.conns and
+            self.calls == other.calls and
+            self.workers == other.workers and
+            self.in_flight == other.in_flight and
+            self.in_flight_total == other.in_flight_total and
+            self.store == other.store and
+            self.parked == other.parked and
+            self.cap_unsubscribed == other.cap_unsubscribed and
+            self.cap_live == other.cap_live and
+            self.callers == other.callers and
+            self.resource_subscribers == other.resource_subscribers and
+            self.log_levels == other.log_levels and
+            self.next_ref == other.next_ref and
+            self.next_seq == other.next_seq and
+            self.next_elicitation == other.next_elicitation and
+            self.client_requests == other.client_requests and
+            self.worker_requests == other.worker_requests and
+            self.progress == other.progress and
+            self.keyring == other.keyring and
+            self.stateless == other.stateless and
+            self.listens == other.listens and
+            self.open_requests == other.open_requests
+        )
+    def __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):
+        self.options = options
+        self.id_key = id_key
+        self.tools = tools
+        self.catalog = catalog
+        self.conns = conns
+        self.calls = calls
+        self.workers = workers
+        self.in_flight = in_flight
+        self.in_flight_total = in_flight_total
+        self.store = store
+        self.parked = parked
+        self.cap_unsubscribed = cap_unsubscribed
+        self.cap_live = cap_live
+        self.callers = callers
+        self.resource_subscribers = resource_subscribers
+        self.log_levels = log_levels
+        self.next_ref = next_ref
+        self.next_seq = next_seq
+        self.next_elicitation = next_elicitation
+        if client_requests is not NOTHING:
+            self.client_requests = client_requests
+        else:
+            self.client_requests = __attr_factory_client_requests()
+        if worker_requests is not NOTHING:
+            self.worker_requests = worker_requests
+        else:
+            self.worker_requests = __attr_factory_worker_requests()
+        if progress is not NOTHING:
+            self.progress = progress
+        else:
+            self.progress = __attr_factory_progress()
+        self.keyring = keyring
+        if stateless is not NOTHING:
+            self.stateless = stateless
+        else:
+            self.stateless = __attr_factory_stateless()
+        if listens is not NOTHING:
+            self.listens = listens
+        else:
+            self.listens = __attr_factory_listens()
+        if open_requests is not NOTHING:
+            self.open_requests = open_requests
+        else:
+            self.open_requests = __attr_factory_open_requests()
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.calls == other.calls and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.open_requests == other.open_requests\n    )\ndef __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):\n    self.options = options\n    self.id_key = id_key\n    self.tools = tools\n    self.catalog = catalog\n    self.conns = conns\n    self.calls = calls\n    self.workers = workers\n    self.in_flight = in_flight\n    self.in_flight_total = in_flight_total\n    self.store = store\n    self.parked = parked\n    self.cap_unsubscribed = cap_unsubscribed\n    self.cap_live = cap_live\n    self.callers = callers\n    self.resource_subscribers = resource_subscribers\n    self.log_levels = log_levels\n    self.next_ref = next_ref\n    self.next_seq = next_seq\n    self.next_elicitation = next_elicitation\n    if client_requests is not NOTHING:\n        self.client_requests = client_requests\n    else:\n        self.client_requests = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        self.worker_requests = worker_requests\n    else:\n        self.worker_requests = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        self.progress = progress\n    else:\n        self.progress = __attr_factory_progress()\n    self.keyring = keyring\n    if stateless is not NOTHING:\n        self.stateless = stateless\n    else:\n        self.stateless = __attr_factory_stateless()\n    if listens is not NOTHING:\n        self.listens = listens\n    else:\n        self.listens = __attr_factory_listens()\n    if open_requests is not NOTHING:\n        self.open_requests = open_requests\n    else:\n        self.open_requests = __attr_factory_open_requests()\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.options == other.options and
+            self.id_key == other.id_key and
+            self.tools == other.tools and
+            self.catalog == other.catalog and
+            self.conns == other.conns and
+            self.calls == other.calls and
+            self.workers == other.workers and
+            self.in_flight == other.in_flight and
+            self.in_flight_total == other.in_flight_total and
+            self.store == other.store and
+            self.parked == other.parked and
+            self.cap_unsubscribed == other.cap_unsubscribed and
+            self.cap_live == other.cap_live and
+            self.callers == other.callers and
+            self.resource_subscribers == other.resource_subscribers and
+            self.log_levels == other.log_levels and
+            self.next_ref == other.next_ref and
+            self.next_seq == other.next_seq and
+            self.next_elicitation == other.next_elicitation and
+            self.client_requests == other.client_requests and
+            self.worker_requests == other.worker_requests and
+            self.progress == other.progress and
+            self.keyring == other.keyring and
+            self.stateless == other.stateless and
+            self.listens == other.listens and
+            self.open_requests == other.open_requests
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.options,
+                    self.id_key,
+                    self.tools,
+                    self.catalog,
+                    self.conns,
+                    self.calls,
+                    self.workers,
+                    self.in_flight,
+                    self.in_flight_total,
+                    self.store,
+                    self.parked,
+                    self.cap_unsubscribed,
+                    self.cap_live,
+                    self.callers,
+                    self.resource_subscribers,
+                    self.log_levels,
+                    self.next_ref,
+                    self.next_seq,
+                    self.next_elicitation,
+                    self.client_requests,
+                    self.worker_requests,
+                    self.progress,
+                    self.keyring,
+                    self.stateless,
+                    self.listens,
+                    self.open_requests,
+                ))
+    def __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):
+        _setattr = _cached_setattr_get(self)
+        _setattr('options', options)
+        _setattr('id_key', id_key)
+        _setattr('tools', tools)
+        _setattr('catalog', catalog)
+        _setattr('conns', conns)
+        _setattr('calls', calls)
+        _setattr('workers', workers)
+        _setattr('in_flight', in_flight)
+        _setattr('in_flight_total', in_flight_total)
+        _setattr('store', store)
+        _setattr('parked', parked)
+        _setattr('cap_unsubscribed', cap_unsubscribed)
+        _setattr('cap_live', cap_live)
+        _setattr('callers', callers)
+        _setattr('resource_subscribers', resource_subscribers)
+        _setattr('log_levels', log_levels)
+        _setattr('next_ref', next_ref)
+        _setattr('next_seq', next_seq)
+        _setattr('next_elicitation', next_elicitation)
+        if client_requests is not NOTHING:
+            _setattr('client_requests', client_requests)
+        else:
+            _setattr('client_requests', __attr_factory_client_requests())
+        if worker_requests is not NOTHING:
+            _setattr('worker_requests', worker_requests)
+        else:
+            _setattr('worker_requests', __attr_factory_worker_requests())
+        if progress is not NOTHING:
+            _setattr('progress', progress)
+        else:
+            _setattr('progress', __attr_factory_progress())
+        _setattr('keyring', keyring)
+        if stateless is not NOTHING:
+            _setattr('stateless', stateless)
+        else:
+            _setattr('stateless', __attr_factory_stateless())
+        if listens is not NOTHING:
+            _setattr('listens', listens)
+        else:
+            _setattr('listens', __attr_factory_listens())
+        if open_requests is not NOTHING:
+            _setattr('open_requests', open_requests)
+        else:
+            _setattr('open_requests', __attr_factory_open_requests())
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.calls == other.calls and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.open_requests == other.open_requests\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.calls,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n                self.open_requests,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _setattr('options', options)\n    _setattr('id_key', id_key)\n    _setattr('tools', tools)\n    _setattr('catalog', catalog)\n    _setattr('conns', conns)\n    _setattr('calls', calls)\n    _setattr('workers', workers)\n    _setattr('in_flight', in_flight)\n    _setattr('in_flight_total', in_flight_total)\n    _setattr('store', store)\n    _setattr('parked', parked)\n    _setattr('cap_unsubscribed', cap_unsubscribed)\n    _setattr('cap_live', cap_live)\n    _setattr('callers', callers)\n    _setattr('resource_subscribers', resource_subscribers)\n    _setattr('log_levels', log_levels)\n    _setattr('next_ref', next_ref)\n    _setattr('next_seq', next_seq)\n    _setattr('next_elicitation', next_elicitation)\n    if client_requests is not NOTHING:\n        _setattr('client_requests', client_requests)\n    else:\n        _setattr('client_requests', __attr_factory_client_requests())\n    if worker_requests is not NOTHING:\n        _setattr('worker_requests', worker_requests)\n    else:\n        _setattr('worker_requests', __attr_factory_worker_requests())\n    if progress is not NOTHING:\n        _setattr('progress', progress)\n    else:\n        _setattr('progress', __attr_factory_progress())\n    _setattr('keyring', keyring)\n    if stateless is not NOTHING:\n        _setattr('stateless', stateless)\n    else:\n        _setattr('stateless', __attr_factory_stateless())\n    if listens is not NOTHING:\n        _setattr('listens', listens)\n    else:\n        _setattr('listens', __attr_factory_listens())\n    if open_requests is not NOTHING:\n        _setattr('open_requests', open_requests)\n    else:\n        _setattr('open_requests', __attr_factory_open_requests())\n"] = _
+
+
+def _():
+    def copy(target, source):
+        target.options = source.options
+        target.id_key = source.id_key
+        target.tools = source.tools
+        target.catalog = source.catalog
+        target.conns = source.conns
+        target.calls = source.calls
+        target.workers = source.workers
+        target.in_flight = source.in_flight
+        target.in_flight_total = source.in_flight_total
+        target.store = source.store
+        target.parked = source.parked
+        target.cap_unsubscribed = source.cap_unsubscribed
+        target.cap_live = source.cap_live
+        target.callers = source.callers
+        target.resource_subscribers = source.resource_subscribers
+        target.log_levels = source.log_levels
+        target.next_ref = source.next_ref
+        target.next_seq = source.next_seq
+        target.next_elicitation = source.next_elicitation
+        target.client_requests = source.client_requests
+        target.worker_requests = source.worker_requests
+        target.progress = source.progress
+        target.keyring = source.keyring
+        target.stateless = source.stateless
+        target.listens = source.listens
+        target.open_requests = source.open_requests
+    return locals()
+
+
+SCRIPTS['def copy(target, source):\n    target.options = source.options\n    target.id_key = source.id_key\n    target.tools = source.tools\n    target.catalog = source.catalog\n    target.conns = source.conns\n    target.calls = source.calls\n    target.workers = source.workers\n    target.in_flight = source.in_flight\n    target.in_flight_total = source.in_flight_total\n    target.store = source.store\n    target.parked = source.parked\n    target.cap_unsubscribed = source.cap_unsubscribed\n    target.cap_live = source.cap_live\n    target.callers = source.callers\n    target.resource_subscribers = source.resource_subscribers\n    target.log_levels = source.log_levels\n    target.next_ref = source.next_ref\n    target.next_seq = source.next_seq\n    target.next_elicitation = source.next_elicitation\n    target.client_requests = source.client_requests\n    target.worker_requests = source.worker_requests\n    target.progress = source.progress\n    target.keyring = source.keyring\n    target.stateless = source.stateless\n    target.listens = source.listens\n    target.open_requests = source.open_requests'] = _
+
+
+def _():
+    def make(key, owner, stateless=_default2):
+        self = _new(_cls)
+        _set0(self, key)
+        _set1(self, owner)
+        _set2(self, stateless)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(key, owner, stateless=_default2):\n    self = _new(_cls)\n    _set0(self, key)\n    _set1(self, owner)\n    _set2(self, stateless)\n    return self'] = _
+
+
+def _():
+    def make(conn, request_id, message):
+        self = _builder()
+        self.conn = conn
+        self.request_id = request_id
+        self.message = message
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn, request_id, message):\n    self = _builder()\n    self.conn = conn\n    self.request_id = request_id\n    self.message = message\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(conn, message, related=_default2):
+        self = _builder()
+        self.conn = conn
+        self.message = message
+        self.related = related
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn, message, related=_default2):\n    self = _builder()\n    self.conn = conn\n    self.message = message\n    self.related = related\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(key, deadline):
+        self = _builder()
+        self.key = key
+        self.deadline = deadline
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(key, deadline):\n    self = _builder()\n    self.key = key\n    self.deadline = deadline\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(key):
+        self = _builder()
+        self.key = key
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(key):\n    self = _builder()\n    self.key = key\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(ref, conn, job):
+        self = _builder()
+        self.ref = ref
+        self.conn = conn
+        self.job = job
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(ref, conn, job):\n    self = _builder()\n    self.ref = ref\n    self.conn = conn\n    self.job = job\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(ref):
+        self = _builder()
+        self.ref = ref
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(ref):\n    self = _builder()\n    self.ref = ref\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(name, fields):
+        self = _builder()
+        self.name = name
+        self.fields = fields
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(name, fields):\n    self = _builder()\n    self.name = name\n    self.fields = fields\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(ref, token, outcome):
+        self = _builder()
+        self.ref = ref
+        self.token = token
+        self.outcome = outcome
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(ref, token, outcome):\n    self = _builder()\n    self.ref = ref\n    self.token = token\n    self.outcome = outcome\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(tool, arguments):
+        self = _builder()
+        self.tool = tool
+        self.arguments = arguments
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(tool, arguments):\n    self = _builder()\n    self.tool = tool\n    self.arguments = arguments\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(method, params):
+        self = _builder()
+        self.method = method
+        self.params = params
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(method, params):\n    self = _builder()\n    self.method = method\n    self.params = params\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(tool, arguments, round=_default2):
+        self = _builder()
+        self.tool = tool
+        self.arguments = arguments
+        self.round = round
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(tool, arguments, round=_default2):\n    self = _builder()\n    self.tool = tool\n    self.arguments = arguments\n    self.round = round\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def make(method, params, round=_default2):
+        self = _builder()
+        self.method = method
+        self.params = params
+        self.round = round
+        self.__class__ = _cls
+        return self
+    return locals()
+
+
+SCRIPTS['def make(method, params, round=_default2):\n    self = _builder()\n    self.method = method\n    self.params = params\n    self.round = round\n    self.__class__ = _cls\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.handler == other.handler and
+            self.rules == other.rules and
+            self.leads_to == other.leads_to
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.handler,
+                    self.rules,
+                    self.leads_to,
+                ))
+    def __init__(self, handler, rules, leads_to):
+        _setattr = _cached_setattr_get(self)
+        _setattr('handler', handler)
+        _setattr('rules', rules)
+        _setattr('leads_to', leads_to)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.handler == other.handler and\n        self.rules == other.rules and\n        self.leads_to == other.leads_to\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.handler,\n                self.rules,\n                self.leads_to,\n            ))\ndef __init__(self, handler, rules, leads_to):\n    _setattr = _cached_setattr_get(self)\n    _setattr('handler', handler)\n    _setattr('rules', rules)\n    _setattr('leads_to', leads_to)\n"] = _
+
+
+def _():
+    def make(ref, value, now):
+        self = _new(_cls)
+        _set0(self, ref)
+        _set1(self, value)
+        _set2(self, now)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(ref, value, now):\n    self = _new(_cls)\n    _set0(self, ref)\n    _set1(self, value)\n    _set2(self, now)\n    return self'] = _
+
+
+def _():
+    def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):
+        self = _new(_cls)
+        _set0(self, conn)
+        _set1(self, data)
+        _set2(self, now)
+        _set3(self, mode)
+        _set4(self, caller)
+        _set5(self, principal)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):\n    self = _new(_cls)\n    _set0(self, conn)\n    _set1(self, data)\n    _set2(self, now)\n    _set3(self, mode)\n    _set4(self, caller)\n    _set5(self, principal)\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn_id == other.conn_id and
+            self.transport == other.transport and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn_id,
+                    self.transport,
+                    self.principal,
+                ))
+    def __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn_id', conn_id)
+        _setattr('transport', transport)
+        _setattr('principal', principal)
+        _setattr('_runtime', runtime)
+        _setattr('_worker', worker)
+        _setattr('_round', round)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn_id == other.conn_id and\n        self.transport == other.transport and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn_id,\n                self.transport,\n                self.principal,\n            ))\ndef __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn_id', conn_id)\n    _setattr('transport', transport)\n    _setattr('principal', principal)\n    _setattr('_runtime', runtime)\n    _setattr('_worker', worker)\n    _setattr('_round', round)\n"] = _
+
+
+def _():
+    def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):
+        self = _new(_cls)
+        _set0(self, conn_id)
+        _set1(self, transport)
+        _set2(self, principal)
+        _set3(self, _runtime)
+        _set4(self, _worker)
+        _set5(self, _round)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):\n    self = _new(_cls)\n    _set0(self, conn_id)\n    _set1(self, transport)\n    _set2(self, principal)\n    _set3(self, _runtime)\n    _set4(self, _worker)\n    _set5(self, _round)\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.info == other.info and
+            self.func == other.func and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.info,
+                    self.func,
+                    self.context_param,
+                ))
+    def __init__(self, info, func, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('info', info)
+        _setattr('func', func)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.info == other.info and\n        self.func == other.func and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.info,\n                self.func,\n                self.context_param,\n            ))\ndef __init__(self, info, func, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('info', info)\n    _setattr('func', func)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.uri == other.uri and
+            self.func == other.func and
+            self.mime_type == other.mime_type and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.uri,
+                    self.func,
+                    self.mime_type,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, uri, func, mime_type, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('uri', uri)
+        _setattr('func', func)
+        _setattr('mime_type', mime_type)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri == other.uri and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri', uri)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.uri_template == other.uri_template and
+            self.func == other.func and
+            self.mime_type == other.mime_type and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.uri_template,
+                    self.func,
+                    self.mime_type,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, uri_template, func, mime_type, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('uri_template', uri_template)
+        _setattr('func', func)
+        _setattr('mime_type', mime_type)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri_template == other.uri_template and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri_template,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri_template, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri_template', uri_template)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.func == other.func and
+            self.any_argument == other.any_argument and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.func,
+                    self.any_argument,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, name, func, any_argument, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('func', func)
+        _setattr('any_argument', any_argument)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.func == other.func and\n        self.any_argument == other.any_argument and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.func,\n                self.any_argument,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, name, func, any_argument, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('func', func)\n    _setattr('any_argument', any_argument)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.status == other.status and
+            self.reason == other.reason
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.status,
+                    self.reason,
+                ))
+    def __init__(self, status, reason):
+        _setattr = _cached_setattr_get(self)
+        _setattr('status', status)
+        _setattr('reason', reason)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.status == other.status and\n        self.reason == other.reason\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.status,\n                self.reason,\n            ))\ndef __init__(self, status, reason):\n    _setattr = _cached_setattr_get(self)\n    _setattr('status', status)\n    _setattr('reason', reason)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.port == other.port and
+            self.allowed_hosts == other.allowed_hosts and
+            self.allowed_origins == other.allowed_origins and
+            self.max_body == other.max_body and
+            self.idle_ms == other.idle_ms and
+            self.max_sessions == other.max_sessions and
+            self.retry_ms == other.retry_ms and
+            self.keepalive_ms == other.keepalive_ms and
+            self.replay_events == other.replay_events and
+            self.replay_bytes == other.replay_bytes and
+            self.replay_ttl_ms == other.replay_ttl_ms and
+            self.replay_streams == other.replay_streams and
+            self.drain_bytes == other.drain_bytes and
+            self.drain_ms == other.drain_ms and
+            self.body_timeout_ms == other.body_timeout_ms and
+            self.header_timeout_ms == other.header_timeout_ms
+        )
+    def __hash__(self, *, _cache_wrapper=__import__('attr._make')._make._CacheHashWrapper):
+            if self._attrs_cached_hash is None:
+                    object.__setattr__(self, '_attrs_cached_hash', _cache_wrapper(hash((
+                            6840335470353563870,
+                            self.port,
+                            self.allowed_hosts,
+                            self.allowed_origins,
+                            self.max_body,
+                            self.idle_ms,
+                            self.max_sessions,
+                            self.retry_ms,
+                            self.keepalive_ms,
+                            self.replay_events,
+                            self.replay_bytes,
+                            self.replay_ttl_ms,
+                            self.replay_streams,
+                            self.drain_bytes,
+                            self.drain_ms,
+                            self.body_timeout_ms,
+                            self.header_timeout_ms,
+                        )))
+                    )
+            return self._attrs_cached_hash
+    def __init__(self, port=attr_dict['port'].default, allowed_hosts=attr_dict['allowed_hosts'].default, allowed_origins=attr_dict['allowed_origins'].default, max_body=attr_dict['max_body'].default, idle_ms=attr_dict['idle_ms'].default, max_sessions=attr_dict['max_sessions'].default, retry_ms=attr_dict['retry_ms'].default, keepalive_ms=attr_dict['keepalive_ms'].default, replay_events=attr_dict['replay_events'].default, replay_bytes=attr_dict['replay_bytes'].default, replay_ttl_ms=attr_dict['replay_ttl_ms'].default, replay_streams=attr_dict['replay_streams'].default, drain_bytes=attr_dict['drain_bytes'].default, drain_ms=attr_dict['drain_ms'].default, body_timeout_ms=attr_dict['body_timeout_ms'].default, header_timeout_ms=attr_dict['header_timeout_ms'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('port', port)
+        _setattr('allowed_hosts', allowed_hosts)
+        _setattr('allowed_origins', allowed_origins)
+        _setattr('max_body', max_body)
+        _setattr('idle_ms', idle_ms)
+        _setattr('max_sessions', max_sessions)
+        _setattr('retry_ms', retry_ms)
+        _setattr('keepalive_ms', keepalive_ms)
+        _setattr('replay_events', replay_events)
+        _setattr('replay_bytes', replay_bytes)
+        _setattr('replay_ttl_ms', replay_ttl_ms)
+        _setattr('replay_streams', replay_streams)
+        _setattr('drain_bytes', drain_bytes)
+        _setattr('drain_ms', drain_ms)
+        _setattr('body_timeout_ms', body_timeout_ms)
+        _setattr('header_timeout_ms', header_timeout_ms)
+        self.__attrs_post_init__()
+        _setattr('_attrs_cached_hash', None)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.port == other.port and\n        self.allowed_hosts == other.allowed_hosts and\n        self.allowed_origins == other.allowed_origins and\n        self.max_body == other.max_body and\n        self.idle_ms == other.idle_ms and\n        self.max_sessions == other.max_sessions and\n        self.retry_ms == other.retry_ms and\n        self.keepalive_ms == other.keepalive_ms and\n        self.replay_events == other.replay_events and\n        self.replay_bytes == other.replay_bytes and\n        self.replay_ttl_ms == other.replay_ttl_ms and\n        self.replay_streams == other.replay_streams and\n        self.drain_bytes == other.drain_bytes and\n        self.drain_ms == other.drain_ms and\n        self.body_timeout_ms == other.body_timeout_ms and\n        self.header_timeout_ms == other.header_timeout_ms\n    )\ndef __hash__(self, *, _cache_wrapper=__import__('attr._make')._make._CacheHashWrapper):\n        if self._attrs_cached_hash is None:\n                object.__setattr__(self, '_attrs_cached_hash', _cache_wrapper(hash((\n                        6840335470353563870,\n                        self.port,\n                        self.allowed_hosts,\n                        self.allowed_origins,\n                        self.max_body,\n                        self.idle_ms,\n                        self.max_sessions,\n                        self.retry_ms,\n                        self.keepalive_ms,\n                        self.replay_events,\n                        self.replay_bytes,\n                        self.replay_ttl_ms,\n                        self.replay_streams,\n                        self.drain_bytes,\n                        self.drain_ms,\n                        self.body_timeout_ms,\n                        self.header_timeout_ms,\n                    )))\n                )\n        return self._attrs_cached_hash\ndef __init__(self, port=attr_dict['port'].default, allowed_hosts=attr_dict['allowed_hosts'].default, allowed_origins=attr_dict['allowed_origins'].default, max_body=attr_dict['max_body'].default, idle_ms=attr_dict['idle_ms'].default, max_sessions=attr_dict['max_sessions'].default, retry_ms=attr_dict['retry_ms'].default, keepalive_ms=attr_dict['keepalive_ms'].default, replay_events=attr_dict['replay_events'].default, replay_bytes=attr_dict['replay_bytes'].default, replay_ttl_ms=attr_dict['replay_ttl_ms'].default, replay_streams=attr_dict['replay_streams'].default, drain_bytes=attr_dict['drain_bytes'].default, drain_ms=attr_dict['drain_ms'].default, body_timeout_ms=attr_dict['body_timeout_ms'].default, header_timeout_ms=attr_dict['header_timeout_ms'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('port', port)\n    _setattr('allowed_hosts', allowed_hosts)\n    _setattr('allowed_origins', allowed_origins)\n    _setattr('max_body', max_body)\n    _setattr('idle_ms', idle_ms)\n    _setattr('max_sessions', max_sessions)\n    _setattr('retry_ms', retry_ms)\n    _setattr('keepalive_ms', keepalive_ms)\n    _setattr('replay_events', replay_events)\n    _setattr('replay_bytes', replay_bytes)\n    _setattr('replay_ttl_ms', replay_ttl_ms)\n    _setattr('replay_streams', replay_streams)\n    _setattr('drain_bytes', drain_bytes)\n    _setattr('drain_ms', drain_ms)\n    _setattr('body_timeout_ms', body_timeout_ms)\n    _setattr('header_timeout_ms', header_timeout_ms)\n    self.__attrs_post_init__()\n    _setattr('_attrs_cached_hash', None)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.kind == other.kind and
+            self.request_id == other.request_id
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.kind,
+                    self.request_id,
+                ))
+    def __init__(self, kind, request_id=attr_dict['request_id'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('kind', kind)
+        _setattr('request_id', request_id)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.kind == other.kind and\n        self.request_id == other.request_id\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.kind,\n                self.request_id,\n            ))\ndef __init__(self, kind, request_id=attr_dict['request_id'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('kind', kind)\n    _setattr('request_id', request_id)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.call == other.call and
+            self.withdraws == other.withdraws and
+            self.remember == other.remember
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.call,
+                    self.withdraws,
+                    self.remember,
+                ))
+    def __init__(self, call=attr_dict['call'].default, withdraws=attr_dict['withdraws'].default, remember=attr_dict['remember'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('call', call)
+        _setattr('withdraws', withdraws)
+        _setattr('remember', remember)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.call == other.call and\n        self.withdraws == other.withdraws and\n        self.remember == other.remember\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.call,\n                self.withdraws,\n                self.remember,\n            ))\ndef __init__(self, call=attr_dict['call'].default, withdraws=attr_dict['withdraws'].default, remember=attr_dict['remember'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('call', call)\n    _setattr('withdraws', withdraws)\n    _setattr('remember', remember)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.stream == other.stream and
+            self.remember == other.remember and
+            self.forget == other.forget
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.stream,
+                    self.remember,
+                    self.forget,
+                ))
+    def __init__(self, stream, remember=attr_dict['remember'].default, forget=attr_dict['forget'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('stream', stream)
+        _setattr('remember', remember)
+        _setattr('forget', forget)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.stream == other.stream and\n        self.remember == other.remember and\n        self.forget == other.forget\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.stream,\n                self.remember,\n                self.forget,\n            ))\ndef __init__(self, stream, remember=attr_dict['remember'].default, forget=attr_dict['forget'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('stream', stream)\n    _setattr('remember', remember)\n    _setattr('forget', forget)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.first == other.first and
+            self.last == other.last and
+            self.ended_at == other.ended_at
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.first,
+                    self.last,
+                    self.ended_at,
+                ))
+    def __init__(self, first, last, ended_at=attr_dict['ended_at'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('first', first)
+        _setattr('last', last)
+        _setattr('ended_at', ended_at)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.first == other.first and\n        self.last == other.last and\n        self.ended_at == other.ended_at\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.first,\n                self.last,\n                self.ended_at,\n            ))\ndef __init__(self, first, last, ended_at=attr_dict['ended_at'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('first', first)\n    _setattr('last', last)\n    _setattr('ended_at', ended_at)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.id == other.id and
+            self.principal == other.principal and
+            self.conn == other.conn and
+            self.last_seen == other.last_seen and
+            self.open_streams == other.open_streams and
+            self.get_open == other.get_open
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.id,
+                    self.principal,
+                    self.conn,
+                    self.last_seen,
+                    self.open_streams,
+                    self.get_open,
+                ))
+    def __init__(self, id, principal, conn, last_seen, open_streams=attr_dict['open_streams'].default, get_open=attr_dict['get_open'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('id', id)
+        _setattr('principal', principal)
+        _setattr('conn', conn)
+        _setattr('last_seen', last_seen)
+        _setattr('open_streams', open_streams)
+        _setattr('get_open', get_open)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.id == other.id and\n        self.principal == other.principal and\n        self.conn == other.conn and\n        self.last_seen == other.last_seen and\n        self.open_streams == other.open_streams and\n        self.get_open == other.get_open\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.id,\n                self.principal,\n                self.conn,\n                self.last_seen,\n                self.open_streams,\n                self.get_open,\n            ))\ndef __init__(self, id, principal, conn, last_seen, open_streams=attr_dict['open_streams'].default, get_open=attr_dict['get_open'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('id', id)\n    _setattr('principal', principal)\n    _setattr('conn', conn)\n    _setattr('last_seen', last_seen)\n    _setattr('open_streams', open_streams)\n    _setattr('get_open', get_open)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.by_id == other.by_id and
+            self.next_conn == other.next_conn
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.by_id,
+                    self.next_conn,
+                ))
+    def __init__(self, by_id=NOTHING, next_conn=attr_dict['next_conn'].default):
+        _setattr = _cached_setattr_get(self)
+        if by_id is not NOTHING:
+            _setattr('by_id', by_id)
+        else:
+            _setattr('by_id', __attr_factory_by_id())
+        _setattr('next_conn', next_conn)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.by_id == other.by_id and\n        self.next_conn == other.next_conn\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.by_id,\n                self.next_conn,\n            ))\ndef __init__(self, by_id=NOTHING, next_conn=attr_dict['next_conn'].default):\n    _setattr = _cached_setattr_get(self)\n    if by_id is not NOTHING:\n        _setattr('by_id', by_id)\n    else:\n        _setattr('by_id', __attr_factory_by_id())\n    _setattr('next_conn', next_conn)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.host == other.host and
+            self.port == other.port
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.host,
+                    self.port,
+                ))
+    def __init__(self, host, port):
+        _setattr = _cached_setattr_get(self)
+        _setattr('host', host)
+        _setattr('port', port)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.host == other.host and\n        self.port == other.port\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.host,\n                self.port,\n            ))\ndef __init__(self, host, port):\n    _setattr = _cached_setattr_get(self)\n    _setattr('host', host)\n    _setattr('port', port)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.status == other.status and
+            self.code == other.code and
+            self.message == other.message and
+            self.request_id == other.request_id
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.status,
+                    self.code,
+                    self.message,
+                    self.request_id,
+                ))
+    def __init__(self, status, code, message, request_id=attr_dict['request_id'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('status', status)
+        _setattr('code', code)
+        _setattr('message', message)
+        _setattr('request_id', request_id)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.status == other.status and\n        self.code == other.code and\n        self.message == other.message and\n        self.request_id == other.request_id\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.status,\n                self.code,\n                self.message,\n                self.request_id,\n            ))\ndef __init__(self, status, code, message, request_id=attr_dict['request_id'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('status', status)\n    _setattr('code', code)\n    _setattr('message', message)\n    _setattr('request_id', request_id)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.cls == other.cls and
+            self.names == other.names and
+            self.required == other.required and
+            self.checks == other.checks
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.cls,
+                    self.names,
+                    self.required,
+                    self.checks,
+                ))
+    def __init__(self, cls, names, required, checks):
+        _setattr = _cached_setattr_get(self)
+        _setattr('cls', cls)
+        _setattr('names', names)
+        _setattr('required', required)
+        _setattr('checks', checks)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.cls == other.cls and\n        self.names == other.names and\n        self.required == other.required and\n        self.checks == other.checks\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.cls,\n                self.names,\n                self.required,\n                self.checks,\n            ))\ndef __init__(self, cls, names, required, checks):\n    _setattr = _cached_setattr_get(self)\n    _setattr('cls', cls)\n    _setattr('names', names)\n    _setattr('required', required)\n    _setattr('checks', checks)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.kind == other.kind and
+            self.rejection == other.rejection and
+            self.allow == other.allow
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.kind,
+                    self.rejection,
+                    self.allow,
+                ))
+    def __init__(self, kind, rejection=attr_dict['rejection'].default, allow=attr_dict['allow'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('kind', kind)
+        _setattr('rejection', rejection)
+        _setattr('allow', allow)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.kind == other.kind and\n        self.rejection == other.rejection and\n        self.allow == other.allow\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.kind,\n                self.rejection,\n                self.allow,\n            ))\ndef __init__(self, kind, rejection=attr_dict['rejection'].default, allow=attr_dict['allow'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('kind', kind)\n    _setattr('rejection', rejection)\n    _setattr('allow', allow)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.match == other.match and
+            self.decision == other.decision and
+            self.text == other.text and
+            self.line == other.line
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.match,
+                    self.decision,
+                    self.text,
+                    self.line,
+                ))
+    def __init__(self, match, decision, text, line):
+        _setattr = _cached_setattr_get(self)
+        _setattr('match', match)
+        _setattr('decision', decision)
+        _setattr('text', text)
+        _setattr('line', line)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.match == other.match and\n        self.decision == other.decision and\n        self.text == other.text and\n        self.line == other.line\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.match,\n                self.decision,\n                self.text,\n                self.line,\n            ))\ndef __init__(self, match, decision, text, line):\n    _setattr = _cached_setattr_get(self)\n    _setattr('match', match)\n    _setattr('decision', decision)\n    _setattr('text', text)\n    _setattr('line', line)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.tools == other.tools and
+            self.reads == other.reads and
+            self.source == other.source and
+            self.warnings == other.warnings and
+            self.notices == other.notices
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.tools,
+                    self.reads,
+                    self.source,
+                    self.warnings,
+                    self.notices,
+                ))
+    def __init__(self, tools, reads, source=attr_dict['source'].default, warnings=attr_dict['warnings'].default, notices=attr_dict['notices'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('tools', tools)
+        _setattr('reads', reads)
+        _setattr('source', source)
+        _setattr('warnings', warnings)
+        _setattr('notices', notices)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.tools == other.tools and\n        self.reads == other.reads and\n        self.source == other.source and\n        self.warnings == other.warnings and\n        self.notices == other.notices\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.tools,\n                self.reads,\n                self.source,\n                self.warnings,\n                self.notices,\n            ))\ndef __init__(self, tools, reads, source=attr_dict['source'].default, warnings=attr_dict['warnings'].default, notices=attr_dict['notices'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('tools', tools)\n    _setattr('reads', reads)\n    _setattr('source', source)\n    _setattr('warnings', warnings)\n    _setattr('notices', notices)\n"] = _
+
 del _

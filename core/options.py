@@ -6,7 +6,6 @@ Options are the embedding program's input, so a bad one raises :class:`OptionErr
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -70,11 +69,9 @@ class Options:
     max_client_requests_per_call: int = 4
     catalog_complete: bool = False
 
-    @functools.cached_property
+    @property
     def in_flight_share(self) -> int:
-        """The per-connection share of ``max_in_flight`` in force (R-OPT-1); computed once
-        (attrs keeps it in a slot of its own, outside the fields: not compared, hashed or
-        shown)."""
+        """The per-connection share of ``max_in_flight`` in force (R-OPT-1)."""
         if self.max_in_flight_per_connection is None:
             return _default_share(self.max_in_flight)
         return self.max_in_flight_per_connection
