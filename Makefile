@@ -225,6 +225,8 @@ bench-peers: $(STAMP) $(PEER_DEPS)
 	$(BIN)/python bench/startup_profile.py --out $(PROFILES)/startup.json
 	$(BIN)/python bench/core_bench.py --events 20000 --repeat 1 --out $(PROFILES)/core_run.json \
 		--profile $(PROFILES)/core.json
+	$(BIN)/python bench/scale_bench.py --events 10000 --repeat 1 --out $(PROFILES)/scale_run.json \
+		--profile $(PROFILES)/scale.json > /dev/null
 	$(PEERS)/plot/bin/python bench/report.py --profiles $(PROFILES)
 
 # This tree beside an earlier commit (BASE, default HEAD~1), in the same runs: BASE is unpacked

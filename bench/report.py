@@ -812,6 +812,7 @@ def scale_explanations(
     core_profile: dict[str, Any] | None,
     scale: dict[str, Any] | None,
     sessions: list[Any] | None,
+    scale_profile: dict[str, Any] | None = None,
 ) -> list[str]:
     """One section per missed scaling or memory target: the profile or the allocation sites
     that explain it, where the run recorded them."""
@@ -831,7 +832,30 @@ def scale_explanations(
             lines += ["Where the bytes of the idle sessions were allocated:", ""]
             lines += [*sites_lines(sites, "session"), ""]
         else:
-            lines += ["Not profiled: the run records no profile of a state this large.", ""]
+            lines += [*parked_profile_lines(scale_profile), ""]
+    return lines
+
+
+def parked_profile_lines(profiles: dict[str, Any] | None) -> list[str]:
+    """The parked sweep's replay under cProfile from no parked call and from the most: each
+    function's own microseconds per event in both, the largest growth first."""
+    if not profiles or len(profiles) < 2:
+        return ["(no profile: `bench/scale_bench.py --profile FILE` did not run)"]
+    low, high = sorted(profiles, key=int)[0], sorted(profiles, key=int)[-1]
+    cost = {
+        key: {row["function"]: row["own_us_per_event"] for row in profiles[key]["functions"]}
+        for key in (low, high)
+    }
+    names = set(cost[low]) | set(cost[high])
+    growth = sorted(names, key=lambda n: cost[low].get(n, 0.0) - cost[high].get(n, 0.0))
+    lines = ["`bench/scale_bench.py --profile`: the same workload replayed under cProfile beside"]
+    lines[-1] += f" {low} and beside {high} parked calls, own time per event (the functions"
+    lines[-1] += " listed by either; cProfile's overhead inflates each):"
+    head = f"| function | us per event, {low} parked | us per event, {high} parked |"
+    lines += ["", head, "| --- | --- | --- |"]
+    for name in growth[: TOP + 5]:
+        both = [cost[key].get(name) for key in (low, high)]
+        lines.append(f"| {name} | {' | '.join('n/a' if v is None else str(v) for v in both)} |")
     return lines
 
 
@@ -950,7 +974,8 @@ def main() -> int:
     if missed_more:
         lines += ["### Where the time and memory go (missed scaling targets)", ""]
         core_profile = load(args.profiles / "core.json")
-        lines += scale_explanations(missed_more, core_profile, scale, sessions)
+        scale_profile = load(args.profiles / "scale.json")
+        lines += scale_explanations(missed_more, core_profile, scale, sessions, scale_profile)
     figures = {"stdio": stdio, "http": http}
     lines += ["## Plots", "", *plots(args.out.parent, figures, scale, sessions), ""]
     args.out.write_text("\n".join(lines), encoding="utf-8")

@@ -190,3 +190,23 @@ def test_a_latency_box_needs_every_percentile_of_its_phase(report: ModuleType) -
     del figures["elicit_p25_us"]  # a run from before the distribution was kept
     assert report.distribution(figures, "elicit") is None
     assert report.distribution(figures, "ping") is None
+
+
+def test_the_parked_profile_lists_the_largest_growth_first(report: ModuleType) -> None:
+    def profile(costs: dict[str, float]) -> dict[str, object]:
+        rows = [{"function": n, "own_us_per_event": c} for n, c in costs.items()]
+        return {"events": 10, "functions": rows}
+
+    profiles = {
+        "0": profile({"step": 1.0, "Map.set": 0.5, "gone": 0.2}),
+        "1000": profile({"step": 1.1, "Map.set": 1.5, "new": 0.3}),
+    }
+    lines = report.parked_profile_lines(profiles)
+    table = [line for line in lines if line.startswith("| ") and "---" not in line][1:]
+    assert table == [
+        "| Map.set | 0.5 | 1.5 |",
+        "| new | n/a | 0.3 |",
+        "| step | 1.0 | 1.1 |",
+        "| gone | 0.2 | n/a |",
+    ]
+    assert report.parked_profile_lines(None)[0].startswith("(no profile")
