@@ -1625,7 +1625,7 @@ class ReferenceModel:
         call.modern = modern
         self._open(call, RUNNING, RunTool(tool, ev.arguments, modern.round()), now, out)
         if any(c is call for c in self.calls):
-            call.decision, call.approval = "approved", ""
+            call.decision, call.approval = "approved", None  # parked under no id (R-LOG-2)
         return False
 
     def _park(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
