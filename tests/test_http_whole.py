@@ -7,19 +7,24 @@ from __future__ import annotations
 import json
 import re
 import socket
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import pytest
 
+from askgate import demo
 from askgate.core import http as rules
-from askgate.demo import build_demo
+from askgate.demo import DEMO_POLICY, build_demo
+from askgate.policy import parse_policy
+from askgate.server import Server
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
 
 from .listener import uvicorn_serving
 
 DEADLINE = 20.0
+DEMO_POLICY_TEXT = (Path(demo.__file__).with_name(DEMO_POLICY)).read_text(encoding="utf-8")
 VERSION = "2025-06-18"
 MODERN = "2026-07-28"
 
@@ -126,6 +131,8 @@ def _script(port: int) -> list[bytes]:
     for body in (INITIALIZED, _call(1, "echo"), _message(2, "ping"), b'{"jsonrpc":'):
         a.post(body, session)
         seen.append(a.response())
+    a.post(_call(7, "quick"), session)  # a worker task that answers before the stream's task
+    seen.append(a.response())
     seen.append(a.continued(_call(3, "echo"), session))  # read by a request task
     stream = _Client(port)
     stream.post(_call(4, "guarded_echo"), session)
@@ -160,6 +167,23 @@ def _script(port: int) -> list[bytes]:
     return [_masked(exchange) for exchange in seen]
 
 
+QUICK_POLICY = '[[tools]]\nmatch = "quick"\ndecision = "allow"\n'
+
+
+def _demo_with_quick() -> Server:
+    """The demo, and ``quick``: an async tool not marked as completing without suspending, so
+    it runs in a worker task, which returns at its first step."""
+    policy = parse_policy(DEMO_POLICY_TEXT + QUICK_POLICY, "demo+quick")
+    server = build_demo(policy, configured=True)
+
+    @server.tool()
+    async def quick(text: str) -> str:
+        """Echoes at once, from a task of its own."""
+        return text
+
+    return server
+
+
 def _masked(exchange: bytes) -> bytes:
     """The exchange without what differs from run to run: the date, the session id, a
     stream's tag, an elicitation's id."""
@@ -188,7 +212,7 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
 
     async def transcript(protocol: Any, *, wrapped: bool = False) -> list[bytes]:
         def make(port: int) -> Any:
-            app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+            app = HttpApp(_demo_with_quick(), options=rules.HttpOptions(port=port))
             if not wrapped:
                 return app
 
@@ -212,12 +236,13 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     fast, answered, plain, mounted = anyio.run(scenario, backend="asyncio")
     assert fast == plain
     assert mounted == plain
-    assert answered == ["Whole"] * 5 + ["function", "Whole", "Whole", "NoneType"], answered
+    assert answered == ["Whole"] * 5 + ["function"] * 2 + ["Whole", "Whole", "NoneType"], answered
     assert len(outcomes) == len(answered)  # neither uvicorn's protocol nor a mount calls it
-    assert plain[5].startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), plain[5]
-    assert b"text/event-stream" in plain[6]
-    assert plain[10].startswith(b"HTTP/1.1 404 "), plain[10]
-    assert b"connection: close\r\n" in plain[10]
+    assert b'"id":7,"result":{"content":[{"type":"text","text":"hi"}]' in plain[5], plain[5]
+    assert plain[6].startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), plain[6]
+    assert b"text/event-stream" in plain[7]
+    assert plain[11].startswith(b"HTTP/1.1 404 "), plain[11]
+    assert b"connection: close\r\n" in plain[11]
 
 
 def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
@@ -306,3 +331,35 @@ def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -
     assert statuses == [b"HTTP/1.1 200", b"HTTP/1.1 202", b"HTTP/1.1 200", b"HTTP/1.1 202"]
     assert b'"result":{"content":[{"type":"text","text":"hi"}]' in answers[4], answers[4]
     assert idle - 0.05 <= took < idle + 5.0, took
+
+
+def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once() -> None:
+    """A whole POST refused by the auth provider (401) goes on through ASGI, which takes the
+    verdict answer_whole found instead of asking the provider a second time (a provider may
+    count failures, spend one-time tokens or ask a remote service)."""
+    asked: list[str | None] = []
+
+    def refusing(headers: Any, client: str | None) -> str | None:  # noqa: ARG001
+        asked.append(client)
+        return None
+
+    def exchange(port: int) -> bytes:
+        client = _Client(port)
+        try:
+            client.post(INIT, {})
+            return client.response()
+        finally:
+            client.close()
+
+    async def scenario() -> bytes:
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(), auth=refusing, options=rules.HttpOptions(port=port))
+
+        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        async with serving as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(exchange, port)
+
+    answer = anyio.run(scenario, backend="asyncio")
+    assert answer.startswith(b"HTTP/1.1 401 "), answer
+    assert asked == ["127.0.0.1"]

@@ -82,6 +82,8 @@ __all__ = ["HttpApp", "HttpTransport"]
 logger = logging.getLogger("askgate.http")
 
 ENDPOINT: Final = "/mcp"
+_GATED: Final = "askgate.gated"
+"""The scope key of the gate's verdict on a request :meth:`HttpApp.answer_whole` declined."""
 STATELESS: Final = "http-stateless"
 """The first half of the reducer connection id of a modern request's POST (R-HTTP-26)."""
 REAP_EVERY_MS: Final = 60_000
@@ -610,7 +612,9 @@ class HttpTransport:
         note_request(scope)  # for the line a refusal logs
         headers = header_map(scope)
         receive, send = lingering(receive, send, headers, self.options)  # R-HTTP-24
-        gate = self._gate(scope, headers)
+        gate = scope.pop(_GATED, None)  # checked already by answer_whole, which declined it
+        if gate is None:
+            gate = self._gate(scope, headers)
         if isinstance(gate, _Refused):
             await reject(send, gate.rejection, gate.extra)
             return
@@ -661,19 +665,22 @@ class HttpTransport:
         """A POST to ``/mcp`` whose ``body`` arrived whole with its headers, served without an
         ASGI request cycle, for askgate's own uvicorn protocol: the whole response, or what
         serves the rest of it on its request's ``receive`` and ``send`` (its SSE stream), once
-        the request was fed. ``None`` (before anything was done): a request refused before its
-        body is read, one for another path or method, or a body over the cap; it is served
-        through ASGI as any other. Every check and answer is the ASGI path's own, in its order.
-        Call it in a context of the request's own (as a task would have): it notes the request
-        there for the line a refusal logs."""
+        the request was fed. ``None`` (nothing fed, nothing answered): a request refused before
+        its body is read, one for another path or method, or a body over the cap; it is served
+        through ASGI as any other, which takes the gate's verdict from ``scope`` instead of
+        asking the auth provider again. Every check and answer is the ASGI path's own, in its
+        order. Call it in a context of the request's own (as a task would have): it notes the
+        request there for the line a refusal logs."""
         note_request(scope)
         headers = header_map(scope)
         gate = self._gate(scope, headers)
         if isinstance(gate, _Refused) or gate[0] is not None or scope.get("method") != "POST":
+            scope[_GATED] = gate
             return None
         principal = gate[1]
         head = self._post_head(headers, principal)
         if isinstance(head, rules.Rejection) or rules.body_too_large(len(body), self.options):
+            scope[_GATED] = gate
             return None
         return self._post_body(head, headers, principal, body)
 
@@ -812,6 +819,11 @@ class HttpTransport:
             answered = self._answer_now(stream)
             if answered is not None:
                 return Whole(*answered, extra)
+
+        if not stream.done:
+            # Registered now, not when ``rest`` first runs: run in a task of its own (R-HTTP-33),
+            # it may start after a worker fed here has already answered.
+            live.pending.setdefault(key, stream)
 
         async def rest(receive: Receive, send: Send) -> None:
             await self._post_stream(session.id, live, stream, key, extra, receive, send)
@@ -1017,6 +1029,8 @@ class HttpTransport:
             if whole is not None:
                 end()
                 return whole
+        else:  # registered before ``rest`` runs, maybe in a later task (R-HTTP-33)
+            live.pending[key] = stream
 
         async def rest(receive: Receive, send: Send) -> None:
             try:
@@ -1030,7 +1044,6 @@ class HttpTransport:
                             pass
                         tg.cancel_scope.cancel()  # the client left: nothing more is written
 
-                    live.pending[key] = stream
                     tg.start_soon(watch)
                     if not stream.last:  # R-HTTP-7: the answer first is plain JSON
                         with anyio.move_on_after(self.options.keepalive_ms / 1000):

@@ -293,7 +293,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             if served is None:
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
                 return
-            cycle.body = bytearray()  # read: ``receive`` now waits for the disconnect
+            cycle.body = bytearray()  # read here: a request task is not given it again
             if isinstance(served, Whole):
                 status, body, content_type, extra = served
                 self._write_whole(cycle, status, whole_headers(body, content_type, extra), body)
