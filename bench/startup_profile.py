@@ -151,22 +151,28 @@ def import_times(argv: list[str], top: int) -> dict[str, Any]:
     }
 
 
-def allocations(argv: list[str], top: int) -> dict[str, Any]:
+def probed(argv: list[str], probe: str, *options: str) -> str:
+    """The last line the command's module, run under ``probe`` (Python source that runs it
+    and prints on standard error), printed there; ``""`` when it printed nothing."""
     python, module, rest = split_module_argv(argv)
-    code = f"ARGV = {[module, *rest]!r}\nMODULE = {module!r}\n" + TRACED
+    code = f"ARGV = {[module, *rest]!r}\nMODULE = {module!r}\n" + probe
     done = subprocess.run(
-        [*python, "-X", f"tracemalloc={FRAMES}", "-c", code],
+        [*python, *options, "-c", code],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
         check=False,
     )
-    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+
+
+def allocations(argv: list[str], top: int) -> dict[str, Any]:
+    last = probed(argv, TRACED, "-X", f"tracemalloc={FRAMES}")
     try:
         data = json.loads(last)
     except ValueError:
-        raise SystemExit(f"the traced run printed no snapshot: {done.stderr[-2000:]}") from None
+        raise SystemExit(f"the traced run printed no snapshot: {last[-2000:]}") from None
     per_package: dict[str, int] = {}
     for path, size in data["files"].items():
         per_package[package_of(path)] = per_package.get(package_of(path), 0) + size
@@ -212,18 +218,7 @@ def loaded_modules(argv: list[str]) -> list[str]:
     loaded when it exits, in the order they were loaded: its dependencies, without askgate
     itself (an editable install's askgate lives outside site-packages; a wheel's is dropped
     here) and without the standard library modules askgate itself chooses to import."""
-    python, module, rest = split_module_argv(argv)
-    code = f"ARGV = {[module, *rest]!r}\nMODULE = {module!r}\n" + LOADED
-    done = subprocess.run(
-        [*python, "-c", code],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "[]"
-    names = [str(n) for n in json.loads(last)]
+    names = [str(n) for n in json.loads(probed(argv, LOADED) or "[]")]
     skip = ("askgate", "_distutils_hack")
     kept = (n for n in names if n.split(".")[0] not in skip and "__editable__" not in n)
     return ["asyncio", *kept]
