@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -173,21 +173,25 @@ def _run_cached(script: str, globs: dict[str, Any], into: dict[str, Any]) -> boo
     return True
 
 
-def _attrs_sources(
-    script: str,
-    filename: str,
-    globs: dict[str, Any] | None,
-    locals: Mapping[str, object] | None = None,
-) -> dict[str, Any]:
-    """attrs's ``_linecache_and_compile`` (the functions ``script`` defines, in ``locals``) from
-    the cache when it has ``script``; else attrs's own, which also gives the source to
-    :mod:`linecache` (a cached function's code names compiled_scripts.py and its lines)."""
-    into = {} if locals is None else locals
-    if globs is not None and isinstance(into, dict) and _run_cached(script, globs, into):
-        return into
+def _attrs_sources(*args: Any, **kwargs: Any) -> Any:
+    """attrs's ``_linecache_and_compile(script, filename, globs, locals=None)`` (the functions
+    ``script`` defines, in ``locals``) from the cache when it has ``script``; else attrs's own,
+    which also gives the source to :mod:`linecache` (a cached function's code names
+    compiled_scripts.py and its lines). A call of another shape (another attrs's signature)
+    goes to attrs's own unchanged."""
     assert _attrs_compile is not None  # hooked only when attrs has it
-    compiled.append(filename)
-    return _attrs_compile(script, filename, globs, locals)
+    if not kwargs and len(args) in (3, 4):
+        script, filename, globs, *rest = args
+        into = rest[0] if rest and rest[0] is not None else {}
+        if (
+            isinstance(script, str)
+            and isinstance(globs, dict)
+            and isinstance(into, dict)
+            and _run_cached(script, globs, into)
+        ):
+            return into
+        compiled.append(str(filename))
+    return _attrs_compile(*args, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

@@ -245,3 +245,18 @@ def test_R_EMB_19_without_the_caches_bytecode_a_process_that_writes_none_compile
     pyc.unlink()
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     assert lean_attrs._cache() is compiled_scripts.SCRIPTS  # importlib's to write
+
+
+def test_R_EMB_19_a_call_of_another_shape_goes_to_attrs_own_compile() -> None:
+    """The hook passes a call it does not recognise (keywords, as another attrs might make
+    them) to attrs's own function unchanged, instead of failing the class being built."""
+    if lean_attrs._attrs_compile is None:  # an attrs without the hook point: nothing hooked
+        from attr import _make  # noqa: PLC0415
+
+        assert not hasattr(_make, "_linecache_and_compile")
+        return
+    made = lean_attrs._attrs_sources(
+        script="def f():\n    return 1\n", filename="<another shape>", globs={}, locals=None
+    )
+    assert made["f"]() == 1
+    assert "<another shape>" not in lean_attrs.compiled  # attrs's own compiled it
