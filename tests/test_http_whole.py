@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -75,7 +76,10 @@ class _Client:
         self.buffer += chunk
 
     def _take(self, marker: bytes) -> bytes:
-        while marker not in self.buffer:  # bounded by the socket's timeout
+        give_up = time.monotonic() + DEADLINE  # keepalive comments would reset a recv timeout
+        while marker not in self.buffer:
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"no {marker!r} within {DEADLINE} s: {self.buffer[-300:]!r}")
             self._more()
         taken, self.buffer = self.buffer.split(marker, 1)
         return taken + marker
@@ -250,7 +254,6 @@ def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -
     request on a kept connection moves it, and the connection is closed once idle that long
     after its last response, not before; a stream that began in the read that carried an
     answered request is not cut by it."""
-    import time  # noqa: PLC0415
 
     import uvicorn  # noqa: PLC0415
 
