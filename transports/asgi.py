@@ -30,6 +30,7 @@ __all__ = [
     "lingering",
     "note_request",
     "read_body",
+    "read_body_or_refuse",
     "refusal",
     "reject",
     "respond",
@@ -122,6 +123,20 @@ async def read_body(
     with anyio.move_on_after(options.body_timeout_ms / 1000):
         return await _read(receive, options)
     return TIMED_OUT
+
+
+async def read_body_or_refuse(
+    receive: Receive, send: Send, options: rules.HttpOptions, scope: Scope | None = None
+) -> bytes | None:
+    """:func:`read_body`, answering what it could not read: 408 when the body came too late
+    (R-HTTP-25), 413 past the cap or when the client left (R-HTTP-5); then ``None``."""
+    body = await read_body(receive, options, scope)
+    if body is TIMED_OUT:
+        await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
+        return None
+    if body is None:
+        await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
+    return body
 
 
 async def _read(receive: Receive, options: rules.HttpOptions) -> bytes | None:

@@ -58,7 +58,6 @@ from askgate.core.codec import encode
 from askgate.core.events import MessageReceived
 
 from .asgi import (
-    TIMED_OUT,
     Continuation,
     Receive,
     Scope,
@@ -67,7 +66,7 @@ from .asgi import (
     header_map,
     lingering,
     note_request,
-    read_body,
+    read_body_or_refuse,
     refusal,
     reject,
     respond,
@@ -721,12 +720,8 @@ class HttpTransport:
         if isinstance(head, rules.Rejection):
             await reject(send, head)
             return
-        body = await read_body(receive, self.options, scope)
-        if body is TIMED_OUT:
-            await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
-            return
-        if body is None:
-            await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
+        body = await read_body_or_refuse(receive, send, self.options, scope)
+        if body is None:  # refused: 408 or 413 (R-HTTP-25, R-HTTP-5)
             return
         served = self._post_body(head, headers, principal, body)
         if isinstance(served, Whole):

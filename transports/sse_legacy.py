@@ -28,7 +28,7 @@ from askgate.core import http as rules
 from askgate.core import sse_legacy as legacy
 from askgate.core.events import MessageReceived
 
-from .asgi import TIMED_OUT, Receive, Scope, Send, read_body, reject, respond
+from .asgi import Receive, Scope, Send, read_body_or_refuse, reject, respond
 from .runtime import Runtime
 
 __all__ = ["LegacyHost", "LegacySse"]
@@ -248,12 +248,8 @@ class LegacySse:
         if not isinstance(found, rules.Session):
             await reject(send, found or rules.Rejection(400, "Bad Request"))
             return
-        body = await read_body(receive, app.options, scope)
-        if body is TIMED_OUT:
-            await reject(send, rules.BODY_TIMEOUT)  # R-HTTP-25
-            return
-        if body is None:
-            await reject(send, rules.Rejection(413, "Payload Too Large"))  # R-HTTP-5
+        body = await read_body_or_refuse(receive, send, app.options, scope)
+        if body is None:  # refused: 408 or 413 (R-HTTP-25, R-HTTP-5)
             return
         runtime = app.current_runtime
         if runtime is None or not self.owns(found.id):  # it ended while the body came in
