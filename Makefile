@@ -110,10 +110,11 @@ bench-core: $(STAMP)
 
 # The reducer as the state grows: events/s and state bytes per idle connection (1 to 10 000)
 # and per parked call (0 to the cap); then the HTTP app in process beside 0 to 10 000 idle
-# sessions: CPU per echo call and bytes per session.
+# sessions: CPU per echo call and bytes per session; and beside 10 000 sessions with the total
+# cap of calls parked on them.
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py
-	$(BIN)/python bench/http_app_bench.py --sessions 0 100 1000 10000 \
+	$(BIN)/python bench/http_app_bench.py --sessions 0 100 1000 10000 --full 10000 \
 		--out bench/results/sessions.json
 
 # MCP over stdio: askgate beside the official SDK's low-level server, same work, same run.

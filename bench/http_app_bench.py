@@ -21,6 +21,11 @@ resident set (``VmRSS``; Linux only) is divided by N: what the operating system 
 than the traced figure (pymalloc takes memory in arenas of 1 MiB), and in a fresh process
 because one that has freed memory opens sessions into it unseen.
 The source lines that allocated most of the traced bytes are listed per N (``sites``).
+``--full N`` adds one more app, measured in the same rounds: N idle sessions, each of its own
+principal (a parking owner, R-PARK-1), and on the last of them one parked ``guarded_echo`` call
+each up to the server's total cap of parked calls (each a POST whose SSE stream stays open with
+its ``elicitation/create`` unanswered): the server the performance issue's target names, "10 000
+sessions and the total cap parked", beside the empty one (N of 0).
 ``--out FILE`` writes the figures per N as JSON.
 """
 
@@ -33,7 +38,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -92,13 +97,19 @@ INIT = (
     b'"params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}}}}'
 )
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+ASK = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+    b'"params":{"name":"guarded_echo","arguments":{"text":"parked"}}}'
+)
 
 
-async def open_session(app: HttpApp) -> list[tuple[bytes, bytes]]:
-    """A new initialized session; the headers that name it."""
-    answer = await _post(app, INIT, [])
+async def open_session(app: HttpApp, user: bytes = b"") -> list[tuple[bytes, bytes]]:
+    """A new initialized session (of the principal ``user`` names, under :func:`by_user`);
+    the headers that name it."""
+    who = [(USER, user)] if user else []
+    answer = await _post(app, INIT, who)
     session = dict(answer[0]["headers"])[b"mcp-session-id"]
-    extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-06-18")]
+    extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-06-18"), *who]
     done = await _post(app, INITIALIZED, extra)
     if done[0]["status"] != 202:
         raise SystemExit(f"notifications/initialized was answered {done[0]['status']}")
@@ -140,15 +151,57 @@ class Bench:
         return spent
 
 
+USER = b"x-bench-user"
+
+
+def by_user(headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG001
+    """The bench's auth provider for the parked app: the principal its header names, else
+    ``local``. Every principal is one parking owner (R-PARK-1) holding at most
+    ``max_parked_elicitations``, so the total cap is parked by many users, one call each."""
+    return headers.get(USER.decode(), "local")
+
+
+PARK_CHECKS = 100_000  # loop turns allowed for the parked calls to park, in all
+
+
+async def park(
+    stack: AsyncExitStack, app: HttpApp, sessions: list[list[tuple[bytes, bytes]]]
+) -> int:
+    """One parked ``guarded_echo`` call on each of the last ``sessions``, up to the server's
+    total cap; their streams stay open until ``stack`` closes. How many parked. The last: the
+    server keeps the capabilities of a bounded number of connections (R-CAP), the newest, and
+    one whose entry was evicted cannot be asked."""
+    cap = app.runtime.state.options.max_parked_elicitations_total
+    chosen = sessions[-cap:]
+    group = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(group.cancel_scope.cancel)  # runs first: the streams never end by themselves
+    for extra in chosen:
+        group.start_soon(_post, app, ASK, extra)
+    for _ in range(PARK_CHECKS):
+        if app.runtime.state.parked_total == len(chosen):
+            return len(chosen)
+        await anyio.sleep(0)
+    raise SystemExit(f"{app.runtime.state.parked_total} of {len(chosen)} calls parked")
+
+
 async def prepare(
-    stack: AsyncExitStack, idle: int, memory: dict[str, float], sites: list[dict[str, str | int]]
+    stack: AsyncExitStack,
+    idle: int,
+    memory: dict[str, float],
+    sites: list[dict[str, str | int]],
+    parked: bool = False,
 ) -> Bench:
     """A running app beside ``idle`` idle sessions (their memory traced into ``memory`` and
-    ``sites``), warmed up on one more session."""
+    ``sites``), or with ``parked``, beside ``idle`` untraced sessions and the total cap of calls
+    parked on them (how many goes into ``memory``); warmed up on one more session."""
     server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
-    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
+    limit = HttpOptions(max_sessions=max(1024, idle + 2))
+    app = HttpApp(server, options=limit, auth=by_user if parked else None)
     await stack.enter_async_context(app.running())
-    if idle:
+    if parked:  # untraced: the headers kept to park on would count as the sessions' bytes
+        opened = [await open_session(app, b"u%d" % n) for n in range(idle)]
+        memory["parked_calls"] = await park(stack, app, opened)
+    elif idle:
         await open_session(app)  # the first session's one-time allocations, not counted
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
@@ -169,15 +222,18 @@ async def measure(
     idles: list[int],
     memory: list[dict[str, float]],
     sites: list[list[dict[str, str | int]]],
+    full: int | None = None,
 ) -> list[list[float]]:
-    """Per number of idle sessions, its rounds' CPU per call. All the apps are prepared first
-    (all of them live at once) and then measured in interleaved rounds, so that a drift of the
-    machine's speed during the run moves every figure alike and their ratios stay."""
-    figures: list[list[float]] = [[] for _ in idles]
+    """Per number of idle sessions, its rounds' CPU per call (and last, with ``full``, the app
+    beside ``full`` sessions and the cap parked). All the apps are prepared first (all of them
+    live at once) and then measured in interleaved rounds, so that a drift of the machine's
+    speed during the run moves every figure alike and their ratios stay."""
+    plan = [(idle, False) for idle in idles] + ([] if full is None else [(full, True)])
+    figures: list[list[float]] = [[] for _ in plan]
     async with AsyncExitStack() as stack:
         benches = []
-        for n, idle in enumerate(idles):
-            benches.append(await prepare(stack, idle, memory[n], sites[n]))
+        for n, (idle, parked) in enumerate(plan):
+            benches.append(await prepare(stack, idle, memory[n], sites[n], parked))
         for _ in range(rounds):
             for n, bench in enumerate(benches):
                 figures[n].append(await bench.calls(calls))
@@ -213,6 +269,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", type=int, nargs="+", help="idle sessions, one run each")
+    parser.add_argument(
+        "--full", type=int, help="also N idle sessions with the total cap of calls parked on them"
+    )
     parser.add_argument("--out", type=Path, help="the figures as JSON")
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -221,20 +280,29 @@ def main() -> int:
         return 0
     report: list[dict[str, object]] = []
     idles = args.sessions or [0]
-    memory: list[dict[str, float]] = [{} for _ in idles]
-    sites: list[list[dict[str, str | int]]] = [[] for _ in idles]
-    all_figures = anyio.run(measure, args.calls, args.rounds, idles, memory, sites)
-    for idle, figures, held, top in zip(idles, all_figures, memory, sites, strict=True):
+    plan = idles + ([] if args.full is None else [args.full])
+    memory: list[dict[str, float]] = [{} for _ in plan]
+    sites: list[list[dict[str, str | int]]] = [[] for _ in plan]
+    all_figures = anyio.run(measure, args.calls, args.rounds, idles, memory, sites, args.full)
+    rss_of: dict[int, int | None] = {}  # the traced and untraced apps of one N share it
+    for idle, figures, held, top in zip(plan, all_figures, memory, sites, strict=True):
         rounds = ", ".join(f"{f:.1f}" for f in figures)
         cpu = statistics.median(figures)
         per = held.get("bytes_per_session")
-        rss = rss_per_session(idle) if idle else None
-        where = f" beside {idle} idle sessions ({per:,.0f} bytes each" if idle else ""
-        where += f", resident set {rss:,} each)" if rss is not None else ")" if idle else ""
+        parked = int(held.get("parked_calls", 0))
+        if per is not None and idle not in rss_of:
+            rss_of[idle] = rss_per_session(idle)
+        rss = rss_of.get(idle) if per is not None else None
+        where = f" beside {idle} idle sessions" if idle else ""
+        if per is not None:
+            where += f" ({per:,.0f} bytes each"
+            where += f", resident set {rss:,} each)" if rss is not None else ")"
+        where += f" and {parked} parked calls" if parked else ""
         print(f"app CPU per echo call{where}: {cpu:.1f} us (rounds: {rounds})")
         report.append(
             {
                 "idle_sessions": idle,
+                "parked_calls": parked,
                 "cpu_us_per_call": round(cpu, 1),
                 "rounds_us": [round(f, 1) for f in figures],
                 "bytes_per_session": None if per is None else round(per),

@@ -707,9 +707,9 @@ def scale_targets(
         out.append(("reducer events/s, cap parked over none", full, 0.9, "x", False, "scale"))
         most = scale.get("most_over_fewest_connections")
         out.append(("reducer events/s, 10 000 connections over 1", most, 0.9, "x", False, "scale"))
-    rows = [r for r in sessions or [] if r.get("idle_sessions")]
+    rows = [r for r in sessions or [] if r.get("idle_sessions") and not r.get("parked_calls")]
+    empty = next((r["cpu_us_per_call"] for r in sessions or [] if not r["idle_sessions"]), None)
     if rows:
-        empty = next((r["cpu_us_per_call"] for r in sessions or [] if not r["idle_sessions"]), None)
         last = rows[-1]
         n = cell(last["idle_sessions"])
         held = last["bytes_per_session"]
@@ -718,6 +718,14 @@ def scale_targets(
         out.append(
             (f"HTTP app CPU per echo beside {n} sessions over none", grew, 1.1, "x", True, "scale")
         )
+    crowded = [r for r in sessions or [] if r.get("parked_calls")]
+    if crowded:
+        n, held_cap = cell(crowded[-1]["idle_sessions"]), cell(crowded[-1]["parked_calls"])
+        grew = None if not empty else crowded[-1]["cpu_us_per_call"] / empty
+        name = (
+            f"HTTP app CPU per echo beside {n} sessions and {held_cap} parked (the cap) over none"
+        )
+        out.append((name, grew, 1.1, "x", True, "scale"))
     return out
 
 
@@ -767,16 +775,20 @@ def scaling_lines(scale: dict[str, Any] | None, sessions: list[Any] | None) -> l
             "The HTTP app in process (`bench/http_app_bench.py --sessions`): CPU per echo",
             "`tools/call` on one session beside N idle, initialized sessions, and their memory",
             "(the shell's session and the reducer's connection; traced, and the resident set's",
-            "growth when opened again in a fresh interpreter).",
+            "growth when opened again in a fresh interpreter). With `--full N`, one more app:",
+            "N sessions, each its own principal, and the server's total cap of calls parked on",
+            "them (each an open SSE stream with its `elicitation/create` unanswered).",
             "",
-            "| idle sessions | CPU per echo, us | over none | bytes per session | resident set |",
-            "| --- | --- | --- | --- | --- |",
+            "| idle sessions | parked calls | CPU per echo, us | over none | bytes per session |"
+            " resident set |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         empty = next((r["cpu_us_per_call"] for r in rows if not r["idle_sessions"]), None)
         for row in rows:
             over = f"{row['cpu_us_per_call'] / empty:.2f}x" if empty else "n/a"
             lines.append(
-                f"| {cell(row['idle_sessions'])} | {cell(row['cpu_us_per_call'])} | {over} | "
+                f"| {cell(row['idle_sessions'])} | {cell(row.get('parked_calls', 0))} | "
+                f"{cell(row['cpu_us_per_call'])} | {over} | "
                 f"{cell(row.get('bytes_per_session'))} | {cell(row.get('rss_bytes_per_session'))} |"
             )
         lines += [""]
@@ -827,7 +839,7 @@ def scale_explanations(
             lines += ["Where the bytes of the largest parked state were allocated:", ""]
             lines += [*sites_lines(sites, "parked call"), ""]
         elif why == "session-memory":
-            last = [r for r in sessions or [] if r.get("idle_sessions")][-1:]
+            last = [r for r in sessions or [] if r.get("bytes_per_session")][-1:]
             sites = last[0].get("sites", []) if last else []
             lines += ["Where the bytes of the idle sessions were allocated:", ""]
             lines += [*sites_lines(sites, "session"), ""]
@@ -894,14 +906,17 @@ def scaling_plot(
             ax.set_xlabel("connections or parked calls")
         axes[0].set_ylim(bottom=0)
         axes[1].set_ylim(bottom=0)
-    rows = sessions or []
+    rows = [r for r in sessions or [] if not r.get("parked_calls")]
     if rows:
         xs = [max(r["idle_sessions"], 1) for r in rows]
         axes[2].plot(xs, [r["cpu_us_per_call"] for r in rows], marker="o", color="tab:green")
+        full = [r for r in sessions or [] if r.get("parked_calls")]
+        xs, ys = [r["idle_sessions"] for r in full], [r["cpu_us_per_call"] for r in full]
+        axes[2].plot(xs, ys, marker="x", linestyle="none", color="tab:red")
         axes[2].set_xscale("log")
         axes[2].set_ylim(bottom=0)
         axes[2].set_xlabel("idle HTTP sessions (0 drawn at 1)")
-        axes[2].set_title("HTTP app CPU per echo call, us", fontsize=9)
+        axes[2].set_title("HTTP app CPU per echo call, us (x: the cap parked)", fontsize=9)
     fig.tight_layout()
     path = out_dir / "report_scaling.png"
     fig.savefig(path, dpi=100)

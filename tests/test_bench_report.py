@@ -158,6 +158,8 @@ def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType)
     sessions = [
         {"idle_sessions": 0, "cpu_us_per_call": 100.0, "bytes_per_session": None},
         {"idle_sessions": 10000, "cpu_us_per_call": 120.0, "bytes_per_session": 1000},
+        # --full: the sessions with the cap parked, untraced; not the idle-session row
+        {"idle_sessions": 10000, "parked_calls": 256, "cpu_us_per_call": 105.0},
     ]
     found = {t[0]: t for t in report.scale_targets(core, scale, sessions)}
     verdicts = {name: report.verdict(t[1], t[2], t[4]) for name, t in found.items()}
@@ -167,6 +169,10 @@ def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType)
     assert verdicts["reducer events/s, 10 000 connections over 1"] == "met"
     assert verdicts["bytes per idle HTTP session (10 000)"] == "met"
     assert verdicts["HTTP app CPU per echo beside 10 000 sessions over none"] == "missed by 9%"
+    full = "HTTP app CPU per echo beside 10 000 sessions and 256 parked (the cap) over none"
+    assert verdicts[full] == "met"  # 1.05x
+    table = report.scaling_lines(None, sessions)
+    assert "| 10 000 | 256 | 105.0 | 1.05x | n/a | n/a |" in table
     missed = [t for t in found.values() if report.verdict(t[1], t[2], t[4]).startswith("missed")]
     lines = report.scale_explanations(missed, None, scale, sessions)
     assert "### bytes per parked call: missed by 46%" in lines
