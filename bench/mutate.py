@@ -1482,6 +1482,24 @@ MUTANTS: tuple[Mutant, ...] = (
         "every round's retry runs its tool without its authorizer, approved or not",
     ),
     Mutant(
+        "round-approval-forgotten",
+        REDUCER,
+        "    if opened.approved:  # R-MRTR-21: asked and approved once, never asked again\n",
+        "    if False:  # R-MRTR-21: asked and approved once, never asked again\n",
+        ("R-MRTR-21",),
+        "an approved call's round state is retried through its authorizer, which asks again",
+    ),
+    Mutant(
+        "round-approval-recorded-as-allow",
+        REDUCER,
+        '            approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, '
+        '"approved", "")\n',
+        '            approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, '
+        '"allow", "")\n',
+        ("R-MRTR-21", "R-LOG-2"),
+        "a call run again by its approved round state is recorded allowed, not approved",
+    ),
+    Mutant(
         "round-skips-the-capability-check",
         REDUCER,
         "    if missing:  # R-MRTR-22\n",

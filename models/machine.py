@@ -1244,6 +1244,11 @@ class ReducerMachine(RuleBasedStateMachine):
                     seen[f"modern round refused: {error.get('data', {}).get('reason')}"] += 1
                 if isinstance(e, StartWorker):
                     seen[f"modern round retried: {type(e.job).__name__}"] += 1
+        for e in effects:  # R-MRTR-21, R-LOG-2: approved by its round state, parked under no id
+            if not isinstance(e, Emit) or e.name != "call_ended":
+                continue
+            if e.fields.get("approved") and e.fields.get("elicitation_id") is None:
+                seen["call ended approved by its round state"] += 1
         if isinstance(ev, TimerFired) and ev.key[0] == "elicitation":
             key = before.elicitations.get(str(ev.key[1]))
             if key is not None and key[1] == ev.key[1]:
