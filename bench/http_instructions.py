@@ -12,7 +12,8 @@ Each ``--server`` (split like a shell would; ``{port}`` replaced by a free port 
 serves MCP Streamable HTTP at ``/mcp`` and is run under ``valgrind --tool=callgrind`` (its whole
 process tree: interpreter, imports, event loop, uvicorn). The client opens a session
 (``initialize``, ``notifications/initialized``), then makes ``N`` sequential exchanges of one
-phase on keep-alive connections, each waiting for its answer: ``echo`` (``tools/call echo``);
+phase on keep-alive connections (each request's head and body written in one ``send``), each
+waiting for its answer: ``echo`` (``tools/call echo``);
 ``elicit`` (``tools/call guarded_echo`` on one connection, its SSE stream read up to the
 ``elicitation/create``, the accepting answer POSTed on a second connection, then the stream read
 to its result and end); ``modern`` (the 2026-07-28 stateless approval: the call, its
@@ -44,6 +45,21 @@ META = "io.modelcontextprotocol/"
 COLLECTED = re.compile(rb"Collected : (\d+)")
 DEADLINE = 600.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+class _OnePiece(http.client.HTTPConnection):
+    """Writes a request's head and its body in one ``send``, as ``http_bench.py`` does (the
+    standard client sends them apart): whether the body comes in the read that brought the head
+    then does not depend on timing, and neither does the path the server takes."""
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        if not isinstance(message_body, bytes):
+            super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+            return
+        self._buffer.extend((b"", b""))  # type: ignore[attr-defined]
+        head = b"\r\n".join(self._buffer)  # type: ignore[attr-defined]
+        del self._buffer[:]  # type: ignore[attr-defined]
+        self.send(head + message_body)
 
 
 def _free_port() -> int:
@@ -80,7 +96,7 @@ class Peer:
         self.session = ""
 
     def _connection(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
+        return _OnePiece("127.0.0.1", self.port, timeout=DEADLINE)
 
     def post(
         self, conn: http.client.HTTPConnection, message: dict[str, Any], **headers: str

@@ -589,11 +589,27 @@ def _replace(table: Sessions, session: Session) -> Sessions:
     return Sessions(table.by_id.set(session.id, session), table.next_conn)
 
 
-def touch(table: Sessions, sid: str, now: int, streams: int = 0) -> Sessions:
-    """The session was used at ``now``; ``streams`` opened (+1) or closed (-1) a stream."""
+TOUCH_SHARE: Final = 64
+"""R-HTTP-11: a request moves its session's recorded last use only once more than ``idle_ms``
+divided by this (at most a second) has passed since the recorded one."""
+
+
+def touch_resolution(options: HttpOptions) -> int:
+    """R-HTTP-11: the milliseconds within which a request leaves its session's recorded last
+    use where it is (``within`` of :func:`touch`): ``idle_ms // 64``, at most 1000.
+    A session is then reaped at most that much before ``idle_ms`` after its last request."""
+    return max(0, min(1000, options.idle_ms // TOUCH_SHARE))
+
+
+def touch(table: Sessions, sid: str, now: int, streams: int = 0, within: int = 0) -> Sessions:
+    """The session was used at ``now``; ``streams`` opened (+1) or closed (-1) a stream. A use
+    at most ``within`` ms after the recorded one changes nothing (R-HTTP-11: the table is not
+    rebuilt on every request; :func:`touch_resolution`)."""
     session = table.by_id.get(sid)
-    if session is None or (streams == 0 and session.last_seen == now):
-        return table  # nothing changes (requests in the same millisecond)
+    if session is None:
+        return table
+    if streams == 0 and 0 <= now - session.last_seen <= within:
+        return table  # nothing changes (requests in the same millisecond, or within)
     opened = max(0, session.open_streams + streams)
     s = session  # on every request: built directly, not through attrs.evolve
     return _replace(table, Session(s.id, s.principal, s.conn, now, opened, s.get_open))

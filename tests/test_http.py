@@ -232,6 +232,31 @@ def test_R_HTTP_11_idle_sessions_are_reaped_and_ended_ones_are_gone() -> None:
     assert len(table) == 0
 
 
+def test_R_HTTP_11_a_request_within_the_resolution_leaves_the_recorded_use() -> None:
+    assert rules.touch_resolution(rules.HttpOptions()) == 1000  # 30 minutes / 64: capped
+    assert rules.touch_resolution(rules.HttpOptions(idle_ms=6400)) == 100
+    assert rules.touch_resolution(rules.HttpOptions(idle_ms=63)) == 0  # to the millisecond
+    options = rules.HttpOptions(idle_ms=6400)
+    within = rules.touch_resolution(options)
+    table, minted = rules.mint(rules.Sessions(), b"\x01" * 32, "alice", 0, options)
+    assert isinstance(minted, rules.Session)
+    sid = minted.id
+    assert rules.touch(table, sid, 100, within=within) is table  # within: nothing rebuilt
+    table = rules.touch(table, sid, 101, within=within)  # past it: recorded
+    assert table.by_id[sid].last_seen == 101
+    assert rules.touch(table, sid, 101) is table  # the same millisecond, as before
+    assert rules.touch(table, sid, 102).by_id[sid].last_seen == 102  # within=0: every ms
+    opened = rules.touch(table, sid, 150, +1, within=within)  # a stream always counts
+    assert (opened.by_id[sid].open_streams, opened.by_id[sid].last_seen) == (1, 150)
+    # A use left unrecorded reaps the session at most ``within`` early, never later.
+    quiet = rules.touch(table, sid, 101 + within, within=within)
+    assert quiet is table
+    _, reaped = rules.reap(quiet, 101 + 6400 - 1, options)
+    assert reaped == ()
+    _, reaped = rules.reap(quiet, 101 + 6400, options)
+    assert [s.id for s in reaped] == [sid]
+
+
 def test_R_HTTP_12_a_related_push_is_routed_to_its_call() -> None:
     ask = {"jsonrpc": "2.0", "id": "eid-1", "method": "elicitation/create", "params": {}}
     assert rules.route_push(ask, 7) == rules.PushRoute(call=7, remember="eid-1")

@@ -82,12 +82,28 @@ def _request_text() -> str:
     return f"{method} {path} from {peer}"
 
 
+HEADER_MAPS: Final = 256
+"""At most this many requests' header lists are remembered with their maps (a client sends the
+same headers again and again: only a new session, a new length or a new credential differs)."""
+
+_MAPS: Final[dict[tuple[tuple[bytes, bytes], ...], dict[str, str]]] = {}
+"""Header lists (as tuples) with no name repeated, and their maps; emptied when full."""
+
+
 def header_map(scope: Scope) -> dict[str, str]:
-    """The request's headers: lower-case names, Latin-1 values, repeated ones joined by ``, ``."""
+    """The request's headers: lower-case names, Latin-1 values, repeated ones joined by ``, ``.
+    A new dict each time (the caller's to keep or change)."""
     raw = scope.get("headers", ())
     if isinstance(raw, list):  # no name repeated (the usual case): one comprehension
+        key = tuple(raw)
+        known = _MAPS.get(key)
+        if known is not None:
+            return known.copy()
         plain = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
         if len(plain) == len(raw):
+            if len(_MAPS) >= HEADER_MAPS:
+                _MAPS.clear()
+            _MAPS[key] = plain.copy()
             return plain
     headers: dict[str, str] = {}
     for name, value in raw:

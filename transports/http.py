@@ -511,6 +511,7 @@ class HttpTransport:
         self.auth: AuthProvider = auth if auth is not None else LoopbackOnly()
         self.options = options if options is not None else rules.HttpOptions()
         self.sessions = rules.Sessions()
+        self._touch_within = rules.touch_resolution(self.options)  # R-HTTP-11
         self._live: dict[str, _Live] = {}
         self._clock = self._now  # one bound method, shared by every session
         self._event: Callable[[], anyio.Event] = anyio.Event  # the running loop's, once known
@@ -796,7 +797,7 @@ class HttpTransport:
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
             runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
-        self.sessions = rules.touch(self.sessions, session.id, now)
+        self.sessions = rules.touch(self.sessions, session.id, now, within=self._touch_within)
         event = MessageReceived(session.conn, decoded, now, mode="reply")
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification

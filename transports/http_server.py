@@ -84,8 +84,34 @@ CHECKED_HEADERS: Final = 1024
 """At most this many response headers are remembered as checked (a server sends the same few
 names and values again and again: its date, a length, a type, a session id)."""
 
-_CHECKED: Final[set[tuple[bytes, bytes]]] = set()
-"""Response headers (name, value) that passed uvicorn's checks; emptied when full."""
+_CHECKED: Final[dict[tuple[bytes, bytes], tuple[bytes, bool]]] = {}
+"""Response headers (name, value) that passed uvicorn's checks, each with the line written for
+it (``name: value``, the name lower-cased) and whether it is a ``connection`` header asking
+to close; emptied when full."""
+
+
+def _header_line(header: tuple[bytes, bytes]) -> tuple[bytes, bool]:
+    """A response header checked as uvicorn's ``send`` checks it (``RuntimeError`` for a name
+    or value it refuses), its line as it writes it, and whether it closes the connection."""
+    from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+        HEADER_RE,
+        HEADER_VALUE_RE,
+    )
+
+    name, value = header
+    if HEADER_RE.search(name):
+        raise RuntimeError("Invalid HTTP header name.")
+    if HEADER_VALUE_RE.search(value):
+        raise RuntimeError("Invalid HTTP header value.")
+    lower = name.lower()
+    closes = lower == b"connection" and b"close" in [
+        token.lower().strip() for token in value.split(b",")
+    ]
+    line = (lower, b": ", value, b"\r\n")
+    if len(_CHECKED) >= CHECKED_HEADERS:
+        _CHECKED.clear()
+    _CHECKED[header] = found = (b"".join(line), closes)
+    return found
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -195,8 +221,6 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     serve, and anything uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers,
     a paused writer, the access log, a pipelined request), goes through ASGI unchanged."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
-        HEADER_RE,
-        HEADER_VALUE_RE,
         STATUS_LINE,
         HttpToolsProtocol,
         RequestResponseCycle,
@@ -326,22 +350,13 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             checked = _CHECKED
             try:
                 for header in [*cycle.default_headers, *headers]:
-                    name, value = header
-                    if header not in checked:  # checked as uvicorn checks every header
-                        if HEADER_RE.search(name):
-                            raise RuntimeError("Invalid HTTP header name.")
-                        if HEADER_VALUE_RE.search(value):
-                            raise RuntimeError("Invalid HTTP header value.")
-                        if len(checked) >= CHECKED_HEADERS:
-                            checked.clear()
-                        checked.add(header)
-                    lower = name.lower()
-                    if lower == b"connection":
-                        tokens = [token.lower().strip() for token in value.split(b",")]
-                        if b"close" in tokens:
-                            cycle.keep_alive = False
-                            closing = True
-                    content += (lower, b": ", value, b"\r\n")
+                    line = checked.get(header)
+                    if line is None:  # checked as uvicorn checks every header
+                        line = _header_line(header)
+                    content.append(line[0])
+                    if line[1]:
+                        cycle.keep_alive = False
+                        closing = True
             except RuntimeError as exc:
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 out.close()
