@@ -597,7 +597,8 @@ divided by this (at most a second) has passed since the recorded one."""
 def touch_resolution(options: HttpOptions) -> int:
     """R-HTTP-11: the milliseconds within which a request leaves its session's recorded last
     use where it is (``within`` of :func:`touch`): ``idle_ms // 64``, at most 1000.
-    A session is then reaped at most that much before ``idle_ms`` after its last request."""
+    :func:`reap` waits that much more, so a session is reaped at most that much after
+    ``idle_ms`` has passed since its last request, and never before."""
     return max(0, min(1000, options.idle_ms // TOUCH_SHARE))
 
 
@@ -641,11 +642,12 @@ def end(table: Sessions, sid: str) -> tuple[Sessions, Session | None]:
 
 
 def reap(table: Sessions, now: int, options: HttpOptions) -> tuple[Sessions, tuple[Session, ...]]:
-    """R-HTTP-11: ends every session with no open stream unused for ``idle_ms``."""
+    """R-HTTP-11: ends every session with no open stream unused for ``idle_ms``. Its recorded
+    last use may be up to :func:`touch_resolution` older than its last request, so a session is
+    ended once that much more has passed: never before ``idle_ms``, at most that much after."""
+    after = options.idle_ms + touch_resolution(options)
     idle = tuple(
-        s
-        for s in table.by_id.values()
-        if s.open_streams == 0 and now - s.last_seen >= options.idle_ms
+        s for s in table.by_id.values() if s.open_streams == 0 and now - s.last_seen >= after
     )
     if not idle:
         return table, ()

@@ -222,9 +222,10 @@ def test_R_HTTP_11_idle_sessions_are_reaped_and_ended_ones_are_gone() -> None:
     assert isinstance(a, rules.Session)
     assert isinstance(b, rules.Session)
     table = rules.touch(table, b.id, 500, +1)  # b has an open stream: never idle
-    table, reaped = rules.reap(table, 999, options)
+    after = 1000 + rules.touch_resolution(options)  # idle_ms, and the recording's resolution
+    table, reaped = rules.reap(table, after - 1, options)
     assert reaped == ()
-    table, reaped = rules.reap(table, 1000, options)
+    table, reaped = rules.reap(table, after, options)
     assert [s.id for s in reaped] == [a.id]
     assert rules.lookup(table, a.id, "alice") == rules.Rejection(404, "Not Found: unknown session")
     table, ended = rules.end(table, b.id)
@@ -248,12 +249,14 @@ def test_R_HTTP_11_a_request_within_the_resolution_leaves_the_recorded_use() -> 
     assert rules.touch(table, sid, 102).by_id[sid].last_seen == 102  # within=0: every ms
     opened = rules.touch(table, sid, 150, +1, within=within)  # a stream always counts
     assert (opened.by_id[sid].open_streams, opened.by_id[sid].last_seen) == (1, 150)
-    # A use left unrecorded reaps the session at most ``within`` early, never later.
-    quiet = rules.touch(table, sid, 101 + within, within=within)
+    # A use left unrecorded (at 101 + within) keeps the session for idle_ms after it: it is
+    # reaped idle_ms after that use, never before (at most ``within`` late after a recorded one).
+    last = 101 + within
+    quiet = rules.touch(table, sid, last, within=within)
     assert quiet is table
-    _, reaped = rules.reap(quiet, 101 + 6400 - 1, options)
+    _, reaped = rules.reap(quiet, last + 6400 - 1, options)
     assert reaped == ()
-    _, reaped = rules.reap(quiet, 101 + 6400, options)
+    _, reaped = rules.reap(quiet, last + 6400, options)
     assert [s.id for s in reaped] == [sid]
 
 
