@@ -320,16 +320,21 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
         # OverflowError, RecursionError, MemoryError, TypeError (not bytes) ...
         return _parse_error("not JSON")
     # The common shapes first, on exact types: anything else takes the full path.
-    if type(msg) is dict and "result" not in msg and "error" not in msg:
-        method = msg.get("method")
-        if type(method) is str and msg.get("jsonrpc") == "2.0":
-            params = msg.get("params")
-            if params is None or type(params) is dict:
-                if "id" not in msg:
-                    return _notification(method, params)
-                request_id = msg["id"]
-                if type(request_id) is int or type(request_id) is str:
-                    return _request(request_id, method, params)
+    if type(msg) is dict and "error" not in msg:
+        if "result" not in msg:
+            method = msg.get("method")
+            if type(method) is str and msg.get("jsonrpc") == "2.0":
+                params = msg.get("params")
+                if params is None or type(params) is dict:
+                    if "id" not in msg:
+                        return _notification(method, params)
+                    request_id = msg["id"]
+                    if type(request_id) is int or type(request_id) is str:
+                        return _request(request_id, method, params)
+        elif "method" not in msg and msg.get("jsonrpc") == "2.0":  # a success response
+            response_id = msg.get("id")
+            if type(response_id) is int or type(response_id) is str:
+                return _response(response_id, msg["result"])
     return _classify_any(msg)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -192,8 +193,9 @@ class Outbox:
 
     def release(self, write_now: Callable[[bytes], int] | None = None) -> None:
         """Ends :meth:`hold`: writes what is waiting with ``write_now`` (it returns how many
-        bytes it wrote, 0 when the peer's pipe is full, and raises ``OSError`` when it cannot
-        write), then wakes the pump if anything is left."""
+        bytes it wrote, and returns 0 or raises ``BlockingIOError`` when the peer's pipe is
+        full, and raises ``OSError`` when it cannot write: nothing written, either way), then
+        wakes the pump if anything is left."""
         self._holding = False
         if not self._chunks:
             return
@@ -276,7 +278,7 @@ async def serve_stdio(
     splitter = LineSplitter(max_bytes)
     # A descriptor polled on the event loop takes the replies to a chunk's lines in one write
     # as soon as they are produced, without waking the writer's task.
-    write_now = stdout.send_nowait if isinstance(stdout, FdSendStream) and stdout.polled else None
+    write_now = stdout.nowait_writer() if isinstance(stdout, FdSendStream) else None
     pumped = anyio.Event()
     reading = anyio.CancelScope()
     stopping = False
@@ -615,6 +617,12 @@ class FdSendStream(anyio.abc.ByteSendStream):
     def polled(self) -> bool:
         """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
         return self._mode.polled
+
+    def nowait_writer(self) -> Callable[[bytes], int] | None:
+        """What :meth:`send_nowait` does, as one C call (``os.write`` on the descriptor): it
+        raises ``BlockingIOError`` instead of returning 0 when the descriptor is full, and
+        callers take any ``OSError`` as nothing written. ``None`` when not :attr:`polled`."""
+        return functools.partial(os.write, self._fd) if self._mode.polled else None
 
     def send_nowait(self, item: bytes) -> int:
         """Writes what the descriptor takes of ``item`` now, without waiting: how many bytes
