@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import fcntl
 import functools
+import importlib.util
 import logging
 import os
 import signal
@@ -52,6 +53,7 @@ import anyio.lowlevel
 from askgate.core import ServerStopping, State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
+from askgate.core.http import LOOP_ENV, event_loop
 from askgate.core.layout import positional_constructor
 from askgate.core.options import OptionError, Transport
 
@@ -760,8 +762,11 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     - 0: serving ended (end of input, or a signal: logged at info as ``stopped by SIGINT``);
     - 1: the server's own machinery failed (said on standard error, with the traceback);
     - 2: the server refused to start (an :class:`~askgate.core.OptionError`, such as a
-      sensitive tool nothing authorizes, R-OPT-2): its one-line reason is printed on standard
-      error and nothing is served.
+      sensitive tool nothing authorizes, R-OPT-2, or an ``ASKGATE_LOOP`` it cannot follow,
+      R-LOOP-1): its one-line reason is printed on standard error and nothing is served.
+
+    On asyncio (``backend``) it runs on uvloop's event loop when uvloop is installed, unless
+    ``ASKGATE_LOOP=asyncio`` (spec/rules.md, R-LOOP-1).
 
     A script ends with ``raise SystemExit(server.run_stdio())``.
     """
@@ -770,6 +775,16 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
+    options: dict[str, Any] = {}
+    if backend == "asyncio":  # R-LOOP-1: uvloop's loop when installed, as ASKGATE_LOOP says
+        loop, loop_refusal = event_loop(
+            os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
+        )
+        if loop is None:
+            print(loop_refusal, file=sys.stderr)
+            return 2
+        options["use_uvloop"] = loop == "uvloop"
+        logger.info("serving stdio (event loop: %s)", loop)
     stopped: list[str] = []
     with WireIsolation() as wire:
 
@@ -788,7 +803,7 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
                     await stdout.aclose()
 
         try:
-            anyio.run(main, backend=backend)
+            anyio.run(main, backend=backend, backend_options=options)
         except KeyboardInterrupt:  # Ctrl-C before the signal watcher started
             stopped.append("SIGINT")
         except BaseException:  # the machinery, not a callback: callbacks never get here
