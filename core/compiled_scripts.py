@@ -2673,6 +2673,215 @@ SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:
 
 
 def _():
+    def make(ref, value, now):
+        self = _new(_cls)
+        _set0(self, ref)
+        _set1(self, value)
+        _set2(self, now)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(ref, value, now):\n    self = _new(_cls)\n    _set0(self, ref)\n    _set1(self, value)\n    _set2(self, now)\n    return self'] = _
+
+
+def _():
+    def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):
+        self = _new(_cls)
+        _set0(self, conn)
+        _set1(self, data)
+        _set2(self, now)
+        _set3(self, mode)
+        _set4(self, caller)
+        _set5(self, principal)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):\n    self = _new(_cls)\n    _set0(self, conn)\n    _set1(self, data)\n    _set2(self, now)\n    _set3(self, mode)\n    _set4(self, caller)\n    _set5(self, principal)\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn_id == other.conn_id and
+            self.transport == other.transport and
+            self.principal == other.principal
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn_id,
+                    self.transport,
+                    self.principal,
+                ))
+    def __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn_id', conn_id)
+        _setattr('transport', transport)
+        _setattr('principal', principal)
+        _setattr('_runtime', runtime)
+        _setattr('_worker', worker)
+        _setattr('_round', round)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn_id == other.conn_id and\n        self.transport == other.transport and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn_id,\n                self.transport,\n                self.principal,\n            ))\ndef __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn_id', conn_id)\n    _setattr('transport', transport)\n    _setattr('principal', principal)\n    _setattr('_runtime', runtime)\n    _setattr('_worker', worker)\n    _setattr('_round', round)\n"] = _
+
+
+def _():
+    def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):
+        self = _new(_cls)
+        _set0(self, conn_id)
+        _set1(self, transport)
+        _set2(self, principal)
+        _set3(self, _runtime)
+        _set4(self, _worker)
+        _set5(self, _round)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):\n    self = _new(_cls)\n    _set0(self, conn_id)\n    _set1(self, transport)\n    _set2(self, principal)\n    _set3(self, _runtime)\n    _set4(self, _worker)\n    _set5(self, _round)\n    return self'] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.info == other.info and
+            self.func == other.func and
+            self.context_param == other.context_param and
+            self.is_async == other.is_async
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.info,
+                    self.func,
+                    self.context_param,
+                    self.is_async,
+                ))
+    def __init__(self, info, func, context_param, is_async):
+        _setattr = _cached_setattr_get(self)
+        _setattr('info', info)
+        _setattr('func', func)
+        _setattr('context_param', context_param)
+        _setattr('is_async', is_async)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.info == other.info and\n        self.func == other.func and\n        self.context_param == other.context_param and\n        self.is_async == other.is_async\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.info,\n                self.func,\n                self.context_param,\n                self.is_async,\n            ))\ndef __init__(self, info, func, context_param, is_async):\n    _setattr = _cached_setattr_get(self)\n    _setattr('info', info)\n    _setattr('func', func)\n    _setattr('context_param', context_param)\n    _setattr('is_async', is_async)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.uri == other.uri and
+            self.func == other.func and
+            self.mime_type == other.mime_type and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.uri,
+                    self.func,
+                    self.mime_type,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, uri, func, mime_type, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('uri', uri)
+        _setattr('func', func)
+        _setattr('mime_type', mime_type)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri == other.uri and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri', uri)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.uri_template == other.uri_template and
+            self.func == other.func and
+            self.mime_type == other.mime_type and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.uri_template,
+                    self.func,
+                    self.mime_type,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, uri_template, func, mime_type, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('uri_template', uri_template)
+        _setattr('func', func)
+        _setattr('mime_type', mime_type)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri_template == other.uri_template and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri_template,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri_template, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri_template', uri_template)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.name == other.name and
+            self.func == other.func and
+            self.any_argument == other.any_argument and
+            self.definition == other.definition and
+            self.context_param == other.context_param
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.name,
+                    self.func,
+                    self.any_argument,
+                    self.definition,
+                    self.context_param,
+                ))
+    def __init__(self, name, func, any_argument, definition, context_param):
+        _setattr = _cached_setattr_get(self)
+        _setattr('name', name)
+        _setattr('func', func)
+        _setattr('any_argument', any_argument)
+        _setattr('definition', definition)
+        _setattr('context_param', context_param)
+
+    return locals()
+
+
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.func == other.func and\n        self.any_argument == other.any_argument and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.func,\n                self.any_argument,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, name, func, any_argument, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('func', func)\n    _setattr('any_argument', any_argument)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
+
+
+def _():
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
@@ -2997,215 +3206,6 @@ def _():
 
 
 SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.status == other.status and\n        self.code == other.code and\n        self.message == other.message and\n        self.request_id == other.request_id\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.status,\n                self.code,\n                self.message,\n                self.request_id,\n            ))\ndef __init__(self, status, code, message, request_id=attr_dict['request_id'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('status', status)\n    _setattr('code', code)\n    _setattr('message', message)\n    _setattr('request_id', request_id)\n"] = _
-
-
-def _():
-    def make(ref, value, now):
-        self = _new(_cls)
-        _set0(self, ref)
-        _set1(self, value)
-        _set2(self, now)
-        return self
-    return locals()
-
-
-SCRIPTS['def make(ref, value, now):\n    self = _new(_cls)\n    _set0(self, ref)\n    _set1(self, value)\n    _set2(self, now)\n    return self'] = _
-
-
-def _():
-    def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):
-        self = _new(_cls)
-        _set0(self, conn)
-        _set1(self, data)
-        _set2(self, now)
-        _set3(self, mode)
-        _set4(self, caller)
-        _set5(self, principal)
-        return self
-    return locals()
-
-
-SCRIPTS['def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):\n    self = _new(_cls)\n    _set0(self, conn)\n    _set1(self, data)\n    _set2(self, now)\n    _set3(self, mode)\n    _set4(self, caller)\n    _set5(self, principal)\n    return self'] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.conn_id == other.conn_id and
-            self.transport == other.transport and
-            self.principal == other.principal
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.conn_id,
-                    self.transport,
-                    self.principal,
-                ))
-    def __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):
-        _setattr = _cached_setattr_get(self)
-        _setattr('conn_id', conn_id)
-        _setattr('transport', transport)
-        _setattr('principal', principal)
-        _setattr('_runtime', runtime)
-        _setattr('_worker', worker)
-        _setattr('_round', round)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn_id == other.conn_id and\n        self.transport == other.transport and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn_id,\n                self.transport,\n                self.principal,\n            ))\ndef __init__(self, conn_id, transport, principal=attr_dict['principal'].default, runtime=attr_dict['_runtime'].default, worker=attr_dict['_worker'].default, round=attr_dict['_round'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn_id', conn_id)\n    _setattr('transport', transport)\n    _setattr('principal', principal)\n    _setattr('_runtime', runtime)\n    _setattr('_worker', worker)\n    _setattr('_round', round)\n"] = _
-
-
-def _():
-    def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):
-        self = _new(_cls)
-        _set0(self, conn_id)
-        _set1(self, transport)
-        _set2(self, principal)
-        _set3(self, _runtime)
-        _set4(self, _worker)
-        _set5(self, _round)
-        return self
-    return locals()
-
-
-SCRIPTS['def make(conn_id, transport, principal=_default2, _runtime=_default3, _worker=_default4, _round=_default5):\n    self = _new(_cls)\n    _set0(self, conn_id)\n    _set1(self, transport)\n    _set2(self, principal)\n    _set3(self, _runtime)\n    _set4(self, _worker)\n    _set5(self, _round)\n    return self'] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.info == other.info and
-            self.func == other.func and
-            self.context_param == other.context_param and
-            self.is_async == other.is_async
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.info,
-                    self.func,
-                    self.context_param,
-                    self.is_async,
-                ))
-    def __init__(self, info, func, context_param, is_async):
-        _setattr = _cached_setattr_get(self)
-        _setattr('info', info)
-        _setattr('func', func)
-        _setattr('context_param', context_param)
-        _setattr('is_async', is_async)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.info == other.info and\n        self.func == other.func and\n        self.context_param == other.context_param and\n        self.is_async == other.is_async\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.info,\n                self.func,\n                self.context_param,\n                self.is_async,\n            ))\ndef __init__(self, info, func, context_param, is_async):\n    _setattr = _cached_setattr_get(self)\n    _setattr('info', info)\n    _setattr('func', func)\n    _setattr('context_param', context_param)\n    _setattr('is_async', is_async)\n"] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.uri == other.uri and
-            self.func == other.func and
-            self.mime_type == other.mime_type and
-            self.definition == other.definition and
-            self.context_param == other.context_param
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.uri,
-                    self.func,
-                    self.mime_type,
-                    self.definition,
-                    self.context_param,
-                ))
-    def __init__(self, uri, func, mime_type, definition, context_param):
-        _setattr = _cached_setattr_get(self)
-        _setattr('uri', uri)
-        _setattr('func', func)
-        _setattr('mime_type', mime_type)
-        _setattr('definition', definition)
-        _setattr('context_param', context_param)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri == other.uri and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri', uri)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.uri_template == other.uri_template and
-            self.func == other.func and
-            self.mime_type == other.mime_type and
-            self.definition == other.definition and
-            self.context_param == other.context_param
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.uri_template,
-                    self.func,
-                    self.mime_type,
-                    self.definition,
-                    self.context_param,
-                ))
-    def __init__(self, uri_template, func, mime_type, definition, context_param):
-        _setattr = _cached_setattr_get(self)
-        _setattr('uri_template', uri_template)
-        _setattr('func', func)
-        _setattr('mime_type', mime_type)
-        _setattr('definition', definition)
-        _setattr('context_param', context_param)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.uri_template == other.uri_template and\n        self.func == other.func and\n        self.mime_type == other.mime_type and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.uri_template,\n                self.func,\n                self.mime_type,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, uri_template, func, mime_type, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('uri_template', uri_template)\n    _setattr('func', func)\n    _setattr('mime_type', mime_type)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.name == other.name and
-            self.func == other.func and
-            self.any_argument == other.any_argument and
-            self.definition == other.definition and
-            self.context_param == other.context_param
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.name,
-                    self.func,
-                    self.any_argument,
-                    self.definition,
-                    self.context_param,
-                ))
-    def __init__(self, name, func, any_argument, definition, context_param):
-        _setattr = _cached_setattr_get(self)
-        _setattr('name', name)
-        _setattr('func', func)
-        _setattr('any_argument', any_argument)
-        _setattr('definition', definition)
-        _setattr('context_param', context_param)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.name == other.name and\n        self.func == other.func and\n        self.any_argument == other.any_argument and\n        self.definition == other.definition and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.name,\n                self.func,\n                self.any_argument,\n                self.definition,\n                self.context_param,\n            ))\ndef __init__(self, name, func, any_argument, definition, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('name', name)\n    _setattr('func', func)\n    _setattr('any_argument', any_argument)\n    _setattr('definition', definition)\n    _setattr('context_param', context_param)\n"] = _
 
 
 def _():

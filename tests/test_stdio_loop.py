@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from askgate.core import http as rules
+from askgate.transports.stdio import event_loop
 
 DEADLINE = 30.0
 
@@ -56,7 +57,7 @@ def test_R_LOOP_1_stdio_serves_on_the_loop_the_setting_picks(loop: str | None) -
         import uvloop  # noqa: F401, PLC0415
     except ImportError:
         installed = False
-    expected, refusal = rules.event_loop(loop, installed)
+    expected, refusal = event_loop(loop, installed)
     if expected is None:
         pytest.skip(str(refusal))
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -90,3 +91,10 @@ def test_R_LOOP_1_trio_runs_on_trio_whatever_the_setting() -> None:
     assert status == 0, err
     assert "event loop:" not in err
     assert json.loads(out)["result"]["protocolVersion"] == "2025-06-18"
+
+
+def test_R_LOOP_1_stdio_decides_as_http_does() -> None:
+    """The stdio decision is HTTP's (R-HTTP-32), value for value and word for word."""
+    for asked in (None, "", "auto", " AUTO ", "asyncio", "uvloop", "trio", "tornado"):
+        for installed in (True, False):
+            assert event_loop(asked, installed) == rules.event_loop(asked, installed)
