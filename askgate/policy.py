@@ -45,7 +45,7 @@ import math
 import re
 import tomllib
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -78,6 +78,8 @@ QUOTE_LIMIT: Final = 200
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _ARG_NAME = re.compile(r"args\.([A-Za-z_][A-Za-z0-9_\-]*)")
 _DECISIONS = ("allow", "ask", "deny")
+_ALLOW: Final = Allow()
+"""The one ``Allow`` the policy answers (immutable, with no fields: one serves every call)."""
 _KEYS: Final = {"match", "decision", "prompt", "reason"}
 
 
@@ -98,7 +100,27 @@ class Rule:
     line: int
 
     def fits(self, name: str) -> bool:
-        return fnmatch.fnmatchcase(name, self.match)
+        return bool(_matcher(self.match)(name))
+
+
+_MATCHERS: dict[str, Callable[[str], object]] = {}
+"""What each ``match`` pattern met so far fits, by pattern: ``str.__eq__`` for a pattern with
+no wildcard (``*?[``), else the match of its ``fnmatch`` expression (:func:`_matcher`)."""
+
+
+def _matcher(pattern: str) -> Callable[[str], object]:
+    """A test for the names ``pattern`` fits, as ``fnmatch.fnmatchcase`` says (a true result:
+    it fits), remembered per pattern: a policy decides every call."""
+    matcher = _MATCHERS.get(pattern)
+    if matcher is None:
+        if "*" in pattern or "?" in pattern or "[" in pattern:
+            matcher = re.compile(fnmatch.translate(pattern)).match
+        else:
+            matcher = pattern.__eq__
+        if len(_MATCHERS) >= 4096:  # patterns come from policy files: few; bound it anyway
+            _MATCHERS.clear()
+        _MATCHERS[pattern] = matcher
+    return matcher
 
 
 def _escape_char(ch: str) -> str:
@@ -133,7 +155,8 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
         escaped = text  # nothing to escape: printable ASCII has no control or format characters
     else:
         escaped = "".join(_escape_char(ch) for ch in text)
-    escaped = _LINKISH.sub(_defang, escaped)  # R-POL-6
+    if not escaped.isalnum():  # letters and digits alone make no link: nothing to look for
+        escaped = _LINKISH.sub(_defang, escaped)  # R-POL-6
     if not rest:
         return f'"{escaped}"'
     more = len(rest.encode("utf-8", "surrogatepass"))
@@ -159,6 +182,8 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
     """An argument as a prompt shows it: a number, boolean or null as its JSON literal (``5``,
     ``2.5``, ``true``, ``null``) when that is at most ``limit`` characters; anything else (text,
     objects, arrays, a longer number) as :func:`quote` writes it."""
+    if type(value) is str:
+        return quote(value, limit)
     if value is None or isinstance(value, bool):
         return json.dumps(value)
     if isinstance(value, int | float) and math.isfinite(value):
@@ -176,20 +201,21 @@ def render_prompt(template: str, tool: str, arguments: Mapping[str, Any]) -> str
     argument as :func:`shown` writes it, or ``(none)`` when the call has no such argument; when
     a value was cut, the prompt ends with the digest of the whole arguments (R-POL-6)."""
 
+    parts = _TEMPLATES.get(template)
+    if parts is None:
+        parts = _template_parts(template)
+    pieces = list(parts)
     cut = False
-
-    def substitute(found: re.Match[str]) -> str:
-        nonlocal cut
-        field = found.group(1)
+    for i in range(1, len(pieces), 2):  # the fields, between the literal texts
+        field = pieces[i]
         if field == "tool":
             text = quote(tool)
         else:
             name = field[len("args.") :]
             text = shown(arguments[name]) if name in arguments else "(none)"
         cut = cut or text.endswith(" more bytes)")
-        return text
-
-    prompt = _PLACEHOLDER.sub(substitute, template)
+        pieces[i] = text
+    prompt = "".join(pieces)
     if not cut:
         return prompt
     try:
@@ -197,6 +223,20 @@ def render_prompt(template: str, tool: str, arguments: Mapping[str, Any]) -> str
     except ValueError:
         digest = "unavailable"
     return f"{prompt} (arguments sha256:{digest})"  # R-POL-6
+
+
+_TEMPLATES: dict[str, tuple[str, ...]] = {}
+"""Each prompt template met so far, split (:func:`_template_parts`), by its text."""
+
+
+def _template_parts(template: str) -> tuple[str, ...]:
+    """``template`` split at its placeholders: literal text, then the field of a placeholder
+    (``tool``, ``args.NAME``), then literal text, and so on; remembered per template."""
+    parts = tuple(_PLACEHOLDER.split(template))
+    if len(_TEMPLATES) >= 4096:  # templates come from policy files: few; bound it anyway
+        _TEMPLATES.clear()
+    _TEMPLATES[template] = parts
+    return parts
 
 
 LIST_METHODS: Final = ("tools/list", "resources/list", "resources/templates/list", "prompts/list")
@@ -228,10 +268,13 @@ class Policy:
     notices: tuple[str, ...] = ()
 
     def decide(self, rules: tuple[Rule, ...], name: str, arguments: Mapping[str, Any]) -> Decision:
+        matchers = _MATCHERS
         for rule in rules:
-            if rule.fits(name):
+            pattern = rule.match
+            fits = matchers.get(pattern) or _matcher(pattern)
+            if fits(name):
                 if rule.decision == "allow":
-                    return Allow()
+                    return _ALLOW
                 if rule.decision == "deny":
                     return Deny(rule.text)
                 return Ask(render_prompt(rule.text, name, arguments))

@@ -472,6 +472,7 @@ class _Tool:
     info: ToolInfo
     func: Callable[..., Any]
     context_param: str | None
+    is_async: bool  # is_async_callable(func), asked once: awaited without calling()
 
 
 @attrs.frozen(slots=True)
@@ -608,6 +609,7 @@ class Server:
         self.name = name
         self.version = version
         self._authorizer = authorizer
+        self._authorizer_is_async = authorizer is not None and is_async_callable(authorizer)
         self._read_authorizer = read_authorizer
         self._authorizer_source = authorizer_source
         self._visibility = visibility
@@ -688,7 +690,7 @@ class Server:
                 if bad.option == "outputSchema":
                     raise TypeError(f"{what} output_schema {bad.rule}") from None
                 raise TypeError(f"{what}: input_schema {bad.rule}") from None
-            self._tools[tool_name] = _Tool(info, func, context_param)
+            self._tools[tool_name] = _Tool(info, func, context_param, is_async_callable(func))
             if self._runtime is not None:
                 runtime = self._runtime
                 runtime.feed(
@@ -1046,6 +1048,7 @@ class Server:
             **options,
         ).validated()
         self._authorizer, self._read_authorizer, self._authorizer_source = tool, read, source
+        self._authorizer_is_async = tool is not None and is_async_callable(tool)
         self._visibility = shown
 
     # -- jobs -------------------------------------------------------------------------------
@@ -1126,6 +1129,8 @@ class Server:
             assert self._authorizer is not None
             arguments = _own_copy(job.arguments)  # type: ignore[union-attr] # R-AUTH-5
             given = (job.tool, arguments, self._context(conn))  # type: ignore[union-attr]
+            if self._authorizer_is_async:  # what calling() does for it, without the calls
+                return await self._authorizer(*given)
             return await calling(self._authorizer, given, _NO_KWARGS, self._limiter)
         if kind is RunTool:
             run: RunTool = job  # type: ignore[assignment]
@@ -1168,7 +1173,10 @@ class Server:
     ) -> dict[str, Any]:
         tool = self._tools[name]
         kwargs = self._kwargs(conn, arguments, tool.context_param, round_)
-        value = await calling(tool.func, (), kwargs, self._limiter)
+        if tool.is_async:  # what calling() does for it, without the calls
+            value = await tool.func(**kwargs)
+        else:
+            value = await calling(tool.func, (), kwargs, self._limiter)
         if type(value) is str:
             # The common case, checked without encoding the whole result: a str is strict JSON
             # unless it holds a lone surrogate, which UTF-8 refuses as the encoder would.

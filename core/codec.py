@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard, cast
 
 import rapidjson
 
+from .layout import positional_constructor
 from .messages import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -105,6 +106,11 @@ class Invalid:
 
 
 Decoded = Request | Notification | Response | ErrorResponse | Invalid
+
+# The common shapes, built without attrs' ``__init__`` (the same objects, for less).
+_request = positional_constructor(Request)
+_notification = positional_constructor(Notification)
+_response = positional_constructor(Response)
 
 
 class EncodeError(ValueError):
@@ -242,21 +248,6 @@ def _reject(request_id: RequestId | None, code: int, reason: str) -> Invalid:
     return Invalid(error(request_id, code, f"{label}: {reason}"), reason)
 
 
-def _classify(msg: object) -> Decoded:
-    # The common shapes first, on exact types: anything else takes the full path below.
-    if type(msg) is dict and "result" not in msg and "error" not in msg:
-        method = msg.get("method")
-        if type(method) is str and msg.get("jsonrpc") == "2.0":
-            params = msg.get("params")
-            if params is None or type(params) is dict:
-                if "id" not in msg:
-                    return Notification(method, params)
-                request_id = msg["id"]
-                if type(request_id) is int or type(request_id) is str:
-                    return Request(request_id, method, params)
-    return _classify_any(msg)
-
-
 def _classify_any(msg: object) -> Decoded:
     if not isinstance(msg, dict):
         return Invalid(
@@ -316,7 +307,8 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
     try:
         if len(data) > max_bytes:
             return _parse_error("message over the byte cap")
-        if _deeper_than(data, MAX_DEPTH):
+        # (brackets in strings count too: an upper bound of the depth, read before parsing)
+        if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _deeper_than(data, MAX_DEPTH):
             return _parse_error(f"nesting deeper than {MAX_DEPTH}")
         if b"\x00" in data:  # never JSON outside a string either; rapidjson stops reading there
             return _parse_error("not JSON")
@@ -327,7 +319,23 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
         # Every failure ends here, never in the caller: ValueError, UnicodeDecodeError,
         # OverflowError, RecursionError, MemoryError, TypeError (not bytes) ...
         return _parse_error("not JSON")
-    return _classify(msg)
+    # The common shapes first, on exact types: anything else takes the full path.
+    if type(msg) is dict and "error" not in msg:
+        if "result" not in msg:
+            method = msg.get("method")
+            if type(method) is str and msg.get("jsonrpc") == "2.0":
+                params = msg.get("params")
+                if params is None or type(params) is dict:
+                    if "id" not in msg:
+                        return _notification(method, params)
+                    request_id = msg["id"]
+                    if type(request_id) is int or type(request_id) is str:
+                        return _request(request_id, method, params)
+        elif "method" not in msg and msg.get("jsonrpc") == "2.0":  # a success response
+            response_id = msg.get("id")
+            if type(response_id) is int or type(response_id) is str:
+                return _response(response_id, msg["result"])
+    return _classify_any(msg)
 
 
 # --- encoding -----------------------------------------------------------------------------------

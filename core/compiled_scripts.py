@@ -280,6 +280,43 @@ SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:
 
 
 def _():
+    def make(id, method, params):
+        self = _new(_cls)
+        _set0(self, id)
+        _set1(self, method)
+        _set2(self, params)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(id, method, params):\n    self = _new(_cls)\n    _set0(self, id)\n    _set1(self, method)\n    _set2(self, params)\n    return self'] = _
+
+
+def _():
+    def make(method, params):
+        self = _new(_cls)
+        _set0(self, method)
+        _set1(self, params)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(method, params):\n    self = _new(_cls)\n    _set0(self, method)\n    _set1(self, params)\n    return self'] = _
+
+
+def _():
+    def make(id, result):
+        self = _new(_cls)
+        _set0(self, id)
+        _set1(self, result)
+        return self
+    return locals()
+
+
+SCRIPTS['def make(id, result):\n    self = _new(_cls)\n    _set0(self, id)\n    _set1(self, result)\n    return self'] = _
+
+
+def _():
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
@@ -2718,7 +2755,8 @@ def _():
         return  (
             self.info == other.info and
             self.func == other.func and
-            self.context_param == other.context_param
+            self.context_param == other.context_param and
+            self.is_async == other.is_async
         )
     def __hash__(self):
             return hash((
@@ -2726,17 +2764,19 @@ def _():
                     self.info,
                     self.func,
                     self.context_param,
+                    self.is_async,
                 ))
-    def __init__(self, info, func, context_param):
+    def __init__(self, info, func, context_param, is_async):
         _setattr = _cached_setattr_get(self)
         _setattr('info', info)
         _setattr('func', func)
         _setattr('context_param', context_param)
+        _setattr('is_async', is_async)
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.info == other.info and\n        self.func == other.func and\n        self.context_param == other.context_param\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.info,\n                self.func,\n                self.context_param,\n            ))\ndef __init__(self, info, func, context_param):\n    _setattr = _cached_setattr_get(self)\n    _setattr('info', info)\n    _setattr('func', func)\n    _setattr('context_param', context_param)\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.info == other.info and\n        self.func == other.func and\n        self.context_param == other.context_param and\n        self.is_async == other.is_async\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.info,\n                self.func,\n                self.context_param,\n                self.is_async,\n            ))\ndef __init__(self, info, func, context_param, is_async):\n    _setattr = _cached_setattr_get(self)\n    _setattr('info', info)\n    _setattr('func', func)\n    _setattr('context_param', context_param)\n    _setattr('is_async', is_async)\n"] = _
 
 
 def _():

@@ -288,7 +288,7 @@ def _is_content_list(value: object) -> bool:
 
 def text_result(text: str) -> JsonObject:
     """The ``CallToolResult`` of a tool that returned the string ``text`` (R-PROTO-16)."""
-    return {"content": [_text_block(text)]}
+    return {"content": [{"type": "text", "text": text}]}  # _text_block, built in place
 
 
 def tool_result(value: object) -> JsonObject:

@@ -93,7 +93,7 @@ from askgate.core.events import TimerKey
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
 from askgate.core.layout import positional_constructor
 
-from .calllog import conn_text, log_record
+from .calllog import CALLS_LOGGER, conn_text, log_record
 
 __all__ = [
     "CHECK_ENV",
@@ -625,20 +625,42 @@ class Runtime:
         }
 
     def _perform_start_timer(self, effect: StartTimer) -> None:
-        self._start_timer(effect.key, effect.deadline)
+        key, deadline = effect.key, effect.deadline
+        arming = next(self._armings)
+        self._timers[key] = (deadline, arming)
+        if self._feeding:
+            self._armed[key] = None  # on the heap when the feed ends, if still armed then
+            return
+        self._push_timer(deadline, arming, key)
+        if deadline < self._timer_sleep and self._timer_wake is not None:
+            self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 
     def _perform_cancel_timer(self, effect: CancelTimer) -> None:
         self._timers.pop(effect.key, None)
 
     def _perform_start_worker(self, effect: StartWorker) -> None:
-        self._start_worker(effect.ref, effect.conn, effect.job)
+        job = effect.job
+        if self._eager is not None and self._eager(job):
+            self._run_at_once(effect.ref, effect.conn, job)
+        else:
+            self._start_worker(effect.ref, effect.conn, job)
 
     def _perform_message(self, effect: Reply | Push) -> None:
         router = self._routes.get(effect.conn) if self._routes else None
         if router is not None:
             router(effect)
-        elif effect.message is not None:
-            self._send(effect.conn, effect.message)
+            return
+        message = effect.message
+        if message is None:
+            return
+        # An unencodable message is the machinery's bug (worker values are checked before they
+        # are reported), so EncodeError propagates and stops the server loudly.
+        data = encode(message)
+        writer = self._writers.get(effect.conn)
+        if writer is None:
+            logger.debug("dropped a message for %r: the connection has no writer", effect.conn)
+            return
+        writer(data)
 
     def _perform_emit(self, emit: Emit) -> None:
         name = emit.name
@@ -648,7 +670,8 @@ class Runtime:
         if self._observer is not None:
             self._observer(name, emit.fields)
         if name in RECORDS:
-            log_record(name, emit.fields, self.principal_of)
+            if CALLS_LOGGER.isEnabledFor(logging.INFO):  # nothing is built when INFO is off
+                log_record(name, emit.fields, self.principal_of)
         elif self._observer is None:
             logger.debug("%s %s", name, emit.fields)
 
@@ -663,16 +686,6 @@ class Runtime:
             waiter.done, waiter.outcome = True, resolve.outcome
             if waiter.event is not None:
                 waiter.event.set()
-
-    def _send(self, conn: Hashable, message: dict[str, Any]) -> None:
-        # An unencodable message is the machinery's bug (worker values are checked before they
-        # are reported), so EncodeError propagates and stops the server loudly.
-        data = encode(message)
-        writer = self._writers.get(conn)
-        if writer is None:
-            logger.debug("dropped a message for %r: the connection has no writer", conn)
-            return
-        writer(data)
 
     def _group(self) -> anyio.abc.TaskGroup:
         if self._tg is None:
@@ -707,16 +720,6 @@ class Runtime:
             del self._waiters[token]
 
     # -- timers -----------------------------------------------------------------------------
-
-    def _start_timer(self, key: object, deadline: int) -> None:
-        arming = next(self._armings)
-        self._timers[key] = (deadline, arming)
-        if self._feeding:
-            self._armed[key] = None  # on the heap when the feed ends, if still armed then
-            return
-        self._push_timer(deadline, arming, key)
-        if deadline < self._timer_sleep and self._timer_wake is not None:
-            self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 
     def _push_timer(self, deadline: int, arming: int, key: object) -> None:
         heapq.heappush(self._heap, (deadline, arming, key))
@@ -774,9 +777,7 @@ class Runtime:
     # -- workers ----------------------------------------------------------------------------
 
     def _start_worker(self, ref: int, conn: Hashable, job: Job) -> None:
-        if self._eager is not None and self._eager(job):
-            self._run_at_once(ref, conn, job)
-            return
+        """Starts a worker of its own for ``job`` (one that does not run at once)."""
         scope = self._new_scope()
         self._workers[ref] = scope
         if self._loop_tasks is not None:

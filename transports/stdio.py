@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
+import importlib.util
 import logging
 import os
 import signal
@@ -192,8 +194,9 @@ class Outbox:
 
     def release(self, write_now: Callable[[bytes], int] | None = None) -> None:
         """Ends :meth:`hold`: writes what is waiting with ``write_now`` (it returns how many
-        bytes it wrote, 0 when the peer's pipe is full, and raises ``OSError`` when it cannot
-        write), then wakes the pump if anything is left."""
+        bytes it wrote, and returns 0 or raises ``BlockingIOError`` when the peer's pipe is
+        full, and raises ``OSError`` when it cannot write: nothing written, either way), then
+        wakes the pump if anything is left."""
         self._holding = False
         if not self._chunks:
             return
@@ -276,7 +279,7 @@ async def serve_stdio(
     splitter = LineSplitter(max_bytes)
     # A descriptor polled on the event loop takes the replies to a chunk's lines in one write
     # as soon as they are produced, without waking the writer's task.
-    write_now = stdout.send_nowait if isinstance(stdout, FdSendStream) and stdout.polled else None
+    write_now = stdout.nowait_writer() if isinstance(stdout, FdSendStream) else None
     pumped = anyio.Event()
     reading = anyio.CancelScope()
     stopping = False
@@ -616,6 +619,12 @@ class FdSendStream(anyio.abc.ByteSendStream):
         """Whether the descriptor is waited for on the event loop (non-blocking mode)."""
         return self._mode.polled
 
+    def nowait_writer(self) -> Callable[[bytes], int] | None:
+        """What :meth:`send_nowait` does, as one C call (``os.write`` on the descriptor): it
+        raises ``BlockingIOError`` instead of returning 0 when the descriptor is full, and
+        callers take any ``OSError`` as nothing written. ``None`` when not :attr:`polled`."""
+        return functools.partial(os.write, self._fd) if self._mode.polled else None
+
     def send_nowait(self, item: bytes) -> int:
         """Writes what the descriptor takes of ``item`` now, without waiting: how many bytes
         (0 when it is full). Only for a descriptor that is :attr:`polled`."""
@@ -745,6 +754,29 @@ class StdioTransport:
                     await sink.aclose()
 
 
+LOOP_ENV: Final = "ASKGATE_LOOP"
+"""The environment variable that chooses the event loop (R-LOOP-1; HTTP's too, R-HTTP-32)."""
+
+
+def event_loop(asked: str | None, uvloop_installed: bool) -> tuple[str, None] | tuple[None, str]:
+    """R-LOOP-1: the event loop stdio runs on, from the value of ``ASKGATE_LOOP`` (``asked``;
+    ``None`` when unset) and whether ``uvloop`` is importable: ``(loop, None)``, or ``(None,
+    the one-line refusal)``. The same decision, in the same words, as HTTP's
+    (``askgate.core.http.event_loop``, R-HTTP-32), which a stdio server does not import
+    (R-EMB-17)."""
+    choice = (asked or "auto").strip().lower() or "auto"
+    if choice not in ("auto", "asyncio", "uvloop"):
+        return None, f"askgate refuses to start: {LOOP_ENV}={asked!r}: one of auto, asyncio, uvloop"
+    if choice == "asyncio" or (choice == "auto" and not uvloop_installed):
+        return "asyncio", None
+    if not uvloop_installed:
+        return None, (
+            f"askgate refuses to start: {LOOP_ENV}=uvloop but uvloop is not installed "
+            "(pip install 'askgate[fast]')"
+        )
+    return "uvloop", None
+
+
 def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     """Serves ``server`` on this process's standard input and output until end of input, or
     until the process gets SIGINT (Ctrl-C) or SIGTERM, and returns the exit status.
@@ -752,8 +784,11 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     - 0: serving ended (end of input, or a signal: logged at info as ``stopped by SIGINT``);
     - 1: the server's own machinery failed (said on standard error, with the traceback);
     - 2: the server refused to start (an :class:`~askgate.core.OptionError`, such as a
-      sensitive tool nothing authorizes, R-OPT-2): its one-line reason is printed on standard
-      error and nothing is served.
+      sensitive tool nothing authorizes, R-OPT-2, or an ``ASKGATE_LOOP`` it cannot follow,
+      R-LOOP-1): its one-line reason is printed on standard error and nothing is served.
+
+    On asyncio (``backend``) it runs on uvloop's event loop when uvloop is installed, unless
+    ``ASKGATE_LOOP=asyncio`` (spec/rules.md, R-LOOP-1).
 
     A script ends with ``raise SystemExit(server.run_stdio())``.
     """
@@ -762,6 +797,16 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
+    options: dict[str, Any] = {}
+    if backend == "asyncio":  # R-LOOP-1: uvloop's loop when installed, as ASKGATE_LOOP says
+        loop, loop_refusal = event_loop(
+            os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
+        )
+        if loop is None:
+            print(loop_refusal, file=sys.stderr)
+            return 2
+        options["use_uvloop"] = loop == "uvloop"
+        logger.info("serving stdio (event loop: %s)", loop)
     stopped: list[str] = []
     with WireIsolation() as wire:
 
@@ -780,7 +825,7 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
                     await stdout.aclose()
 
         try:
-            anyio.run(main, backend=backend)
+            anyio.run(main, backend=backend, backend_options=options)
         except KeyboardInterrupt:  # Ctrl-C before the signal watcher started
             stopped.append("SIGINT")
         except BaseException:  # the machinery, not a callback: callbacks never get here

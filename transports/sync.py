@@ -401,9 +401,6 @@ class SyncRuntime(Runtime):
     # -- workers ----------------------------------------------------------------------------
 
     def _start_worker(self, ref: int, conn: Hashable, job: Job) -> None:
-        if self._eager is not None and self._eager(job):
-            self._run_at_once(ref, conn, job)
-            return
         pool = self._pool
         if pool is None:
             raise RuntimeError("the runtime is not running: use `with runtime.threads():`")
