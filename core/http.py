@@ -776,31 +776,6 @@ def run_http_refusal(
     return None if refusal is None else str(OptionError("authorizer", None, refusal))
 
 
-LOOP_ENV: Final = "ASKGATE_LOOP"
-"""The environment variable that chooses the HTTP server's event loop (R-HTTP-32)."""
-LOOP_CHOICES: Final = ("auto", "asyncio", "uvloop")
-Loop = Literal["asyncio", "uvloop"]
-
-
-def event_loop(asked: str | None, uvloop_installed: bool) -> tuple[Loop, None] | tuple[None, str]:
-    """R-HTTP-32: the event loop ``askgate serve --http`` and ``Server.run_http`` run uvicorn
-    on, from the value of ``ASKGATE_LOOP`` (``asked``; ``None`` when unset) and whether the
-    ``uvloop`` package is importable: ``(loop, None)``, or ``(None, the one-line refusal)``."""
-    choice = (asked or "auto").strip().lower() or "auto"
-    if choice not in LOOP_CHOICES:
-        return None, (
-            f"askgate refuses to start: {LOOP_ENV}={asked!r}: one of " + ", ".join(LOOP_CHOICES)
-        )
-    if choice == "asyncio" or (choice == "auto" and not uvloop_installed):
-        return "asyncio", None
-    if not uvloop_installed:
-        return None, (
-            f"askgate refuses to start: {LOOP_ENV}=uvloop but uvloop is not installed "
-            "(pip install 'askgate[fast]')"
-        )
-    return "uvloop", None
-
-
 # -- the 2026-07-28 revision over HTTP (R-HTTP-26 ..) -------------------------------------------
 
 METHOD_HEADER: Final = "mcp-method"

@@ -17,26 +17,26 @@ from typing import Any
 import pytest
 
 from askgate.__main__ import main
-from askgate.core import http as rules
+from askgate.core.loop import LOOP_ENV, event_loop
 
 DEADLINE = 60.0
 
 
 def test_R_HTTP_32_the_loop_follows_the_setting_and_what_is_installed() -> None:
     for asked in (None, "", "auto", " Auto "):
-        assert rules.event_loop(asked, True) == ("uvloop", None)
-        assert rules.event_loop(asked, False) == ("asyncio", None)
+        assert event_loop(asked, True) == ("uvloop", None)
+        assert event_loop(asked, False) == ("asyncio", None)
     for installed in (True, False):
-        assert rules.event_loop("asyncio", installed) == ("asyncio", None)
-        assert rules.event_loop("ASYNCIO", installed) == ("asyncio", None)
-    assert rules.event_loop("uvloop", True) == ("uvloop", None)
-    assert rules.event_loop("uvloop", False) == (
+        assert event_loop("asyncio", installed) == ("asyncio", None)
+        assert event_loop("ASYNCIO", installed) == ("asyncio", None)
+    assert event_loop("uvloop", True) == ("uvloop", None)
+    assert event_loop("uvloop", False) == (
         None,
         "askgate refuses to start: ASKGATE_LOOP=uvloop but uvloop is not installed "
         "(pip install 'askgate[fast]')",
     )
     for installed in (True, False):
-        assert rules.event_loop("trio", installed) == (
+        assert event_loop("trio", installed) == (
             None,
             "askgate refuses to start: ASKGATE_LOOP='trio': one of auto, asyncio, uvloop",
         )
@@ -45,7 +45,7 @@ def test_R_HTTP_32_the_loop_follows_the_setting_and_what_is_installed() -> None:
 def test_R_HTTP_32_an_unknown_loop_is_refused_before_listening(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(rules.LOOP_ENV, "tornado")
+    monkeypatch.setenv(LOOP_ENV, "tornado")
     assert main(["serve", "--demo", "--http", "127.0.0.1:0"]) == 2
     assert capsys.readouterr().err == (
         "askgate refuses to start: ASKGATE_LOOP='tornado': one of auto, asyncio, uvloop\n"
@@ -69,7 +69,7 @@ def test_R_HTTP_32_the_server_serves_on_uvloop_and_on_asyncio(loop: str) -> None
     answers initialize and an echo call, and stops cleanly on SIGTERM."""
     if loop == "uvloop":
         pytest.importorskip("uvloop")  # in the test extra; no wheels for Windows
-    env = {**os.environ, rules.LOOP_ENV: loop}
+    env = {**os.environ, LOOP_ENV: loop}
     command = [sys.executable, "-m", "askgate", "serve", "--demo", "--http", "127.0.0.1:0"]
     server = subprocess.Popen(
         [*command, "--log-level", "info"], env=env, stderr=subprocess.PIPE, text=True, bufsize=1

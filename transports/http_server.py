@@ -33,6 +33,7 @@ from typing import Any, Final, cast
 
 from askgate.core import OptionError
 from askgate.core import http as rules
+from askgate.core.loop import LOOP_ENV, event_loop
 
 from .asgi import BODY_WHOLE, Whole, whole_headers
 from .auth import AuthProvider, LoopbackOnly
@@ -522,8 +523,8 @@ def serve_http(
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
-    loop, loop_refusal = rules.event_loop(  # R-HTTP-32
-        os.environ.get(rules.LOOP_ENV), importlib.util.find_spec("uvloop") is not None
+    loop, loop_refusal = event_loop(  # R-HTTP-32
+        os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
     )
     if loop is None:
         print(loop_refusal, file=sys.stderr)

@@ -54,6 +54,7 @@ from askgate.core import ServerStopping, State, SubscriberAttached, SubscriberDe
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
 from askgate.core.layout import positional_constructor
+from askgate.core.loop import LOOP_ENV, event_loop
 from askgate.core.options import OptionError, Transport
 
 from .base import Serving
@@ -752,29 +753,6 @@ class StdioTransport:
                     await source.aclose()
                 if self.stdout is None:
                     await sink.aclose()
-
-
-LOOP_ENV: Final = "ASKGATE_LOOP"
-"""The environment variable that chooses the event loop (R-LOOP-1; HTTP's too, R-HTTP-32)."""
-
-
-def event_loop(asked: str | None, uvloop_installed: bool) -> tuple[str, None] | tuple[None, str]:
-    """R-LOOP-1: the event loop stdio runs on, from the value of ``ASKGATE_LOOP`` (``asked``;
-    ``None`` when unset) and whether ``uvloop`` is importable: ``(loop, None)``, or ``(None,
-    the one-line refusal)``. The same decision, in the same words, as HTTP's
-    (``askgate.core.http.event_loop``, R-HTTP-32), which a stdio server does not import
-    (R-EMB-17)."""
-    choice = (asked or "auto").strip().lower() or "auto"
-    if choice not in ("auto", "asyncio", "uvloop"):
-        return None, f"askgate refuses to start: {LOOP_ENV}={asked!r}: one of auto, asyncio, uvloop"
-    if choice == "asyncio" or (choice == "auto" and not uvloop_installed):
-        return "asyncio", None
-    if not uvloop_installed:
-        return None, (
-            f"askgate refuses to start: {LOOP_ENV}=uvloop but uvloop is not installed "
-            "(pip install 'askgate[fast]')"
-        )
-    return "uvloop", None
 
 
 def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
