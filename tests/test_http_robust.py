@@ -474,3 +474,29 @@ def test_header_map_lowers_names_and_joins_repeated_ones() -> None:
     }
     assert header_map({"headers": tuple(once)}) == header_map({"headers": once})
     assert header_map({}) == {}
+
+
+def test_header_map_remembers_only_small_header_lists_and_takes_pairs_as_lists() -> None:
+    """The header memo holds at most HEADER_MAPS lists of at most HEADER_MAP_BYTES each: a
+    request with huge headers (uncapped in size, refused or not) is not kept once it ends; pairs
+    given as lists, as ASGI allows, are mapped without the memo instead of failing the request;
+    and a remembered map is handed out as a copy, so a caller's change cannot reach the next."""
+    from askgate.transports import asgi  # noqa: PLC0415
+
+    asgi._MAPS.clear()
+    small = [(b"host", b"127.0.0.1"), (b"x-pad", b"a" * 100)]
+    first = asgi.header_map({"headers": small})
+    assert tuple(small) in asgi._MAPS
+    first["host"] = "changed"
+    assert asgi.header_map({"headers": list(small)})["host"] == "127.0.0.1"
+    big = [(b"host", b"127.0.0.1"), (b"x-pad", b"b" * (asgi.HEADER_MAP_BYTES + 1))]
+    assert asgi.header_map({"headers": big})["x-pad"] == "b" * (asgi.HEADER_MAP_BYTES + 1)
+    assert tuple(big) not in asgi._MAPS
+    as_lists = [[b"Host", b"127.0.0.1"], [b"accept", b"text/event-stream"]]
+    assert asgi.header_map({"headers": as_lists}) == {
+        "host": "127.0.0.1",
+        "accept": "text/event-stream",
+    }
+    for n in range(asgi.HEADER_MAPS + 10):
+        asgi.header_map({"headers": [(b"x-n", str(n).encode())]})
+    assert len(asgi._MAPS) <= asgi.HEADER_MAPS

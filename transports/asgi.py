@@ -86,8 +86,13 @@ HEADER_MAPS: Final = 256
 """At most this many requests' header lists are remembered with their maps (a client sends the
 same headers again and again: only a new session, a new length or a new credential differs)."""
 
+HEADER_MAP_BYTES: Final = 2048
+"""Only a header list of at most this many bytes of names and values is remembered, so that the
+memo holds at most ``HEADER_MAPS`` times this (a request's headers are not capped in size, and
+one refused at once must not stay in memory)."""
+
 _MAPS: Final[dict[tuple[tuple[bytes, bytes], ...], dict[str, str]]] = {}
-"""Header lists (as tuples) with no name repeated, and their maps; emptied when full."""
+"""Small header lists (as tuples) with no name repeated, and their maps; emptied when full."""
 
 
 def header_map(scope: Scope) -> dict[str, str]:
@@ -95,15 +100,20 @@ def header_map(scope: Scope) -> dict[str, str]:
     A new dict each time (the caller's to keep or change)."""
     raw = scope.get("headers", ())
     if isinstance(raw, list):  # no name repeated (the usual case): one comprehension
-        key = tuple(raw)
-        known = _MAPS.get(key)
+        try:
+            held: tuple[tuple[bytes, bytes], ...] | None = tuple(raw)
+            known = _MAPS.get(held)  # type: ignore[arg-type]
+        except TypeError:  # pairs given as lists (ASGI allows any two-item iterable)
+            held = known = None
         if known is not None:
             return known.copy()
         plain = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
         if len(plain) == len(raw):
-            if len(_MAPS) >= HEADER_MAPS:
-                _MAPS.clear()
-            _MAPS[key] = plain.copy()
+            size = sum(map(len, plain)) + sum(map(len, plain.values()))
+            if held is not None and size <= HEADER_MAP_BYTES:
+                if len(_MAPS) >= HEADER_MAPS:
+                    _MAPS.clear()
+                _MAPS[held] = plain.copy()
             return plain
     headers: dict[str, str] = {}
     for name, value in raw:
