@@ -784,11 +784,13 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
             print(loop_refusal, file=sys.stderr)
             return 2
         options["use_uvloop"] = loop == "uvloop"
-        logger.info("serving stdio (event loop: %s)", loop)
     stopped: list[str] = []
     with WireIsolation() as wire:
 
         async def main() -> None:
+            if backend == "asyncio":  # the loop it runs on, read off the running loop (R-LOOP-1)
+                running = type(asyncio.get_running_loop()).__module__.partition(".")[0]
+                logger.info("serving stdio (event loop: %s)", running)
             stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)
             try:
                 async with anyio.create_task_group() as tg:
