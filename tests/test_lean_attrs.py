@@ -260,3 +260,61 @@ def test_R_EMB_19_a_call_of_another_shape_goes_to_attrs_own_compile() -> None:
     )
     assert made["f"]() == 1
     assert "<another shape>" not in lean_attrs.compiled  # attrs's own compiled it
+
+
+def test_R_EMB_19_each_class_has_code_objects_of_its_own_where_classes_share_a_source() -> None:
+    """Two classes built from one cached source (the cache has such sources: ``uses``) get
+    code objects of their own, as compiling the text gives them; the code is the same."""
+    code = (
+        "import importlib, types\n"
+        "import askgate, askgate.demo, askgate.policy\n"
+        "from askgate.core import lean_attrs\n"
+        f"for name in {attrs_scripts.MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "import attrs, gc\n"
+        "seen = {}\n"
+        "shared = []\n"
+        "for kind in [k for k in gc.get_objects() if isinstance(k, type) and attrs.has(k)]:\n"
+        "    for method in ('__init__', '__eq__', '__hash__'):\n"
+        "        own = kind.__dict__.get(method)\n"
+        "        if type(own) is types.FunctionType:\n"
+        "            if id(own.__code__) in seen and seen[id(own.__code__)] is not kind:\n"
+        "                shared.append(kind.__qualname__ + '.' + method)\n"
+        "            seen[id(own.__code__)] = kind\n"
+        "print(sorted(shared), lean_attrs.compiled)\n"
+    )
+    outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**outer, "PYTHONPATH": str(attrs_scripts.ROOT)},
+    )
+    assert done.stdout.splitlines() == ["[] []"]  # every source cached, no code object shared
+    assert "\n_.uses = " in attrs_scripts.TARGET.read_text(encoding="utf-8")  # such sources exist
+
+
+def test_R_EMB_19_a_cached_source_run_twice_defines_distinct_code_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = "def make(a):\n    return _cls(a)\n"
+
+    def cached() -> dict[str, Any]:
+        def make(a: Any) -> Any:
+            return _cls(a)  # type: ignore[name-defined]  # noqa: F821 (the source's global)
+
+        return locals()
+
+    cached.uses = 2  # type: ignore[attr-defined]
+    monkeypatch.setattr(lean_attrs, "SCRIPTS", {source: cached})
+    made = []
+    for kind in (list, tuple):
+        scope: dict[str, Any] = {"_cls": kind}
+        lean_attrs.run_script(source, scope, filename="<shared>")
+        made.append(scope["make"])
+    assert "<shared>" not in lean_attrs.compiled  # both from the cache
+    assert made[0]("ab") == ["a", "b"]
+    assert made[1]("ab") == ("a", "b")
+    assert made[0].__code__ is not made[1].__code__
+    assert made[0].__code__.co_code == made[1].__code__.co_code
