@@ -212,6 +212,12 @@ def _imported_askgate(**env: str) -> list[str]:
         "    importlib.import_module(name)\n"
         "print(len(lean_attrs.SCRIPTS), len(lean_attrs.compiled))\n"
     )
+    return _fresh(code, **env)
+
+
+def _fresh(code: str, **env: str) -> list[str]:
+    """The lines a fresh interpreter running ``code`` prints (``env`` on top of this one's,
+    PYTHONDONTWRITEBYTECODE left out: importlib may write the cache's bytecode)."""
     outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run(
         [sys.executable, "-P", "-c", code],
@@ -283,15 +289,7 @@ def test_R_EMB_19_each_class_has_code_objects_of_its_own_where_classes_share_a_s
         "            seen[id(own.__code__)] = kind\n"
         "print(sorted(shared), lean_attrs.compiled)\n"
     )
-    outer = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**outer, "PYTHONPATH": str(attrs_scripts.ROOT)},
-    )
-    assert done.stdout.splitlines() == ["[] []"]  # every source cached, no code object shared
+    assert _fresh(code) == ["[] []"]  # every source cached, no code object shared
     assert "\n_.uses = " in attrs_scripts.TARGET.read_text(encoding="utf-8")  # such sources exist
 
 
