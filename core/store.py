@@ -243,8 +243,24 @@ class MemoryStore(StoreSlots):
         return self._free(ident, why, now)
 
     def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
+        # self._recount(owner, h, ids), inlined (the hot path) for a count that grows by one:
+        # the owner leaves the bucket of its old count, joins that of its new one, and the top
+        # is at least the new count (no bucket above it empties).
         h = self.owners.get(owner)
-        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h[1:], ident))
+        buckets = self.buckets
+        if h is None:
+            ids: tuple[str, ...] = (ident,)
+        else:
+            ids = (*h[1:], ident)
+            old = len(h) - 1
+            if old:
+                fifo = buckets[old].remove(h[0])
+                buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+        new = len(ids)
+        fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
+        buckets = buckets.set(new, fifo)
+        owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
+        top = new if new > self.top else self.top  # max(self.top, new), without its call
         places = self.places.set(ident, _new_place(owner, deadline, single_use))
         return _new_store(
             places,
@@ -288,7 +304,7 @@ class MemoryStore(StoreSlots):
             owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
-        top = max(self.top, new)
+        top = new if new > self.top else self.top  # max(self.top, new), without its call
         while top and top not in buckets:
             top -= 1
         return owners, buckets, top
