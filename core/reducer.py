@@ -752,7 +752,8 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         return
     # _era and _uninitialized, on one lookup of the connection (the hot path)
     initialized = bool(d.conns.get(conn, EMPTY_CONN).version)
-    era = None if initialized else request_era(ev.meta)  # R-MRTR-9
+    meta = ev.meta  # no _meta names no version: request_era(None) is None, without its call
+    era = None if initialized or meta is None else request_era(meta)  # R-MRTR-9
     if isinstance(era, Refusal):  # R-MRTR-10
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
@@ -781,7 +782,6 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         else:  # R-MRTR-13
             st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
-    meta = ev.meta
     if isinstance(meta, dict) and (conn, rid) in d.calls:
         token: Any = meta.get("progressToken")
         if is_request_id(token):
@@ -818,7 +818,8 @@ def _tool_call(
             out.append(_record(conn, rid, name, "", "unknown_tool", None, "", None, now, now))
             return
     else:
-        problem = argument_problem(tool, arguments)
+        # argument_problem is None for a tool without an input schema: not called (hot path)
+        problem = None if tool.validator is None else argument_problem(tool, arguments)
         if problem is not None:  # R-PROTO-6
             out.append(Reply(conn, rid, protocol.invalid_arguments(rid, name, problem)))
             out.append(_record(conn, rid, name, "", "invalid_arguments", None, "", None, now, now))
