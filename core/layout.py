@@ -108,3 +108,13 @@ def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
     body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
     copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
     return copy
+
+
+def field_copy_maker(cls: type[AttrsInstance], blank: Callable[[], Any]) -> Callable[[Any], Any]:
+    """``make(source)``: a new ``blank()`` with every field of the attrs class ``cls`` set to its
+    value on ``source``, as :func:`field_copier` sets them; one call where building the target
+    and copying into it take two."""
+    body = ["target = _blank()", *(f"target.{name} = source.{name}" for name in _field_names(cls))]
+    body.append("return target")
+    make: Callable[[Any], Any] = _generate("make", ["source"], body, {"_blank": blank})
+    return make

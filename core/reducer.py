@@ -67,7 +67,7 @@ from .events import (
 )
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
-from .layout import field_copier, positional_constructor
+from .layout import field_copier, field_copy_maker, positional_constructor
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -171,6 +171,10 @@ class _BlankDraft(_Draft):
 
     __slots__ = ()
     __init__ = object.__init__
+
+
+_new_draft = field_copy_maker(State, _BlankDraft)
+"""``_new_draft(state)``: ``_Draft(state)``, in one call (:func:`step` takes it)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +417,10 @@ def _open(
     out: Out,
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
-    scope = _busy_scope(d, conn)
+    opts = d.options  # _busy_scope(d, conn), inlined (the hot path)
+    scope = busy_scope(
+        d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
+    )
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         if is_tool:
@@ -484,14 +491,34 @@ def _next_stage(
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
-    scope = _busy_scope(d, call.conn)
+    opts = d.options  # _busy_scope(d, call.conn), inlined (the hot path)
+    in_flight = d.in_flight.get(call.conn, 0)
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
     key = call.key
     ref = _start_worker(d, key, job, now, out)
-    d.calls = d.calls.set(key, call.moved(stage, ref, "", call.replied, decision, call.approval))
+    moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
+        call.conn,
+        call.request_id,
+        call.is_tool,
+        call.name,
+        call.arguments,
+        call.mode,
+        call.caller,
+        stage,
+        ref,
+        "",
+        call.replied,
+        call.seq,
+        call.started,
+        decision,
+        call.approval,
+        key,
+    )
+    d.calls = d.calls.set(key, moved)
 
 
 def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
@@ -576,22 +603,44 @@ def _close(
         out.append(Push(call.conn, message, call.request_id))
     else:
         out.append(Reply(call.conn, call.request_id, message))
-    _end(d, call)
-    if call.is_tool:
-        out.append(
-            _record(
-                call.conn,
-                call.request_id,
-                call.name,
-                call.decision if decision is None else decision,
-                outcome,
-                detail,
-                call.approval,
-                None,
-                call.started,
-                now,
-            )
-        )
+    key = call.key  # _end(d, call), inlined (the hot path)
+    d.calls = d.calls.delete(key)
+    if d.stateless and key in d.stateless:
+        d.stateless = d.stateless.delete(key)  # R-MRTR-9
+    if d.progress and key in d.progress:
+        d.progress = d.progress.delete(key)  # R-CTX-2
+    conn = call.conn
+    requests = d.open_requests[conn] - 1
+    if requests:
+        d.open_requests = d.open_requests.set(conn, requests)
+    else:
+        d.open_requests = d.open_requests.delete(conn)
+        _freed(d, conn)
+    if call.caller is not None:
+        keys = d.callers[call.caller].delete(key)
+        d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
+    if call.is_tool:  # _record(...), inlined (the hot path)
+        decided = call.decision if decision is None else decision
+        approved = None
+        if decided == "approved":
+            decided, approved = "ask", True
+        elif decided == "ask":
+            approved = False
+        started = call.started
+        fields = {
+            "conn": call.conn,
+            "request_id": call.request_id,
+            "tool": call.name,
+            "decision": decided or None,
+            "approved": approved,
+            "outcome": outcome,
+            "detail": detail,
+            "elicitation_id": call.approval or None,
+            "evicted_by": None,
+            "started_ms": started,
+            "duration_ms": now - started,
+        }
+        out.append(Emit("call_ended", fields))
 
 
 def _deny(
@@ -701,11 +750,14 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     rid: Any = ev.request_id
     if not _admit(d, conn, rid, out):
         return
-    era = _era(d, conn, ev.meta)
+    # _era and _uninitialized, on one lookup of the connection (the hot path)
+    initialized = bool(d.conns.get(conn, EMPTY_CONN).version)
+    meta = ev.meta  # no _meta names no version: request_era(None) is None, without its call
+    era = None if initialized or meta is None else request_era(meta)  # R-MRTR-9
     if isinstance(era, Refusal):  # R-MRTR-10
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
-    if era is None and _uninitialized(d, conn):  # R-PROTO-22
+    if era is None and not initialized and d.options.transport == "stdio":  # R-PROTO-22
         out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))
         return
     if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
@@ -730,7 +782,6 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         else:  # R-MRTR-13
             st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
-    meta = ev.meta
     if isinstance(meta, dict) and (conn, rid) in d.calls:
         token: Any = meta.get("progressToken")
         if is_request_id(token):
@@ -767,7 +818,8 @@ def _tool_call(
             out.append(_record(conn, rid, name, "", "unknown_tool", None, "", None, now, now))
             return
     else:
-        problem = argument_problem(tool, arguments)
+        # argument_problem is None for a tool without an input schema: not called (hot path)
+        problem = None if tool.validator is None else argument_problem(tool, arguments)
         if problem is not None:  # R-PROTO-6
             out.append(Reply(conn, rid, protocol.invalid_arguments(rid, name, problem)))
             out.append(_record(conn, rid, name, "", "invalid_arguments", None, "", None, now, now))
@@ -968,7 +1020,8 @@ def _run_tool(d: _Draft, call: Call, decision: str, now: int, out: Out) -> None:
         unknown = m.unknown_tool(call.request_id, call.name)
         _close(d, call, unknown, now, out, "unknown_tool", None, decision)
         return
-    job = RunTool(call.name, call.arguments, _round_of(d, call))
+    st = d.stateless.get(call.key) if d.stateless else None  # _round_of, inlined
+    job = RunTool(call.name, call.arguments, None if st is None else st.round)
     _next_stage(d, call, Stage.RUNNING, job, now, out, decision)
 
 
@@ -1093,7 +1146,9 @@ def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION_ID_PREFIX) -> str:
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
-    digest = _keyed_digest(id_key, counter)
+    hasher = _keyed_hasher(id_key).copy()  # _keyed_digest(id_key, counter), inlined
+    hasher.update(counter.to_bytes(8, "big"))
+    digest = hasher.digest()
     # base64.urlsafe_b64encode's two steps, without its two Python calls.
     encoded = binascii.b2a_base64(digest, newline=False).translate(_URL_SAFE)
     return prefix + encoded.rstrip(b"=").decode()
@@ -1131,7 +1186,9 @@ def _release(d: _Draft, eid: str, why: str | None, now: int) -> None:
     owner = d.parked[eid].owner
     d.parked = d.parked.delete(eid)
     d.store = d.store.release(eid, why, now)
-    _freed(d, owner)
+    c = d.conns.get(owner)  # _freed(d, owner), inlined (the hot path)
+    if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
+        _put_conn(d, owner, c)
 
 
 def _freed(d: _Draft, owner: Hashable) -> None:
@@ -1149,7 +1206,7 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         if st is not None:
             _ask_stateless(d, call, st, prompt, now, out)  # R-MRTR-12
             return
-    c = _get_conn(d, call.conn)
+    c = d.conns.get(call.conn, EMPTY_CONN)
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
         _cannot_ask(d, call, prompt, now, out)
         return
@@ -1215,7 +1272,25 @@ def _park(
     key = call.key
     d.parked = d.parked.set(eid, _new_parked(key, owner))
     replied = call.replied or call.mode == "push"
-    d.calls = d.calls.set(key, call.moved(Stage.PARKED, -1, eid, replied, "ask", eid))
+    parked = _new_call(  # call.moved(Stage.PARKED, -1, eid, replied, "ask", eid)
+        call.conn,
+        call.request_id,
+        call.is_tool,
+        call.name,
+        call.arguments,
+        call.mode,
+        call.caller,
+        Stage.PARKED,
+        -1,
+        eid,
+        replied,
+        call.seq,
+        call.started,
+        "ask",
+        eid,
+        key,
+    )
+    d.calls = d.calls.set(key, parked)
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
     request = revision_for(version).ask(eid, call.name, prompt)  # R-REV-2
     out.append(Push(call.conn, request, call.request_id))
@@ -1242,7 +1317,7 @@ def _answer(
     if p is None or p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     call = d.calls[p.key]
-    _unpark(d, call, now)
+    _release(d, eid, None, now)  # _unpark(d, call, now), inlined
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)
@@ -1897,7 +1972,11 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
     if key is None:
         return  # R-WORK-4: a worker already ended or killed
     call = d.calls[key]
-    _release_worker(d, call)
+    d.workers = d.workers.delete(ref)  # _release_worker(d, call), inlined (the hot path)
+    d.in_flight_total -= 1
+    conn = call.conn
+    n = d.in_flight[conn] - 1
+    d.in_flight = d.in_flight.set(conn, n) if n else d.in_flight.delete(conn)
     if kind == "TimerFired":
         out.append(KillWorker(ref))  # R-WORK-2
     else:
@@ -2071,8 +2150,7 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _BlankDraft()  # _Draft(state), without the calls to reach its __init__
-    _copy_variables(draft, state)
+    draft = _new_draft(state)  # _Draft(state), without the calls to reach its __init__
     out: Out = []
     handler(draft, event, out)
     frozen: Any = draft  # draft.freeze(), without the call

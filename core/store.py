@@ -243,8 +243,23 @@ class MemoryStore(StoreSlots):
         return self._free(ident, why, now)
 
     def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
+        # The owner moves from the bucket of its old count to that of its new one, one more
+        # (R-PARK-4); the top is at least the new count (no bucket above it empties).
         h = self.owners.get(owner)
-        owners, buckets, top = self._recount(owner, h, (ident,) if h is None else (*h[1:], ident))
+        buckets = self.buckets
+        if h is None:
+            ids: tuple[str, ...] = (ident,)
+        else:
+            ids = (*h[1:], ident)
+            old = len(h) - 1
+            if old:
+                fifo = buckets[old].remove(h[0])
+                buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+        new = len(ids)
+        fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
+        buckets = buckets.set(new, fifo)
+        owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
+        top = new if new > self.top else self.top  # max(self.top, new), without its call
         places = self.places.set(ident, _new_place(owner, deadline, single_use))
         return _new_store(
             places,
@@ -258,27 +273,17 @@ class MemoryStore(StoreSlots):
         )
 
     def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
+        """Frees ``ident``'s place: its owner moves from the bucket of its old count to that of
+        its new one, one less (R-PARK-4), and the top comes down to the largest count held."""
         p = self.places[ident]
-        h = self.owners[p.owner]
+        owner = p.owner
+        h = self.owners[owner]
         ids = h[1:]
         at = ids.index(ident)
-        owners, buckets, top = self._recount(p.owner, h, ids[:at] + ids[at + 1 :])
-        closed, order = self.closed, self.closed_order
-        if why is not None and p.single_use:
-            closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
-        places = self.places.delete(ident)
-        return _new_store(
-            places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
-        )
-
-    def _recount(
-        self, owner: Owner, h: Holding | None, ids: tuple[str, ...]
-    ) -> tuple[Map[Owner, Holding], Map[int, Fifo[Owner]], int]:
-        """Moves ``owner`` from the bucket of its old count to that of its new one (R-PARK-4)."""
-        old, new = (0 if h is None else len(h) - 1), len(ids)
+        ids = ids[:at] + ids[at + 1 :]
+        old, new = len(h) - 1, len(ids)
         buckets = self.buckets
         if old:
-            assert h is not None
             fifo = buckets[old].remove(h[0])
             buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
         owners = self.owners
@@ -288,10 +293,16 @@ class MemoryStore(StoreSlots):
             owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
-        top = max(self.top, new)
+        top = new if new > self.top else self.top  # max(self.top, new), without its call
         while top and top not in buckets:
             top -= 1
-        return owners, buckets, top
+        closed, order = self.closed, self.closed_order
+        if why is not None and p.single_use:
+            closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
+        places = self.places.delete(ident)
+        return _new_store(
+            places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
+        )
 
 
 _new_place = positional_constructor(Place)
