@@ -366,3 +366,47 @@ def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once(
     answer = anyio.run(scenario, backend="asyncio")
     assert answer.startswith(b"HTTP/1.1 401 "), answer
     assert asked == ["127.0.0.1"]
+
+
+def test_R_HTTP_33_a_post_with_proxy_headers_goes_through_asgi(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole POST carrying an ``X-Forwarded-*`` header is not answered by the fast path: it
+    goes through uvicorn's proxy headers middleware, so the auth provider sees the forwarded
+    client (a loopback-only server refuses it) as through uvicorn's own protocol; a request
+    without the header is answered by the fast path."""
+    calls: list[str] = []
+    answer_whole = HttpApp.answer_whole
+
+    def counted(self: HttpApp, scope: Any, body: bytes) -> Any:
+        calls.append(scope["client"][0])
+        return answer_whole(self, scope, body)
+
+    monkeypatch.setattr(HttpApp, "answer_whole", counted)
+
+    def exchange(port: int) -> list[bytes]:
+        answers = []
+        for headers in ({"X-Forwarded-For": "192.0.2.7"}, {}):
+            client = _Client(port)  # a refusal before the body closes its connection
+            try:
+                client.post(INIT, headers)
+                answers.append(client.response())
+            finally:
+                client.close()
+        return answers
+
+    async def scenario(protocol: Any) -> list[bytes]:
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
+
+        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(exchange, port)
+
+    fast = anyio.run(scenario, header_deadline_protocol(5000), backend="asyncio")
+    answered = list(calls)
+    plain = anyio.run(scenario, "httptools", backend="asyncio")
+    assert [_masked(a) for a in fast] == [_masked(a) for a in plain]
+    assert fast[0].startswith(b"HTTP/1.1 403 "), fast[0]
+    assert fast[1].startswith(b"HTTP/1.1 200 "), fast[1]
+    assert answered == ["127.0.0.1"]  # the second request only

@@ -219,6 +219,8 @@ class _EventStream:
         """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
         connection has not taken."""
         log = self.log
+        if not rules.over_replay_bounds(len(log), self.size, self.options):
+            return  # within the bounds: trim_count drops none (its first test fails)
         limit = rules.trim_limit(
             self.last,
             self.cursor,
