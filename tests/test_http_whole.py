@@ -14,7 +14,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from askgate import demo
+from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
@@ -410,3 +410,76 @@ def test_R_HTTP_33_a_post_with_proxy_headers_goes_through_asgi(
     assert fast[0].startswith(b"HTTP/1.1 403 "), fast[0]
     assert fast[1].startswith(b"HTTP/1.1 200 "), fast[1]
     assert answered == ["127.0.0.1"]  # the second request only
+
+
+CHATTY_POLICY = '[[tools]]\nmatch = "chatty"\ndecision = "allow"\n'
+
+
+class _PostWatched(HttpApp):
+    """An app that reports each POST stream it finished serving."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stream_done = anyio.Event()
+
+    async def _post_stream(self, *args: Any) -> None:
+        try:
+            await super()._post_stream(*args)
+        finally:
+            self.stream_done.set()
+
+
+def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> None:
+    """Through askgate's protocol (a whole POST's stream, written without a cancel scope): a
+    call whose client stops reading its stream, past the stall cap, has its connection closed
+    even with a write blocked on it; the session is left with no open stream."""
+    policy = parse_policy(DEMO_POLICY_TEXT + CHATTY_POLICY, "demo+chatty")
+    server = build_demo(policy, configured=True)
+    gate = anyio.Event()
+
+    @server.tool()
+    async def chatty(ctx: Context) -> str:
+        """Logs 16 MB on its call's stream, then waits."""
+        chunk = "x" * 100_000
+        for _ in range(160):
+            await ctx.log("info", chunk)
+            await anyio.lowlevel.checkpoint()  # the stream's writer writes meanwhile
+        await gate.wait()
+        return "done"
+
+    def opened(port: int) -> tuple[str, socket.socket]:
+        client = _Client(port)
+        client.post(INIT, {})
+        sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", client.response())
+        assert sid is not None
+        session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+        for body in (INITIALIZED, _message(1, "logging/setLevel", {"level": "info"})):
+            client.post(body, session)
+            assert client.response().startswith(b"HTTP/1.1 20")
+        client.close()
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        call = _message(2, "tools/call", {"name": "chatty", "arguments": {}})
+        stalled.sendall(_Client.head(cast(Any, client), call, session) + call)  # never read
+        return session["Mcp-Session-Id"], stalled
+
+    async def scenario() -> tuple[int, bool]:
+        def make(port: int) -> _PostWatched:
+            return _PostWatched(server, options=rules.HttpOptions(port=port))
+
+        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        async with serving as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                sid, stalled = await anyio.to_thread.run_sync(opened, port)
+                try:
+                    await app.stream_done.wait()
+                    session = app.sessions.by_id[sid]
+                    return session.open_streams, bool(app.runtime.state.calls)
+                finally:
+                    stalled.close()
+                    gate.set()
+
+    open_streams, running = anyio.run(scenario, backend="asyncio")
+    assert open_streams == 0
+    assert running  # the call goes on without its connection (R-HTTP-19)
