@@ -4,6 +4,7 @@ raw sockets on 127.0.0.1. Every wait is bounded by a socket timeout; nothing sle
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -483,3 +484,94 @@ def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> 
     open_streams, running = anyio.run(scenario, backend="asyncio")
     assert open_streams == 0
     assert running  # the call goes on without its connection (R-HTTP-19)
+
+
+class _Kept(asyncio.Transport):
+    """A connection's transport that keeps what is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.out.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        peers = {"sockname": ("127.0.0.1", 8765), "peername": ("127.0.0.1", 50000)}
+        return peers.get(name, default)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        return None
+
+    def resume_reading(self) -> None:
+        return None
+
+
+def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A POST whose body comes in a read after its headers' (a client writing them apart), by
+    the event loop's next poll, is answered by the fast path; one whose body is still coming
+    after that goes through ASGI, as does one that asks for ``100 Continue``; each gets the
+    answer it would get whole. Fed to askgate's protocol read by read, on one connection."""
+    import uvicorn  # noqa: PLC0415
+    from uvicorn.server import ServerState  # noqa: PLC0415
+
+    served: list[str] = []
+    answer_whole = HttpApp.answer_whole
+
+    def counted(self: HttpApp, scope: Any, body: bytes) -> Any:
+        found = answer_whole(self, scope, body)
+        served.append(json.loads(body).get("method", "answer"))
+        return found
+
+    monkeypatch.setattr(HttpApp, "answer_whole", counted)
+    head = _Client.head
+
+    async def scenario() -> list[bytes]:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        config = uvicorn.Config(
+            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
+        )
+        config.load()
+        async with app.running():
+            loop = asyncio.get_running_loop()
+            protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=ServerState(), app_state={}, _loop=loop
+            )
+            kept = _Kept()
+            protocol.connection_made(kept)
+            client = cast(Any, type("C", (), {"port": 8765})())
+            protocol.data_received(head(client, INIT, {}) + INIT)
+            sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", kept.out[-1])
+            assert sid is not None, kept.out
+            session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+            answers = []
+            for body, turns in ((INITIALIZED, 0), (_call(1, "echo"), 1), (_call(2, "echo"), 3)):
+                kept.out.clear()
+                protocol.data_received(head(client, body, session))
+                for _ in range(turns):
+                    await asyncio.sleep(0)  # one turn of the loop each
+                protocol.data_received(body)
+                for _ in range(10):  # bounded: a request task answers within a few turns
+                    if kept.out:
+                        break
+                    await asyncio.sleep(0)
+                answers.append(_masked(b"".join(kept.out)))
+            kept.out.clear()
+            protocol.data_received(head(client, _call(3, "echo"), session, expect=True))
+            for _ in range(10):  # bounded: the request task answers 100 Continue
+                if kept.out:
+                    break
+                await asyncio.sleep(0)
+            assert kept.out == [b"HTTP/1.1 100 Continue\r\n\r\n"], kept.out
+            return answers
+
+    answers = asyncio.run(scenario())
+    assert served == ["initialize", "notifications/initialized", "tools/call"]
+    assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
+    assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
+    assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]

@@ -209,17 +209,18 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     until the moved deadline, or ends (no headers are awaited). uvicorn's keep-alive timeout
     (a connection idle that long after a response is closed) is kept the same way.
 
-    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers
-    is served without uvicorn's request task and ASGI messages (R-HTTP-33): the app's
-    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and
-    answer as its ASGI path, and the response is written with the bytes uvicorn's ``send``
-    would write (status line, uvicorn's default headers, then the app's, in order). What needs
-    more (an SSE stream) goes on in a request task as before, its messages written in the
-    bytes uvicorn's ``send`` writes, directly while nothing asks otherwise (``_sender``: a
-    paused writer, a gone client, a framing header of the app's go to uvicorn's own ``send``);
-    an X-Forwarded-* header is noted as the headers are parsed. What ``answer_whole`` does not
-    serve, and anything uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers,
-    a paused writer, the access log, a pipelined request), goes through ASGI unchanged."""
+    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers,
+    or by the loop's next poll (``_polled``: a client that writes them apart), is served without
+    uvicorn's request task and ASGI messages (R-HTTP-33): the app's
+    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and answer
+    as its ASGI path, and the response is written with the bytes uvicorn's ``send`` would write
+    (status line, uvicorn's default headers, then the app's, in order). What needs more (an SSE
+    stream) goes on in a request task as before, its messages written in the bytes uvicorn's
+    ``send`` writes, directly while nothing asks otherwise (``_sender``: a paused writer, a gone
+    client, a framing header of the app's go to uvicorn's own ``send``); an X-Forwarded-* header
+    is noted as the headers are parsed. What ``answer_whole`` does not serve, and anything
+    uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers, a paused writer, the
+    access log, a pipelined request), goes through ASGI unchanged."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
         STATUS_LINE,
         HttpToolsProtocol,
@@ -235,6 +236,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _whole: HttpApp | None = None  # the app a whole POST is answered by, without ASGI
         _deferring = False  # inside on_headers_complete: a POST's task may wait for its body
         _deferred: RequestResponseCycle | None = None  # a POST whose task waits for its body
+        _polled: RequestResponseCycle | None = None  # one whose body may come in the next poll
         _idle_timer: asyncio.TimerHandle | None = None
         _idle_due: float | None = None  # when the idle connection is closed; None: not idle
         _proxied = False  # the request has an X-Forwarded-* header (uvicorn's proxy middleware)
@@ -256,8 +258,23 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             cycle = self._deferred
-            if cycle is not None:  # its body did not come whole in this read: as uvicorn does
+            if cycle is not None:  # its body did not come whole in this read
                 self._deferred = None
+                if cycle.waiting_for_100_continue:  # the client waits for uvicorn's answer
+                    HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                    return
+                self._polled = cycle  # its rest may be read by the loop's next poll
+                self.loop.call_soon(self._next_turn, cycle)
+
+        def _next_turn(self, cycle: RequestResponseCycle) -> None:
+            # Run in the turn of the loop that read the headers: called again in the next turn,
+            # after the loop's next poll of its connections.
+            if self._polled is cycle:
+                self.loop.call_soon(self._poll_passed, cycle)
+
+        def _poll_passed(self, cycle: RequestResponseCycle) -> None:
+            if self._polled is cycle:  # its body is still coming: as uvicorn does
+                self._polled = None
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
 
         def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
@@ -307,6 +324,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             cycle = self._deferred
             if cycle is not None:
                 self._deferred = None
+                self._serve_whole(cycle)
+                return
+            cycle = self._polled
+            if cycle is not None and cycle is self.cycle:  # its body came in a later read
+                self._polled = None
                 self._serve_whole(cycle)
 
         def _serve_whole(self, cycle: RequestResponseCycle) -> None:
