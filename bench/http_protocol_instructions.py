@@ -1,9 +1,10 @@
-"""Instructions askgate's own uvicorn protocol executes per echo POST, in process, counted by
-valgrind: the request path from the bytes read to the response bytes written, without the
-event loop's reads and writes, the socket or the client; for comparing two checkouts of the
-HTTP shell on a shared, noisy machine in about a minute.
+"""Instructions askgate's own uvicorn protocol executes per echo POST (or per 2025 elicitation
+round trip), in process, counted by valgrind: the request path from the bytes read to the
+response bytes written, without the event loop's reads and writes, the socket or the client; for
+comparing two checkouts of the HTTP shell on a shared, noisy machine in about a minute.
 
     python bench/http_protocol_instructions.py --tree /tmp/base --tree . [--stub-reducer]
+        [--phase elicit]
 
 Each ``--tree`` (a checkout) runs, under ``valgrind --tool=callgrind`` with ``python -P``,
 ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0``: the demo's ``HttpApp`` served by
@@ -13,6 +14,12 @@ what is written, one session opened (``initialize``, ``notifications/initialized
 without a request task, R-HTTP-33). The figure is the difference of the totals for 1 200 and
 200 calls over 1 000. ``--stub-reducer`` answers each call at once instead of feeding the
 reducer (the same reply): what the shell, uvicorn's parser callbacks and the codec cost alone.
+
+``--phase elicit`` counts 2025 elicitation round trips instead, on two connections of the
+session: ``tools/call guarded_echo`` on the first, its SSE stream (written in a request task)
+up to the ``elicitation/create``, the accepting answer POSTed on the second (202), then the
+stream to its end; the loop runs a turn at a time until each awaited write came (the same
+turns in every run). The figure is the difference for 600 and 100 trips over 500.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import sys
 from typing import Any
 
 FEW, MANY = 200, 1_200
+TRIPS_FEW, TRIPS_MANY = 100, 600
+TURNS = 1_000  # at most this many loop turns for one awaited write
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -69,7 +78,40 @@ def _request(body: bytes, extra: bytes = b"") -> bytes:
     )
 
 
-async def _serve(count: int, stub: bool) -> None:
+async def _turns_until(done: Any) -> None:
+    """Runs the event loop a turn at a time until ``done()``; at most ``TURNS`` turns."""
+    for _ in range(TURNS):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise SystemExit("an awaited write did not come")
+
+
+async def _elicit(protocol: Any, kept: _Kept, answering: Any, extra: bytes, count: int) -> None:
+    """``count`` 2025 elicitation round trips: the call on ``protocol``, the answer on
+    ``answering`` (a second connection of the session)."""
+    other, other_kept = answering
+    for n in range(1, count + 1):
+        kept.out.clear()
+        other_kept.out.clear()
+        params = {"name": "guarded_echo", "arguments": {"text": "hello"}}
+        call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+        protocol.data_received(_request(json.dumps(call).encode(), extra))
+        await _turns_until(lambda: any(b"elicitation/create" in out for out in kept.out))
+        lines = b"".join(kept.out).split(b"\n")
+        (asked,) = [line for line in lines if b"elicitation/create" in line]
+        ask = json.loads(asked.partition(b"data:")[2])
+        answer = {"action": "accept", "content": {"approve": True}}
+        reply = {"jsonrpc": "2.0", "id": ask["id"], "result": answer}
+        other.data_received(_request(json.dumps(reply).encode(), extra))
+        if not other_kept.out or b" 202 " not in other_kept.out[0]:
+            raise SystemExit(f"the answer was not accepted: {other_kept.out!r}")
+        await _turns_until(lambda: kept.out[-1].endswith(b"0\r\n\r\n"))
+        if b'"text":"hello"' not in b"".join(kept.out):
+            raise SystemExit(f"guarded_echo was not answered: {kept.out[-1:]!r}")
+
+
+async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
     import uvicorn  # noqa: PLC0415
     from uvicorn.server import ServerState  # noqa: PLC0415
 
@@ -110,6 +152,14 @@ async def _serve(count: int, stub: bool) -> None:
         done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
         protocol.data_received(_request(done, extra))
         await asyncio.sleep(0)
+        if phase == "elicit":
+            second = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=ServerState(), app_state={}, _loop=loop
+            )
+            second_kept = _Kept()
+            second.connection_made(second_kept)
+            await _elicit(protocol, kept, (second, second_kept), extra, count)
+            return
         if stub:
             runtime = app.runtime
             feed = runtime.feed
@@ -148,8 +198,8 @@ async def _serve(count: int, stub: bool) -> None:
             raise SystemExit(f"the calls were not answered: {kept.out[-1:]!r}")
 
 
-def count_in(tree: str, calls: int, stub: bool) -> int:
-    argv = [sys.executable, "-P", __file__, "--child", str(calls)]
+def count_in(tree: str, calls: int, stub: bool, phase: str = "echo") -> int:
+    argv = [sys.executable, "-P", __file__, "--child", str(calls), "--phase", phase]
     if stub:
         argv.append("--stub-reducer")
     env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"}
@@ -171,17 +221,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--tree", action="append", default=[], help="a checkout (repeatable)")
     parser.add_argument("--stub-reducer", action="store_true", help="answer without the reducer")
+    parser.add_argument("--phase", choices=["echo", "elicit"], default="echo")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stub_reducer and args.phase != "echo":
+        parser.error("--stub-reducer is for the echo phase")
     if args.child is not None:
-        asyncio.run(_serve(args.child, args.stub_reducer))
+        asyncio.run(_serve(args.child, args.stub_reducer, args.phase))
         return 0
+    few_many = (FEW, MANY) if args.phase == "echo" else (TRIPS_FEW, TRIPS_MANY)
+    what = "echo POST" if args.phase == "echo" else "elicitation trip"
     for given in args.tree or ["."]:
         tree = os.path.abspath(given)
-        few = count_in(tree, FEW, args.stub_reducer)
-        many = count_in(tree, MANY, args.stub_reducer)
-        per = (many - few) / (MANY - FEW)
-        print(f"{tree:>40}: {per:12,.0f} instructions per echo POST", flush=True)
+        few, many = (count_in(tree, n, args.stub_reducer, args.phase) for n in few_many)
+        per = (many - few) / (few_many[1] - few_many[0])
+        print(f"{tree:>40}: {per:12,.0f} instructions per {what}", flush=True)
     return 0
 
 

@@ -4,6 +4,7 @@ raw sockets on 127.0.0.1. Every wait is bounded by a socket timeout; nothing sle
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -14,7 +15,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from askgate import demo
+from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
@@ -366,3 +367,211 @@ def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once(
     answer = anyio.run(scenario, backend="asyncio")
     assert answer.startswith(b"HTTP/1.1 401 "), answer
     assert asked == ["127.0.0.1"]
+
+
+def test_R_HTTP_33_a_post_with_proxy_headers_goes_through_asgi(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole POST carrying an ``X-Forwarded-*`` header is not answered by the fast path: it
+    goes through uvicorn's proxy headers middleware, so the auth provider sees the forwarded
+    client (a loopback-only server refuses it) as through uvicorn's own protocol; a request
+    without the header is answered by the fast path."""
+    calls: list[str] = []
+    answer_whole = HttpApp.answer_whole
+
+    def counted(self: HttpApp, scope: Any, body: bytes) -> Any:
+        calls.append(scope["client"][0])
+        return answer_whole(self, scope, body)
+
+    monkeypatch.setattr(HttpApp, "answer_whole", counted)
+
+    def exchange(port: int) -> list[bytes]:
+        answers = []
+        for headers in ({"X-Forwarded-For": "192.0.2.7"}, {}):
+            client = _Client(port)  # a refusal before the body closes its connection
+            try:
+                client.post(INIT, headers)
+                answers.append(client.response())
+            finally:
+                client.close()
+        return answers
+
+    async def scenario(protocol: Any) -> list[bytes]:
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
+
+        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(exchange, port)
+
+    fast = anyio.run(scenario, header_deadline_protocol(5000), backend="asyncio")
+    answered = list(calls)
+    plain = anyio.run(scenario, "httptools", backend="asyncio")
+    assert [_masked(a) for a in fast] == [_masked(a) for a in plain]
+    assert fast[0].startswith(b"HTTP/1.1 403 "), fast[0]
+    assert fast[1].startswith(b"HTTP/1.1 200 "), fast[1]
+    assert answered == ["127.0.0.1"]  # the second request only
+
+
+CHATTY_POLICY = '[[tools]]\nmatch = "chatty"\ndecision = "allow"\n'
+
+
+class _PostWatched(HttpApp):
+    """An app that reports each POST stream it finished serving."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stream_done = anyio.Event()
+
+    async def _post_stream(self, *args: Any) -> None:
+        try:
+            await super()._post_stream(*args)
+        finally:
+            self.stream_done.set()
+
+
+def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> None:
+    """Through askgate's protocol (a whole POST's stream, written without a cancel scope): a
+    call whose client stops reading its stream, past the stall cap, has its connection closed
+    even with a write blocked on it; the session is left with no open stream."""
+    policy = parse_policy(DEMO_POLICY_TEXT + CHATTY_POLICY, "demo+chatty")
+    server = build_demo(policy, configured=True)
+    gate = anyio.Event()
+
+    @server.tool()
+    async def chatty(ctx: Context) -> str:
+        """Logs 16 MB on its call's stream, then waits."""
+        chunk = "x" * 100_000
+        for _ in range(160):
+            await ctx.log("info", chunk)
+            await anyio.lowlevel.checkpoint()  # the stream's writer writes meanwhile
+        await gate.wait()
+        return "done"
+
+    def opened(port: int) -> tuple[str, socket.socket]:
+        client = _Client(port)
+        client.post(INIT, {})
+        sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", client.response())
+        assert sid is not None
+        session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+        for body in (INITIALIZED, _message(1, "logging/setLevel", {"level": "info"})):
+            client.post(body, session)
+            assert client.response().startswith(b"HTTP/1.1 20")
+        client.close()
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        call = _message(2, "tools/call", {"name": "chatty", "arguments": {}})
+        stalled.sendall(_Client.head(cast(Any, client), call, session) + call)  # never read
+        return session["Mcp-Session-Id"], stalled
+
+    async def scenario() -> tuple[int, bool]:
+        def make(port: int) -> _PostWatched:
+            return _PostWatched(server, options=rules.HttpOptions(port=port))
+
+        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        async with serving as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                sid, stalled = await anyio.to_thread.run_sync(opened, port)
+                try:
+                    await app.stream_done.wait()
+                    session = app.sessions.by_id[sid]
+                    return session.open_streams, bool(app.runtime.state.calls)
+                finally:
+                    stalled.close()
+                    gate.set()
+
+    open_streams, running = anyio.run(scenario, backend="asyncio")
+    assert open_streams == 0
+    assert running  # the call goes on without its connection (R-HTTP-19)
+
+
+class _Kept(asyncio.Transport):
+    """A connection's transport that keeps what is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.out.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        peers = {"sockname": ("127.0.0.1", 8765), "peername": ("127.0.0.1", 50000)}
+        return peers.get(name, default)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        return None
+
+    def resume_reading(self) -> None:
+        return None
+
+
+def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A POST whose body comes in a read after its headers' (a client writing them apart), by
+    the event loop's next poll, is answered by the fast path; one whose body is still coming
+    after that goes through ASGI, as does one that asks for ``100 Continue``; each gets the
+    answer it would get whole. Fed to askgate's protocol read by read, on one connection."""
+    import uvicorn  # noqa: PLC0415
+    from uvicorn.server import ServerState  # noqa: PLC0415
+
+    served: list[str] = []
+    answer_whole = HttpApp.answer_whole
+
+    def counted(self: HttpApp, scope: Any, body: bytes) -> Any:
+        found = answer_whole(self, scope, body)
+        served.append(json.loads(body).get("method", "answer"))
+        return found
+
+    monkeypatch.setattr(HttpApp, "answer_whole", counted)
+    head = _Client.head
+
+    async def scenario() -> list[bytes]:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        config = uvicorn.Config(
+            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
+        )
+        config.load()
+        async with app.running():
+            loop = asyncio.get_running_loop()
+            protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=ServerState(), app_state={}, _loop=loop
+            )
+            kept = _Kept()
+            protocol.connection_made(kept)
+            client = cast(Any, type("C", (), {"port": 8765})())
+            protocol.data_received(head(client, INIT, {}) + INIT)
+            sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", kept.out[-1])
+            assert sid is not None, kept.out
+            session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": VERSION}
+            answers = []
+            for body, turns in ((INITIALIZED, 0), (_call(1, "echo"), 1), (_call(2, "echo"), 3)):
+                kept.out.clear()
+                protocol.data_received(head(client, body, session))
+                for _ in range(turns):
+                    await asyncio.sleep(0)  # one turn of the loop each
+                protocol.data_received(body)
+                for _ in range(10):  # bounded: a request task answers within a few turns
+                    if kept.out:
+                        break
+                    await asyncio.sleep(0)
+                answers.append(_masked(b"".join(kept.out)))
+            kept.out.clear()
+            protocol.data_received(head(client, _call(3, "echo"), session, expect=True))
+            for _ in range(10):  # bounded: the request task answers 100 Continue
+                if kept.out:
+                    break
+                await asyncio.sleep(0)
+            assert kept.out == [b"HTTP/1.1 100 Continue\r\n\r\n"], kept.out
+            return answers
+
+    answers = asyncio.run(scenario())
+    assert served == ["initialize", "notifications/initialized", "tools/call"]
+    assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
+    assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
+    assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]

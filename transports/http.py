@@ -110,6 +110,14 @@ def _loop_event_and_clock() -> tuple[Callable[[], anyio.Event], Callable[[], flo
     return event, loop.time
 
 
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio event loop, or ``None`` (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _key(request_id: object) -> tuple[type, object]:
     """Request ids keep their type: ``1`` and ``"1"`` are different requests."""
     return (type(request_id), request_id)
@@ -142,6 +150,7 @@ class _EventStream:
         "options",
         "post",
         "primed",
+        "quieted",
         "size",
         "stopper",
         "tag",
@@ -176,6 +185,7 @@ class _EventStream:
         self.ended_at: int | None = None
         self.eids: list[str] | None = None  # server requests it carried (R-HTTP-12)
         self._wake: anyio.Event | None = None
+        self.quieted = False  # a wait of :meth:`ready` ended by :meth:`quiet`
 
     def open(self, tag: str) -> None:
         self.tag = tag
@@ -219,6 +229,8 @@ class _EventStream:
         """R-HTTP-19: drops the oldest events beyond the bounds, never the newest nor one the
         connection has not taken."""
         log = self.log
+        if not rules.over_replay_bounds(len(log), self.size, self.options):
+            return  # within the bounds: trim_count drops none (its first test fails)
         limit = rules.trim_limit(
             self.last,
             self.cursor,
@@ -326,9 +338,15 @@ class _EventStream:
             await self._wait()
 
     async def ready(self, token: object) -> None:
-        """Returns once the connection ``token`` has something to do (write, or end)."""
-        while self.idle(token):
+        """Returns once the connection ``token`` has something to do (write, or end), or once
+        :meth:`quiet` was called after ``quieted`` was cleared."""
+        while self.idle(token) and not self.quieted:
             await self._wait()
+
+    def quiet(self) -> None:
+        """A quiet wait's deadline passed (a timer's callback): :meth:`ready` returns."""
+        self.quieted = True
+        self._signal()
 
 
 class _Live:
@@ -516,6 +534,7 @@ class HttpTransport:
         self._clock = self._now  # one bound method, shared by every session
         self._event: Callable[[], anyio.Event] = anyio.Event  # the running loop's, once known
         self._seconds: Callable[[], float] = anyio.current_time  # the same: the loop's clock
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop, when it is asyncio's
         self._runtime: Runtime | None = None
         self._stopping = False
         self._stateless_ids = itertools.count()
@@ -539,6 +558,7 @@ class HttpTransport:
         async with self.server.running(self.name) as runtime:
             self._runtime = runtime
             self._event, self._seconds = _loop_event_and_clock()
+            self._loop = _asyncio_loop()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reap_forever, name="askgate session reaper")
                 try:
@@ -907,7 +927,10 @@ class HttpTransport:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if not until_disconnect:
-                await self._write_events(stream, token, first, send)
+                if self._loop is not None:
+                    await self._write_plain(stream, token, first, send, self._loop)
+                else:
+                    await self._write_events(stream, token, first, send)
                 return
             async with anyio.create_task_group() as tg:
 
@@ -952,6 +975,62 @@ class HttpTransport:
             if stalled:  # R-HTTP-19
                 return
             first = rules.KEEPALIVE  # the quiet wait's deadline passed (R-HTTP-22)
+
+    async def _write_plain(
+        self,
+        stream: _EventStream,
+        token: object,
+        first: bytes,
+        send: Send,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """:meth:`_write_events` on asyncio, where nothing around the loop cancels it (a POST's
+        stream), without a cancel scope: a quiet wait is ended by a timer of the loop's (then
+        a keep-alive comment is written, R-HTTP-22), and a stall (R-HTTP-19) wakes the wait or
+        cancels the task's blocked write, the response left unfinished, as there."""
+        quiet = self.options.keepalive_ms / 1000
+        task = asyncio.current_task()
+        stalled = sending = False
+
+        def stop() -> None:
+            nonlocal stalled
+            stalled = True
+            if sending and task is not None:
+                task.cancel()  # a write blocked on a reader that stopped reading
+
+        stream.writing(token, stop)
+        try:
+            while True:
+                if first:
+                    sending = True
+                    await send({"type": "http.response.body", "body": first, "more_body": True})
+                    sending = False
+                    first = b""
+                if stream.idle(token):
+                    stream.quieted = False
+                    timer = loop.call_later(quiet, stream.quiet)
+                    try:
+                        await stream.ready(token)
+                    finally:
+                        timer.cancel()
+                    if stalled:
+                        return
+                    if stream.quieted and stream.idle(token):
+                        first = rules.KEEPALIVE  # the quiet wait's deadline passed (R-HTTP-22)
+                        continue
+                payload, end = stream.take(token)
+                if end or payload:
+                    sending = True
+                    message = {"type": "http.response.body", "body": payload, "more_body": not end}
+                    await send(message)
+                    sending = False
+                if end:
+                    return
+        except asyncio.CancelledError:
+            if not (stalled and sending) or task is None or task.uncancel() > 0:
+                raise  # not (only) the stall's
+        finally:
+            stream.quieted = False
 
     async def _write_loop(
         self,

@@ -81,6 +81,10 @@ def _nothing() -> None:
     return None
 
 
+_FRAMING: Final = (b"content-length", b"transfer-encoding")
+"""Response headers by which uvicorn's ``send`` frames a body otherwise than in chunks."""
+
+
 CHECKED_HEADERS: Final = 1024
 """At most this many response headers are remembered as checked (a server sends the same few
 names and values again and again: its date, a length, a type, a session id)."""
@@ -113,14 +117,6 @@ def _header_line(header: tuple[bytes, bytes]) -> tuple[bytes, bool]:
         _CHECKED.clear()
     _CHECKED[header] = found = (b"".join(line), closes)
     return found
-
-
-def _forwarded(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Whether a request carries an ``X-Forwarded-*`` header (names are lower-cased)."""
-    for name, _ in headers:  # noqa: SIM110 (a loop: no generator per request)
-        if name[:12] == b"x-forwarded-":
-            return True
-    return False
 
 
 class _HeadWithBody:
@@ -213,14 +209,18 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     until the moved deadline, or ends (no headers are awaited). uvicorn's keep-alive timeout
     (a connection idle that long after a response is closed) is kept the same way.
 
-    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers
-    is served without uvicorn's request task and ASGI messages (R-HTTP-33): the app's
-    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and
-    answer as its ASGI path, and the response is written with the bytes uvicorn's ``send``
-    would write (status line, uvicorn's default headers, then the app's, in order). What needs
-    more (an SSE stream) goes on in a request task as before; what ``answer_whole`` does not
-    serve, and anything uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers,
-    a paused writer, the access log, a pipelined request), goes through ASGI unchanged."""
+    A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers,
+    or by the loop's next poll (``_polled``: a client that writes them apart), is served without
+    uvicorn's request task and ASGI messages (R-HTTP-33): the app's
+    :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and answer
+    as its ASGI path, and the response is written with the bytes uvicorn's ``send`` would write
+    (status line, uvicorn's default headers, then the app's, in order). What needs more (an SSE
+    stream) goes on in a request task as before, its messages written in the bytes uvicorn's
+    ``send`` writes, directly while nothing asks otherwise (``_sender``: a paused writer, a gone
+    client, a framing header of the app's go to uvicorn's own ``send``); an X-Forwarded-* header
+    is noted as the headers are parsed. What ``answer_whole`` does not serve, and anything
+    uvicorn would treat otherwise (``Expect: 100-continue``, proxy headers, a paused writer, the
+    access log, a pipelined request), goes through ASGI unchanged."""
     from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
         STATUS_LINE,
         HttpToolsProtocol,
@@ -236,8 +236,10 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _whole: HttpApp | None = None  # the app a whole POST is answered by, without ASGI
         _deferring = False  # inside on_headers_complete: a POST's task may wait for its body
         _deferred: RequestResponseCycle | None = None  # a POST whose task waits for its body
+        _polled: RequestResponseCycle | None = None  # one whose body may come in the next poll
         _idle_timer: asyncio.TimerHandle | None = None
         _idle_due: float | None = None  # when the idle connection is closed; None: not idle
+        _proxied = False  # the request has an X-Forwarded-* header (uvicorn's proxy middleware)
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -256,8 +258,23 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             cycle = self._deferred
-            if cycle is not None:  # its body did not come whole in this read: as uvicorn does
+            if cycle is not None:  # its body did not come whole in this read
                 self._deferred = None
+                if cycle.waiting_for_100_continue:  # the client waits for uvicorn's answer
+                    HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
+                    return
+                self._polled = cycle  # its rest may be read by the loop's next poll
+                self.loop.call_soon(self._next_turn, cycle)
+
+        def _next_turn(self, cycle: RequestResponseCycle) -> None:
+            # Run in the turn of the loop that read the headers: called again in the next turn,
+            # after the loop's next poll of its connections.
+            if self._polled is cycle:
+                self.loop.call_soon(self._poll_passed, cycle)
+
+        def _poll_passed(self, cycle: RequestResponseCycle) -> None:
+            if self._polled is cycle:  # its body is still coming: as uvicorn does
+                self._polled = None
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
 
         def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
@@ -271,8 +288,21 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 return
             super()._start_asgi_task(cycle, app)
 
+        def on_header(self, name: bytes, value: bytes) -> None:
+            # uvicorn's, which also notes an X-Forwarded-* header as it goes (not by a loop over
+            # the headers for every whole POST).
+            name = name.lower()
+            # llhttp keeps trailing whitespace, which RFC 9110 excludes from the value
+            value = value.rstrip(b" \t")
+            if name[:12] == b"x-forwarded-":
+                self._proxied = True
+            elif name == b"expect" and value.lower() == b"100-continue":
+                self.expect_100_continue = True
+            self.headers.append((name, value))
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._proxied = False
             self._idle_due = None  # a request began: the connection is not idle (a response
             # answered at once, before the read's next request was parsed, may have set it)
             self._arm()
@@ -295,6 +325,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             if cycle is not None:
                 self._deferred = None
                 self._serve_whole(cycle)
+                return
+            cycle = self._polled
+            if cycle is not None and cycle is self.cycle:  # its body came in a later read
+                self._polled = None
+                self._serve_whole(cycle)
 
         def _serve_whole(self, cycle: RequestResponseCycle) -> None:
             """A POST whose body came whole with its headers (R-HTTP-33)."""
@@ -303,7 +338,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 app is None
                 or cycle.waiting_for_100_continue  # uvicorn would write 100 Continue first
                 or self.flow.write_paused  # uvicorn would wait for the reader first
-                or _forwarded(self.headers)  # uvicorn's proxy middleware may change the scope
+                or self._proxied  # uvicorn's proxy middleware may change the scope
             ):
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
                 return
@@ -324,13 +359,48 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 self._write_whole(cycle, status, whole_headers(body, content_type, extra), body)
                 return
             rest = served
+            send = self._sender(cycle)
 
-            async def serve_rest(scope: Any, receive: Any, send: Any) -> None:  # noqa: ARG001
-                await rest(receive, send)
+            def serve_rest(scope: Any, receive: Any, sent: Any) -> Any:  # noqa: ARG001
+                return rest(receive, send)  # its coroutine, awaited by uvicorn's run_asgi
 
             task = self.loop.create_task(cycle.run_asgi(serve_rest), context=context)
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
+
+        @staticmethod
+        def _head(
+            cycle: RequestResponseCycle, status: int, headers: list[tuple[bytes, bytes]]
+        ) -> list[bytes]:
+            """A response's status line and header lines as uvicorn's ``send`` writes them
+            (uvicorn's default headers, then ``headers``, lower-cased, checked as it checks
+            them: ``RuntimeError`` for one it refuses), without the blank line that ends
+            them; a ``connection: close`` header ends the cycle's keep-alive."""
+            cycle.response_started = True
+            cycle.waiting_for_100_continue = False
+            content = [STATUS_LINE[status]]
+            closing = False
+            checked = _CHECKED
+            for header in [*cycle.default_headers, *headers]:
+                line = checked.get(header)
+                if line is None:  # checked as uvicorn checks every header
+                    line = _header_line(header)
+                content.append(line[0])
+                if line[1]:
+                    cycle.keep_alive = False
+                    closing = True
+            if not cycle.keep_alive and not closing:
+                content.append(b"connection: close\r\n")
+            return content
+
+        def _end(self, cycle: RequestResponseCycle, out: _HeadWithBody) -> None:
+            """Ends a response as uvicorn's ``send`` does once its last bytes are written."""
+            cycle.response_complete = True
+            cycle.message_event.set()
+            if not cycle.keep_alive:
+                out.close()
+            on_response, cycle.on_response = cycle.on_response, _nothing
+            on_response()
 
         def _write_whole(
             self,
@@ -340,40 +410,70 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             body: bytes,
         ) -> None:
             """Writes a whole response as uvicorn's ``send`` writes one with its length (the
-            same bytes: status line, uvicorn's default headers, then ``headers``, lower-cased,
-            checked as it checks them), then ends the request as uvicorn does."""
+            same bytes: :meth:`_head`, then the body), then ends the request as uvicorn
+            does."""
             out = self._out
             assert out is not None
-            cycle.response_started = True
-            cycle.waiting_for_100_continue = False
-            content = [STATUS_LINE[status]]
-            closing = False
-            checked = _CHECKED
             try:
-                for header in [*cycle.default_headers, *headers]:
-                    line = checked.get(header)
-                    if line is None:  # checked as uvicorn checks every header
-                        line = _header_line(header)
-                    content.append(line[0])
-                    if line[1]:
-                        cycle.keep_alive = False
-                        closing = True
+                content = self._head(cycle, status, headers)
             except RuntimeError as exc:
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 out.close()
                 cycle.on_response = _nothing
                 return
-            if not cycle.keep_alive and not closing:
-                content.append(b"connection: close\r\n")
             content += (b"\r\n", body)
             out.unhold()  # head and body leave in this one write
             out.write(b"".join(content))
-            cycle.response_complete = True
-            cycle.message_event.set()
-            if not cycle.keep_alive:
-                out.close()
-            on_response, cycle.on_response = cycle.on_response, _nothing
-            on_response()
+            self._end(cycle, out)
+
+        def _sender(self, cycle: RequestResponseCycle) -> Any:
+            """uvicorn's ``send`` for what serves the rest of a whole POST (its SSE stream):
+            the same bytes and the same ending, written directly while the response is plain
+            (no ``content-length`` or ``transfer-encoding`` of the app's, the transport not
+            paused, the client still there); anything else goes to uvicorn's own ``send``."""
+            out = self._out
+            assert out is not None
+            flow = self.flow
+            uvicorn_send = cycle.send
+
+            async def send(message: Any) -> None:
+                if flow.write_paused or cycle.disconnected:
+                    await uvicorn_send(message)
+                    return
+                kind = message["type"]
+                if kind == "http.response.body" and cycle.chunked_encoding:
+                    if cycle.response_complete:
+                        await uvicorn_send(message)  # refused as uvicorn refuses it
+                        return
+                    body = message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if body:
+                        chunk = b"%x\r\n%b\r\n" % (len(body), body)
+                        out.write(chunk if more else chunk + b"0\r\n\r\n")
+                    else:
+                        out.write(b"" if more else b"0\r\n\r\n")
+                    if not more:
+                        self._end(cycle, out)
+                    return
+                if (
+                    kind != "http.response.start"
+                    or cycle.response_started
+                    or cycle.chunked_encoding is not None
+                    or message["status"] in (204, 304)  # no body: uvicorn does not chunk it
+                ):
+                    await uvicorn_send(message)
+                    return
+                headers = list(message.get("headers", ()))
+                for name, _ in headers:
+                    if name.lower() in _FRAMING:  # uvicorn frames the body as they say
+                        await uvicorn_send(message)
+                        return
+                content = self._head(cycle, message["status"], headers)
+                cycle.chunked_encoding = True  # no length: uvicorn chunks the body
+                content += (b"transfer-encoding: chunked\r\n", b"\r\n")
+                out.write(b"".join(content))
+
+            return send
 
         def on_response_complete(self) -> None:
             # uvicorn's, but for its keep-alive timeout: one timer per connection, moved by
