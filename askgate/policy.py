@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from askgate.core import Allow, Ask, Decision, Deny
-from askgate.core.callbacks import completes_without_suspending
+from askgate.core.callbacks import completes_without_suspending, ignores_context
 from askgate.core.messages import READ_ASK
 from askgate.core.sealing import arguments_digest
 
@@ -280,6 +280,7 @@ class Policy:
                 return Ask(render_prompt(rule.text, name, arguments))
         return Deny("no policy rule matches")
 
+    @ignores_context  # the shell may pass None as the context
     @completes_without_suspending
     async def authorize(self, tool: str, arguments: object, _context: object) -> Decision:
         """The tool authorizer: ``(tool name, arguments, context) -> decision``."""

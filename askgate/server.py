@@ -44,7 +44,7 @@ from collections.abc import (
 )
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, get_args, get_origin
 
 import anyio
 import anyio.abc
@@ -70,6 +70,7 @@ from askgate.core import (
     protocol,
     step,
 )
+from askgate.core.callbacks import wants_context
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
@@ -520,6 +521,9 @@ def _ensure_json(value: object) -> object:
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
+_NO_CONTEXT: Final = cast(Context, None)
+"""What an authorizer marked ``ignores_context`` (the policy file's) gets as its context."""
+
 _NO_KWARGS: Final[dict[str, Any]] = {}
 """No keyword arguments (never changed: a call copies what it unpacks)."""
 
@@ -610,6 +614,7 @@ class Server:
         self.version = version
         self._authorizer = authorizer
         self._authorizer_is_async = authorizer is not None and is_async_callable(authorizer)
+        self._authorizer_context = authorizer is None or wants_context(authorizer)
         self._read_authorizer = read_authorizer
         self._authorizer_source = authorizer_source
         self._visibility = visibility
@@ -1049,6 +1054,7 @@ class Server:
         ).validated()
         self._authorizer, self._read_authorizer, self._authorizer_source = tool, read, source
         self._authorizer_is_async = tool is not None and is_async_callable(tool)
+        self._authorizer_context = tool is None or wants_context(tool)
         self._visibility = shown
 
     # -- jobs -------------------------------------------------------------------------------
@@ -1128,7 +1134,9 @@ class Server:
         if kind is Authorize:
             assert self._authorizer is not None
             arguments = _own_copy(job.arguments)  # type: ignore[union-attr] # R-AUTH-5
-            given = (job.tool, arguments, self._context(conn))  # type: ignore[union-attr]
+            # (askgate's own policy authorizer never looks at the context: none is built)
+            context = self._context(conn) if self._authorizer_context else _NO_CONTEXT
+            given = (job.tool, arguments, context)  # type: ignore[union-attr]
             if self._authorizer_is_async:  # what calling() does for it, without the calls
                 return await self._authorizer(*given)
             return await calling(self._authorizer, given, _NO_KWARGS, self._limiter)

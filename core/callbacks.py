@@ -29,3 +29,20 @@ def runs_eagerly(func: object) -> bool:
     """Whether ``func`` (a function or a bound method) is marked
     :func:`completes_without_suspending`."""
     return getattr(func, _EAGER_FLAG, False) is True
+
+
+_NO_CONTEXT_FLAG: Final = "__askgate_ignores_context__"
+
+
+def ignores_context(func: F) -> F:
+    """Marks an authorizer of askgate's own that never looks at its ``context`` argument (the
+    policy file's): the shell then passes ``None`` there instead of building a
+    :class:`~askgate.server.Context` per call. Not for user callbacks."""
+    setattr(func, _NO_CONTEXT_FLAG, True)
+    return func
+
+
+def wants_context(func: object) -> bool:
+    """Whether ``func`` (a function or a bound method) may look at its ``context`` argument:
+    every callback but those marked :func:`ignores_context`."""
+    return getattr(func, _NO_CONTEXT_FLAG, False) is not True

@@ -203,7 +203,7 @@ def _parse(data: bytes) -> Any:
                     return msg
             elif colons == (_keys_in_list(msg) if kind is list else 0):
                 return msg
-            if b"\\" not in data and colons == _colons_in(msg):
+            if 92 not in data and colons == _colons_in(msg):  # 92: no backslash
                 return msg
     return _decode_json(data)
 
@@ -310,7 +310,8 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
         # (brackets in strings count too: an upper bound of the depth, read before parsing)
         if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _deeper_than(data, MAX_DEPTH):
             return _parse_error(f"nesting deeper than {MAX_DEPTH}")
-        if b"\x00" in data:  # never JSON outside a string either; rapidjson stops reading there
+        # (a byte's value: ``b"\x00" in data`` tries it as an int first, and that raises)
+        if 0 in data:  # never JSON outside a string either; rapidjson stops reading there
             return _parse_error("not JSON")
         msg = _parse(data)
     except _DuplicateKeyError:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from askgate import Allow, Ask, Deny, Server
 from askgate.core.callbacks import runs_eagerly as core_runs_eagerly
+from askgate.core.callbacks import wants_context
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunTool
 from askgate.core.sealing import arguments_digest
 from askgate.demo import demo_policy
@@ -351,6 +352,19 @@ def test_the_policy_module_imports_only_from_the_core() -> None:
     assert ours, imported
     assert all(name.startswith("askgate.core") for name in ours), ours
     assert runs_eagerly is core_runs_eagerly  # the shell reads the mark the core defines
+
+
+async def test_the_policy_tool_authorizer_is_given_no_context_and_decides_the_same() -> None:
+    policy = parse_policy(POLICY)
+    assert not wants_context(policy.authorize)  # the shell builds no Context for it
+
+    def plain(_tool: str, _arguments: object, _context: object) -> object:
+        return None
+
+    assert wants_context(plain)  # every other callback gets its Context
+    assert wants_context(policy.authorize_read)
+    assert await policy.authorize("echo", {}, None) == Allow()
+    assert await policy.authorize("rm", {}, None) == await policy.authorize("rm", {}, object())
 
 
 async def test_R_POL_1_tools_list_shows_what_the_first_matching_tools_entry_does_not_deny() -> None:

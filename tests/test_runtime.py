@@ -121,6 +121,28 @@ async def test_a_rearmed_key_fires_once_at_its_new_deadline() -> None:
         assert fired[0].now >= now + 30
 
 
+async def test_timers_armed_within_a_feed_are_armed_when_it_ends_unless_cancelled() -> None:
+    runtime = Recording()
+    async with runtime.running():
+        now = now_ms()
+        runtime._feeding = True  # as while Runtime.feed performs a step's effects
+        runtime.perform(
+            StartTimer(("gone", 0), now + 10),
+            StartTimer(("a", 0), now + 40),
+            StartTimer(("b", 0), now + 40),
+            StartTimer(("a", 0), now + 40),  # armed again: after "b" now
+            CancelTimer(("gone", 0)),
+        )
+        assert runtime.live_timers == {("a", 0), ("b", 0)}
+        assert runtime._heap == []  # nothing reaches the heap before the feed ends
+        runtime._feeding = False
+        runtime._push_armed()  # what the end of the feed does
+        assert {key for _, _, key in runtime._heap} == {("a", 0), ("b", 0)}
+        await runtime.until(2)
+        assert [e.key for e in runtime.fired()] == [("b", 0), ("a", 0)]  # in arming order
+        assert runtime.live_timers == frozenset()
+
+
 async def test_cancelled_timers_do_not_pile_up() -> None:
     runtime = Recording()
     async with runtime.running():

@@ -411,10 +411,12 @@ class Runtime:
         self._armings = itertools.count()
         self._timer_wake: anyio.Event | None = None
         self._timer_sleep = math.inf  # the deadline (ms) the timer task sleeps until
-        # Keys armed during the current feed, pushed on the heap when it ends if still armed: a
-        # timer armed and cancelled within one feed (a call that completes at once) costs two
-        # dict updates, no heap entry and no wake-up of the timer task.
-        self._armed: dict[object, None] = {}
+        # Timers armed during the current feed, key -> deadline in the order armed: they join
+        # the table and the heap when the feed ends, if not cancelled by then (no timer fires
+        # in the middle of a feed). A timer armed and cancelled within one feed (a call that
+        # completes at once) costs a dict store and a pop: no arming number, no table entry, no
+        # heap entry and no wake-up of the timer task.
+        self._armed: dict[object, int] = {}
         # Live workers: their cancel scope, or None for one that completed at once and whose
         # report is queued (a kill removes it, and the report is then dropped).
         self._workers: dict[int, Cancellable | None] = {}
@@ -446,7 +448,7 @@ class Runtime:
     @property
     def live_timers(self) -> frozenset[object]:
         """Keys of the timers armed now (for tests: they must equal the reducer's, R-INV-4)."""
-        return frozenset(self._timers)
+        return frozenset(self._timers.keys() | self._armed.keys())
 
     @property
     def live_workers(self) -> frozenset[int]:
@@ -626,17 +628,23 @@ class Runtime:
 
     def _perform_start_timer(self, effect: StartTimer) -> None:
         key, deadline = effect.key, effect.deadline
+        if self._feeding:  # armed when the feed ends, if not cancelled by then
+            armed = self._armed
+            if key in armed:  # armed again: it counts from now, after the others
+                del armed[key]
+            armed[key] = deadline
+            return
         arming = next(self._armings)
         self._timers[key] = (deadline, arming)
-        if self._feeding:
-            self._armed[key] = None  # on the heap when the feed ends, if still armed then
-            return
         self._push_timer(deadline, arming, key)
         if deadline < self._timer_sleep and self._timer_wake is not None:
             self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 
     def _perform_cancel_timer(self, effect: CancelTimer) -> None:
-        self._timers.pop(effect.key, None)
+        key = effect.key
+        if self._armed:
+            self._armed.pop(key, None)  # armed in this feed
+        self._timers.pop(key, None)  # armed earlier
 
     def _perform_start_worker(self, effect: StartWorker) -> None:
         job = effect.job
@@ -728,16 +736,15 @@ class Runtime:
             heapq.heapify(self._heap)
 
     def _push_armed(self) -> None:
-        """Puts the timers armed during the feed that are still armed on the heap, and wakes
-        the timer task when one is due before the end of its sleep."""
+        """Arms the timers armed during the feed and not cancelled since, in the order they
+        were armed, and wakes the timer task when one is due before the end of its sleep."""
         armed, self._armed = self._armed, {}
-        timers, earliest = self._timers, math.inf
-        for key in armed:
-            entry = timers.get(key)
-            if entry is not None:
-                deadline, arming = entry
-                self._push_timer(deadline, arming, key)
-                earliest = min(earliest, deadline)
+        timers, armings, earliest = self._timers, self._armings, math.inf
+        for key, deadline in armed.items():
+            arming = next(armings)
+            timers[key] = (deadline, arming)
+            self._push_timer(deadline, arming, key)
+            earliest = min(earliest, deadline)
         if earliest < self._timer_sleep and self._timer_wake is not None:
             self._timer_wake.set()  # the earliest deadline moved: re-arm the sleep
 

@@ -111,8 +111,8 @@ class LineSplitter:
             not buf
             and not self._skipping
             and len(chunk) <= self._max
-            and b"\r" not in chunk
-            and b"\n\n" not in chunk
+            and 13 not in chunk  # (a byte's value: ``b"\r" in`` costs a raised TypeError)
+            and chunk.find(b"\n\n") < 0
             and chunk[:1] != b"\n"
         ):
             # The common chunk: whole lines, none blank, none with a \r, none over the cap

@@ -1,0 +1,128 @@
+"""Instructions the runtime executes per exchange, fed in process, counted by valgrind: the
+reducer, the codec and the shell's performers (eager workers, timers, records, the writer)
+without the event loop's reads and writes, so that every run takes the same path.
+
+    python bench/runtime_instructions.py --tree /tmp/base --tree /tmp/mine [--phase echo elicit]
+
+Each ``--tree`` (a checkout, unpacked alike: see the README's "Comparing two trees") serves the
+demo server (``askgate.demo.build_demo``) in a :class:`~askgate.transports.runtime.Runtime`
+on uvloop, run with ``python -P``, ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0`` from outside
+both trees under ``valgrind --tool=callgrind``. The client's lines are encoded before anything
+is counted and fed as ``MessageReceived``; the replies are collected by a writer that keeps
+them. ``echo`` is ``tools/call echo``; ``elicit`` is ``tools/call guarded_echo`` and the answer
+(accept) to its ``elicitation/create``. Every tree runs ``FEW`` and ``MANY`` exchanges; the
+figure is the difference of the totals over ``MANY - FEW``. Unlike ``stdio_instructions.py``,
+the figure does not depend on how the peer's lines happen to arrive (one per read or several).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+FEW, MANY = 100, 500
+COLLECTED = re.compile(r"Collected : (\d+)")
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "askgate-runtime-instructions", "version": "0.1.0"},
+    },
+}
+
+
+def child(phase: str, count: int) -> None:
+    """Child mode: serves the demo in process and feeds ``count`` exchanges of ``phase``."""
+    import anyio  # noqa: PLC0415 (the child's own imports, from the tree under test)
+
+    from askgate.core import SubscriberAttached  # noqa: PLC0415
+    from askgate.core.events import MessageReceived  # noqa: PLC0415
+    from askgate.demo import build_demo  # noqa: PLC0415
+
+    tool = "echo" if phase == "echo" else "guarded_echo"
+    calls = [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": {"text": "hello"}},
+            }
+        ).encode()
+        for i in range(1, count + 1)
+    ]
+    head = b'{"jsonrpc":"2.0","id":"'  # how the server writes its elicitation/create
+    accept = b'","result":{"action":"accept","content":{"approve":true}}}'
+
+    async def main() -> None:
+        out: list[bytes] = []
+        async with build_demo().running("stdio") as runtime:
+            runtime.attach("stdio", out.append)
+            runtime.feed(SubscriberAttached("stdio", runtime.now()))
+            for message in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
+                runtime.feed(MessageReceived("stdio", json.dumps(message).encode(), runtime.now()))
+            for line in calls:
+                runtime.feed(MessageReceived("stdio", line, runtime.now()))
+                if phase == "elicit":  # the answer to the request just written, by its id
+                    ask = out[-1]
+                    if not ask.startswith(head):
+                        raise SystemExit(f"no elicitation/create: {ask!r}")
+                    request_id = ask[len(head) : ask.index(b'"', len(head))]
+                    runtime.feed(
+                        MessageReceived("stdio", head + request_id + accept, runtime.now())
+                    )
+        expected = 1 + count * (1 if phase == "echo" else 2)  # initialize's reply first
+        if len(out) != expected or b'"result":{"content"' not in out[-1]:
+            raise SystemExit(f"{len(out)} replies, not {expected}; the last: {out[-1]!r}")
+
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+def count(tree: str, phase: str, n: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree), "PYTHONHASHSEED": "0"}
+    command = [sys.executable, "-P", os.path.abspath(__file__), "--child", phase, str(n)]
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    return subprocess.Popen(
+        [*valgrind, *command],
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def collected(proc: subprocess.Popen[str]) -> int:
+    _, err = proc.communicate()
+    found = COLLECTED.search(err)
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"the run failed: {err[-800:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--tree", action="append", default=[], help="a checkout (repeatable)")
+    parser.add_argument("--phase", nargs="*", default=["echo", "elicit"])
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return 0
+    for phase in args.phase:
+        for tree in args.tree or ["."]:
+            few, many = count(tree, phase, FEW), count(tree, phase, MANY)  # two at a time
+            per = (collected(many) - collected(few)) / (MANY - FEW)
+            print(f"{tree:>24} {phase:>7}: {per:12,.0f} instructions per exchange", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
