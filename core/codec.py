@@ -57,8 +57,27 @@ MAX_DEPTH: Final = 64
 """The deepest nesting accepted; the top-level object is depth 1 (R-WIRE-6)."""
 
 
+class RequestSlots:
+    """:class:`Request`'s slots (and its weak reference), declared apart so that the decoder
+    builds requests with plain stores (:func:`~askgate.core.layout.positional_constructor`)."""
+
+    __slots__ = ("__weakref__", "id", "method", "params")
+
+
+class NotificationSlots:
+    """:class:`Notification`'s slots, declared apart as :class:`RequestSlots` are."""
+
+    __slots__ = ("__weakref__", "method", "params")
+
+
+class ResponseSlots:
+    """:class:`Response`'s slots, declared apart as :class:`RequestSlots` are."""
+
+    __slots__ = ("__weakref__", "id", "result")
+
+
 @attrs.frozen(slots=True)
-class Request:
+class Request(RequestSlots):
     """A request: it has a valid ``id`` and expects exactly one answer.
 
     ``params`` is ``None`` when absent or ``null``; otherwise an object.
@@ -70,7 +89,7 @@ class Request:
 
 
 @attrs.frozen(slots=True)
-class Notification:
+class Notification(NotificationSlots):
     """A request without ``id``: it is never answered, not even with an error."""
 
     method: str
@@ -78,7 +97,7 @@ class Notification:
 
 
 @attrs.frozen(slots=True)
-class Response:
+class Response(ResponseSlots):
     """A peer's success answer to one of our requests (``result`` is any JSON value)."""
 
     id: RequestId

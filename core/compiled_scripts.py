@@ -281,39 +281,43 @@ SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:
 
 def _():
     def make(id, method, params):
-        self = _new(_cls)
-        _set0(self, id)
-        _set1(self, method)
-        _set2(self, params)
+        self = _builder()
+        self.id = id
+        self.method = method
+        self.params = params
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(id, method, params):\n    self = _new(_cls)\n    _set0(self, id)\n    _set1(self, method)\n    _set2(self, params)\n    return self'] = _
+SCRIPTS['def make(id, method, params):\n    self = _builder()\n    self.id = id\n    self.method = method\n    self.params = params\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():
     def make(method, params):
-        self = _new(_cls)
-        _set0(self, method)
-        _set1(self, params)
+        self = _builder()
+        self.method = method
+        self.params = params
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(method, params):\n    self = _new(_cls)\n    _set0(self, method)\n    _set1(self, params)\n    return self'] = _
+_.uses = 2
+SCRIPTS['def make(method, params):\n    self = _builder()\n    self.method = method\n    self.params = params\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():
     def make(id, result):
-        self = _new(_cls)
-        _set0(self, id)
-        _set1(self, result)
+        self = _builder()
+        self.id = id
+        self.result = result
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(id, result):\n    self = _new(_cls)\n    _set0(self, id)\n    _set1(self, result)\n    return self'] = _
+SCRIPTS['def make(id, result):\n    self = _builder()\n    self.id = id\n    self.result = result\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():
@@ -2473,15 +2477,16 @@ SCRIPTS['def copy(target, source):\n    target.options = source.options\n    tar
 
 def _():
     def make(key, owner, stateless=_default2):
-        self = _new(_cls)
-        _set0(self, key)
-        _set1(self, owner)
-        _set2(self, stateless)
+        self = _builder()
+        self.key = key
+        self.owner = owner
+        self.stateless = stateless
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(key, owner, stateless=_default2):\n    self = _new(_cls)\n    _set0(self, key)\n    _set1(self, owner)\n    _set2(self, stateless)\n    return self'] = _
+SCRIPTS['def make(key, owner, stateless=_default2):\n    self = _builder()\n    self.key = key\n    self.owner = owner\n    self.stateless = stateless\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():
@@ -2604,19 +2609,6 @@ SCRIPTS['def make(tool, arguments):\n    self = _builder()\n    self.tool = tool
 
 
 def _():
-    def make(method, params):
-        self = _builder()
-        self.method = method
-        self.params = params
-        self.__class__ = _cls
-        return self
-    return locals()
-
-
-SCRIPTS['def make(method, params):\n    self = _builder()\n    self.method = method\n    self.params = params\n    self.__class__ = _cls\n    return self'] = _
-
-
-def _():
     def make(tool, arguments, round=_default2):
         self = _builder()
         self.tool = tool
@@ -2710,31 +2702,33 @@ SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:
 
 def _():
     def make(ref, value, now):
-        self = _new(_cls)
-        _set0(self, ref)
-        _set1(self, value)
-        _set2(self, now)
+        self = _builder()
+        self.ref = ref
+        self.value = value
+        self.now = now
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(ref, value, now):\n    self = _new(_cls)\n    _set0(self, ref)\n    _set1(self, value)\n    _set2(self, now)\n    return self'] = _
+SCRIPTS['def make(ref, value, now):\n    self = _builder()\n    self.ref = ref\n    self.value = value\n    self.now = now\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():
     def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):
-        self = _new(_cls)
-        _set0(self, conn)
-        _set1(self, data)
-        _set2(self, now)
-        _set3(self, mode)
-        _set4(self, caller)
-        _set5(self, principal)
+        self = _builder()
+        self.conn = conn
+        self.data = data
+        self.now = now
+        self.mode = mode
+        self.caller = caller
+        self.principal = principal
+        self.__class__ = _cls
         return self
     return locals()
 
 
-SCRIPTS['def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):\n    self = _new(_cls)\n    _set0(self, conn)\n    _set1(self, data)\n    _set2(self, now)\n    _set3(self, mode)\n    _set4(self, caller)\n    _set5(self, principal)\n    return self'] = _
+SCRIPTS['def make(conn, data, now, mode=_default3, caller=_default4, principal=_default5):\n    self = _builder()\n    self.conn = conn\n    self.data = data\n    self.now = now\n    self.mode = mode\n    self.caller = caller\n    self.principal = principal\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():

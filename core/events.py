@@ -131,8 +131,16 @@ class ReadRequested:
     principal: str | None = None
 
 
+class WorkerFinishedSlots:
+    """:class:`WorkerFinished`'s slots (and its weak reference), declared apart so that the
+    shell builds the event with plain stores
+    (:func:`~askgate.core.layout.positional_constructor`)."""
+
+    __slots__ = ("__weakref__", "now", "ref", "value")
+
+
 @attrs.frozen(slots=True)
-class WorkerFinished:
+class WorkerFinished(WorkerFinishedSlots):
     """A callback worker returned ``value`` (a decision, a result, or the unknown-tool text)."""
 
     ref: int
@@ -186,8 +194,15 @@ class ServerStopping:
     now: int
 
 
+class MessageReceivedSlots:
+    """:class:`MessageReceived`'s slots (and its weak reference), declared apart as
+    :class:`WorkerFinishedSlots` are."""
+
+    __slots__ = ("__weakref__", "caller", "conn", "data", "mode", "now", "principal")
+
+
 @attrs.frozen(slots=True)
-class MessageReceived:
+class MessageReceived(MessageReceivedSlots):
     """One JSON-RPC message arrived on ``conn`` (spec/protocol.md, R-PROTO-1).
 
     ``data`` is the message's bytes, or what :func:`askgate.core.codec.decode` made of them when

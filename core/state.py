@@ -159,7 +159,7 @@ class ParkedSlots:
 
 
 @attrs.frozen(slots=True, weakref_slot=False)
-class Parked:
+class Parked(ParkedSlots):
     """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
     modern approval's or round's outstanding nonce (``stateless``). The place itself (its
     deadline, its position among its owner's) is the store's."""
