@@ -665,3 +665,65 @@ async def test_R_HTTP_20_a_get_streams_id_replays_then_opens_the_standalone_stre
                 await busy.done.wait()
                 assert busy.status == 409  # R-HTTP-10: one standalone stream
                 tg.cancel_scope.cancel()
+
+
+class _SpunError(Exception):
+    """A write loop took from its stream far more often than it had anything to write."""
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_22_a_posts_keepalive_deadline_does_not_wake_a_get_that_took_its_stream_over(
+    anyio_backend: str,
+) -> None:
+    """The POST writer's keep-alive timer fires in the loop turn in which a GET with
+    ``Last-Event-ID`` takes the stream over (R-HTTP-21): the quiet deadline is the POST
+    writer's, so the GET's writer waits for events instead of taking nothing, endlessly."""
+    if anyio_backend != "asyncio":
+        pytest.skip("the POST writer without a cancel scope runs on asyncio only")
+    import asyncio  # noqa: PLC0415 (asyncio's loop, under the asyncio backend only)
+
+    from askgate.demo import build_demo  # noqa: PLC0415
+    from askgate.transports.http import _EventStream  # noqa: PLC0415
+
+    options = rules.HttpOptions()
+    app = HttpApp(build_demo(), options=options)
+    loop = asyncio.get_running_loop()
+
+    class Counted(_EventStream):
+        takes = 0
+
+        def take(self, token: object) -> tuple[bytes, bool]:
+            Counted.takes += 1
+            if Counted.takes > 1_000:
+                raise _SpunError
+            return super().take(token)
+
+    stream = Counted(options)
+    stream.open("tag")
+    post, get = object(), object()
+    stream.attach(post, 0)
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    with anyio.fail_after(DEADLINE):
+        writer = asyncio.ensure_future(app._write_plain(stream, post, b"", send, loop))
+        for _ in range(3):
+            await asyncio.sleep(0)  # the POST's writer waits, its keep-alive timer armed
+        assert not writer.done()
+
+        async def take_over() -> None:  # a GET with Last-Event-ID: its request task
+            stream.attach(get, stream.last)
+            await app._write_events(stream, get, b"", send)
+
+        resumed = asyncio.ensure_future(take_over())  # its first step runs first, and then ...
+        stream.quiet(post)  # ... the POST's keep-alive timer fires, in the same loop turn
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert Counted.takes < 20  # the GET's writer waits for events
+        assert not resumed.done()
+        assert writer.done()  # the POST's writer ended: the stream is the GET's now
+        resumed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await resumed

@@ -185,7 +185,7 @@ class _EventStream:
         self.ended_at: int | None = None
         self.eids: list[str] | None = None  # server requests it carried (R-HTTP-12)
         self._wake: anyio.Event | None = None
-        self.quieted = False  # a wait of :meth:`ready` ended by :meth:`quiet`
+        self.quieted: object | None = None  # the writer whose quiet wait :meth:`quiet` ended
 
     def open(self, tag: str) -> None:
         self.tag = tag
@@ -340,12 +340,12 @@ class _EventStream:
     async def ready(self, token: object) -> None:
         """Returns once the connection ``token`` has something to do (write, or end), or once
         :meth:`quiet` was called after ``quieted`` was cleared."""
-        while self.idle(token) and not self.quieted:
+        while self.idle(token) and self.quieted is not token:
             await self._wait()
 
-    def quiet(self) -> None:
+    def quiet(self, token: object) -> None:
         """A quiet wait's deadline passed (a timer's callback): :meth:`ready` returns."""
-        self.quieted = True
+        self.quieted = token
         self._signal()
 
 
@@ -1007,15 +1007,15 @@ class HttpTransport:
                     sending = False
                     first = b""
                 if stream.idle(token):
-                    stream.quieted = False
-                    timer = loop.call_later(quiet, stream.quiet)
+                    stream.quieted = None
+                    timer = loop.call_later(quiet, stream.quiet, token)
                     try:
                         await stream.ready(token)
                     finally:
                         timer.cancel()
                     if stalled:
                         return
-                    if stream.quieted and stream.idle(token):
+                    if stream.quieted is token and stream.idle(token):
                         first = rules.KEEPALIVE  # the quiet wait's deadline passed (R-HTTP-22)
                         continue
                 payload, end = stream.take(token)
@@ -1030,7 +1030,8 @@ class HttpTransport:
             if not (stalled and sending) or task is None or task.uncancel() > 0:
                 raise  # not (only) the stall's
         finally:
-            stream.quieted = False
+            if stream.quieted is token:
+                stream.quieted = None
 
     async def _write_loop(
         self,
