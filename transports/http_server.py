@@ -289,16 +289,12 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             super()._start_asgi_task(cycle, app)
 
         def on_header(self, name: bytes, value: bytes) -> None:
-            # uvicorn's, which also notes an X-Forwarded-* header as it goes (not by a loop over
-            # the headers for every whole POST).
-            name = name.lower()
-            # llhttp keeps trailing whitespace, which RFC 9110 excludes from the value
-            value = value.rstrip(b" \t")
-            if name[:12] == b"x-forwarded-":
+            # uvicorn's own (whatever the installed version does with the pair), noting an
+            # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
+            # POST).
+            super().on_header(name, value)
+            if name[:12].lower() == b"x-forwarded-":
                 self._proxied = True
-            elif name == b"expect" and value.lower() == b"100-continue":
-                self.expect_100_continue = True
-            self.headers.append((name, value))
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
