@@ -417,7 +417,7 @@ def _open(
     out: Out,
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
-    opts = d.options  # _busy_scope(d, conn), inlined (the hot path)
+    opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
     scope = busy_scope(
         d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
     )
@@ -456,13 +456,6 @@ def _open(
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
-def _busy_scope(d: _Draft, conn: ConnId) -> str:
-    """Which bound a new worker for ``conn`` would break now, or "" (R-ADM-5)."""
-    opts = d.options
-    share = opts.in_flight_share
-    return busy_scope(d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), share)
-
-
 def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
     """Starts a worker; the caller has checked the bounds (R-ADM-5, R-WORK-1)."""
     ref = d.next_ref
@@ -491,7 +484,7 @@ def _next_stage(
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
-    opts = d.options  # _busy_scope(d, call.conn), inlined (the hot path)
+    opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
     in_flight = d.in_flight.get(call.conn, 0)
     scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
     if scope:
