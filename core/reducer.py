@@ -596,44 +596,22 @@ def _close(
         out.append(Push(call.conn, message, call.request_id))
     else:
         out.append(Reply(call.conn, call.request_id, message))
-    key = call.key  # _end(d, call), inlined (the hot path)
-    d.calls = d.calls.delete(key)
-    if d.stateless and key in d.stateless:
-        d.stateless = d.stateless.delete(key)  # R-MRTR-9
-    if d.progress and key in d.progress:
-        d.progress = d.progress.delete(key)  # R-CTX-2
-    conn = call.conn
-    requests = d.open_requests[conn] - 1
-    if requests:
-        d.open_requests = d.open_requests.set(conn, requests)
-    else:
-        d.open_requests = d.open_requests.delete(conn)
-        _freed(d, conn)
-    if call.caller is not None:
-        keys = d.callers[call.caller].delete(key)
-        d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
-    if call.is_tool:  # _record(...), inlined (the hot path)
-        decided = call.decision if decision is None else decision
-        approved = None
-        if decided == "approved":
-            decided, approved = "ask", True
-        elif decided == "ask":
-            approved = False
-        started = call.started
-        fields = {
-            "conn": call.conn,
-            "request_id": call.request_id,
-            "tool": call.name,
-            "decision": decided or None,
-            "approved": approved,
-            "outcome": outcome,
-            "detail": detail,
-            "elicitation_id": call.approval or None,
-            "evicted_by": None,
-            "started_ms": started,
-            "duration_ms": now - started,
-        }
-        out.append(Emit("call_ended", fields))
+    _end(d, call)
+    if call.is_tool:
+        out.append(
+            _record(
+                call.conn,
+                call.request_id,
+                call.name,
+                call.decision if decision is None else decision,
+                outcome,
+                detail,
+                call.approval,
+                None,
+                call.started,
+                now,
+            )
+        )
 
 
 def _deny(
