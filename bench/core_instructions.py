@@ -50,16 +50,29 @@ def child(tree: str, workload: str, count: int) -> None:
         state, _ = step(state, event)
 
 
+def callgrind(script: str, tree: str, *args: str) -> subprocess.Popen[str]:
+    """Starts ``python -P <script> --child <args>`` under callgrind, with ``PYTHONPATH=<tree>``
+    and ``PYTHONHASHSEED=0``, from outside every tree (``/``); :func:`instructions` waits."""
+    env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()), PYTHONHASHSEED="0")
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+    command += ["-P", str(Path(script).resolve()), "--child", *args]
+    return subprocess.Popen(
+        command, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def instructions(run: subprocess.Popen[str]) -> int:
+    """The instructions callgrind counted for a :func:`callgrind` run, once it ends."""
+    _, err = run.communicate()
+    found = COLLECTED.search(err)
+    if run.returncode != 0 or found is None:
+        raise SystemExit(f"no instruction count from callgrind:\n{err[-2000:]}")
+    return int(found.group(1))
+
+
 def collected(tree: str, workload: str, count: int) -> int:
     """Instructions callgrind counts for one child run."""
-    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
-    command += ["-P", str(Path(__file__).resolve()), "--child", tree, workload, str(count)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd="/", check=True)
-    found = COLLECTED.search(done.stderr)
-    if found is None:
-        raise SystemExit(f"no instruction count from callgrind:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return instructions(callgrind(__file__, tree, tree, workload, str(count)))
 
 
 def main() -> int:

@@ -19,23 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmarks (also under -P)
+from core_instructions import callgrind, instructions
+from stdio_instructions import INIT
 
 FEW, MANY = 100, 500
-COLLECTED = re.compile(r"Collected : (\d+)")
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {"elicitation": {"form": {}}},
-        "clientInfo": {"name": "askgate-runtime-instructions", "version": "0.1.0"},
-    },
-}
 
 
 def child(phase: str, count: int) -> None:
@@ -85,28 +76,6 @@ def child(phase: str, count: int) -> None:
     anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
 
 
-def count(tree: str, phase: str, n: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree), "PYTHONHASHSEED": "0"}
-    command = [sys.executable, "-P", os.path.abspath(__file__), "--child", phase, str(n)]
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    return subprocess.Popen(
-        [*valgrind, *command],
-        env=env,
-        cwd="/",
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def collected(proc: subprocess.Popen[str]) -> int:
-    _, err = proc.communicate()
-    found = COLLECTED.search(err)
-    if proc.returncode != 0 or found is None:
-        raise RuntimeError(f"the run failed: {err[-800:]}")
-    return int(found.group(1))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--tree", action="append", default=[], help="a checkout (repeatable)")
@@ -118,8 +87,9 @@ def main() -> int:
         return 0
     for phase in args.phase:
         for tree in args.tree or ["."]:
-            few, many = count(tree, phase, FEW), count(tree, phase, MANY)  # two at a time
-            per = (collected(many) - collected(few)) / (MANY - FEW)
+            few = callgrind(__file__, tree, phase, str(FEW))  # two at a time
+            many = callgrind(__file__, tree, phase, str(MANY))
+            per = (instructions(many) - instructions(few)) / (MANY - FEW)
             print(f"{tree:>24} {phase:>7}: {per:12,.0f} instructions per exchange", flush=True)
     return 0
 
