@@ -2442,40 +2442,6 @@ SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:
 
 
 def _():
-    def copy(target, source):
-        target.options = source.options
-        target.id_key = source.id_key
-        target.tools = source.tools
-        target.catalog = source.catalog
-        target.conns = source.conns
-        target.calls = source.calls
-        target.workers = source.workers
-        target.in_flight = source.in_flight
-        target.in_flight_total = source.in_flight_total
-        target.store = source.store
-        target.parked = source.parked
-        target.cap_unsubscribed = source.cap_unsubscribed
-        target.cap_live = source.cap_live
-        target.callers = source.callers
-        target.resource_subscribers = source.resource_subscribers
-        target.log_levels = source.log_levels
-        target.next_ref = source.next_ref
-        target.next_seq = source.next_seq
-        target.next_elicitation = source.next_elicitation
-        target.client_requests = source.client_requests
-        target.worker_requests = source.worker_requests
-        target.progress = source.progress
-        target.keyring = source.keyring
-        target.stateless = source.stateless
-        target.listens = source.listens
-        target.open_requests = source.open_requests
-    return locals()
-
-
-SCRIPTS['def copy(target, source):\n    target.options = source.options\n    target.id_key = source.id_key\n    target.tools = source.tools\n    target.catalog = source.catalog\n    target.conns = source.conns\n    target.calls = source.calls\n    target.workers = source.workers\n    target.in_flight = source.in_flight\n    target.in_flight_total = source.in_flight_total\n    target.store = source.store\n    target.parked = source.parked\n    target.cap_unsubscribed = source.cap_unsubscribed\n    target.cap_live = source.cap_live\n    target.callers = source.callers\n    target.resource_subscribers = source.resource_subscribers\n    target.log_levels = source.log_levels\n    target.next_ref = source.next_ref\n    target.next_seq = source.next_seq\n    target.next_elicitation = source.next_elicitation\n    target.client_requests = source.client_requests\n    target.worker_requests = source.worker_requests\n    target.progress = source.progress\n    target.keyring = source.keyring\n    target.stateless = source.stateless\n    target.listens = source.listens\n    target.open_requests = source.open_requests'] = _
-
-
-def _():
     def make(key, owner, stateless=_default2):
         self = _builder()
         self.key = key

@@ -101,19 +101,10 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
     return make
 
 
-def field_copier(cls: type[AttrsInstance]) -> Callable[[Any, Any], None]:
-    """``copy(target, source)`` sets every field of the attrs class ``cls`` on the mutable
-    ``target`` to its value on ``source``: one plain attribute copy per field, spelled out in
-    the generated source rather than looped."""
-    body = [f"target.{name} = source.{name}" for name in _field_names(cls)]
-    copy: Callable[[Any, Any], None] = _generate("copy", ["target", "source"], body, {})
-    return copy
-
-
 def field_copy_maker(cls: type[AttrsInstance], blank: Callable[[], Any]) -> Callable[[Any], Any]:
     """``make(source)``: a new ``blank()`` with every field of the attrs class ``cls`` set to its
-    value on ``source``, as :func:`field_copier` sets them; one call where building the target
-    and copying into it take two."""
+    value on ``source``: one plain attribute copy per field, spelled out in the generated source
+    rather than looped."""
     body = ["target = _blank()", *(f"target.{name} = source.{name}" for name in _field_names(cls))]
     body.append("return target")
     make: Callable[[Any], Any] = _generate("make", ["source"], body, {"_blank": blank})

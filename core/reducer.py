@@ -67,7 +67,7 @@ from .events import (
 )
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
-from .layout import field_copier, field_copy_maker, positional_constructor
+from .layout import field_copy_maker, positional_constructor
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -114,7 +114,6 @@ else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_
     from . import lean_attrs as attrs
 
 Out = list[Effect]
-_copy_variables = field_copier(State)
 _new_call = positional_constructor(Call)
 _new_parked = positional_constructor(Parked)
 
@@ -151,9 +150,7 @@ class _Draft(Variables):
     """
 
     __slots__ = ()
-
-    def __init__(self, state: State) -> None:
-        _copy_variables(self, state)
+    __init__ = object.__init__  # built empty (no arguments: less than ``object.__new__``)
 
     def freeze(self) -> State:
         """This draft, now a :class:`State`: the two classes share :class:`Variables`' slots
@@ -165,16 +162,8 @@ class _Draft(Variables):
         return state
 
 
-class _BlankDraft(_Draft):
-    """A :class:`_Draft` built empty by calling the class (``object.__init__``: no arguments),
-    which costs less than ``object.__new__``; :func:`step` fills it."""
-
-    __slots__ = ()
-    __init__ = object.__init__
-
-
-_new_draft = field_copy_maker(State, _BlankDraft)
-"""``_new_draft(state)``: ``_Draft(state)``, in one call (:func:`step` takes it)."""
+_new_draft = field_copy_maker(State, _Draft)
+"""``_new_draft(state)``: a :class:`_Draft` holding every variable of ``state``, in one call."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2121,7 +2110,7 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _new_draft(state)  # _Draft(state), without the calls to reach its __init__
+    draft = _new_draft(state)
     out: Out = []
     handler(draft, event, out)
     frozen: Any = draft  # draft.freeze(), without the call

@@ -69,8 +69,8 @@ from askgate.core import (
 )
 from askgate.core.decide import is_request_id
 from askgate.core.fifo import Fifo
-from askgate.core.layout import field_copier, positional_constructor
-from askgate.core.reducer import _Draft
+from askgate.core.layout import field_copy_maker, positional_constructor
+from askgate.core.reducer import _Draft, _new_draft
 from askgate.core.state import EMPTY_CONN, Call, Progress
 
 CONNS = ("a", "b", "c")
@@ -513,13 +513,14 @@ def test_positional_constructors_build_the_same_frozen_objects() -> None:
 
 
 def test_a_draft_freezes_into_an_equal_frozen_state_and_leaves_its_source_alone() -> None:
-    """The reducer's draft copies every variable of a state (core.state.field_copier), and
+    """The reducer's draft copies every variable of a state (``_new_draft``, as step makes it), and
     ``freeze`` makes the draft itself a State: equal to one built by attrs, frozen;
     editing a draft never changes the state it was copied from."""
     for state in STATES[::40]:
-        draft = _Draft(state)
+        draft = _new_draft(state)
+        assert type(draft) is _Draft
         assert draft.freeze() == state
-        draft = _Draft(state)
+        draft = _new_draft(state)
         draft.next_seq = state.next_seq + 1
         draft.conns = draft.conns.set("draft-only", EMPTY_CONN)
         frozen = draft.freeze()
@@ -535,4 +536,4 @@ def test_a_draft_freezes_into_an_equal_frozen_state_and_leaves_its_source_alone(
         n: int = attrs.field(validator=attrs.validators.instance_of(int))
 
     with pytest.raises(TypeError, match="validates or converts"):
-        field_copier(Checked)
+        field_copy_maker(Checked, _Draft)
