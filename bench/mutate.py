@@ -1452,7 +1452,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-forgets-a-closed-reason",
         STORE,
-        "        if why is not None and p.single_use:\n",
+        "        if why is not None and deadline is not None:\n",
         "        if False:\n",
         ("R-STORE-3", "R-STORE-4", "R-MRTR-14"),
         "a closed nonce is not remembered: take answers unknown instead of closed(why)",
@@ -1460,15 +1460,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-remembers-a-call",
         STORE,
-        "        if why is not None and p.single_use:\n",
-        "        if why is not None:\n",
+        "        if why is not None and deadline is not None:\n"
+        "            closed, order = _remember(closed, order, ident, why, deadline, now,",
+        "        if why is not None:\n"
+        "            closed, order = _remember("
+        "closed, order, ident, why, deadline or now + 1, now,",
         ("R-STORE-4",),
         "a place that is not single use is remembered as closed when released with a reason",
     ),
     Mutant(
         "store-lets-a-foreign-owner-take",
         STORE,
-        "        if p.owner != owner:\n            return self, FOREIGN\n",
+        "        if self.places[ident] != owner:\n            return self, FOREIGN\n",
         "",
         ("R-STORE-3", "R-MRTR-13"),
         "take answers taken to an owner that does not hold the nonce",

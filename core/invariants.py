@@ -83,8 +83,8 @@ def check_invariants(state: State) -> None:
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
     for eid, p in state.parked.items():
-        place = state.store.places.get(eid)
-        if place is None or place.owner != p.owner or place.single_use != p.stateless:
+        store = state.store
+        if store.places.get(eid) != p.owner or (eid in store.nonces) != p.stateless:
             _fail("R-INV-3", f"{eid} is not the store's place for {p.owner!r} (R-STORE-5)")
         if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
             if p.key[1] != eid or p.owner != p.key[0]:
@@ -98,6 +98,8 @@ def check_invariants(state: State) -> None:
     store = state.store
     if store.total != len(state.parked) or store.total != len(store.places):
         _fail("R-INV-2", f"parked_total {store.total} != {len(state.parked)}")
+    if any(nid not in store.places for nid in store.nonces):
+        _fail("R-INV-3", "the store keeps a deadline for no place (R-STORE-5)")
     if store.total > opts.max_parked_elicitations_total:
         _fail("R-INV-1", f"{store.total} parked over the total cap")
     _check_store(state, per_conn_parked)
@@ -179,8 +181,7 @@ def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
         if len(set(h.ids)) != n:
             _fail("R-INV-3", f"{owner!r}'s parked queue holds an id twice")
         for eid in h.ids:
-            place = store.places.get(eid)
-            if place is None or place.owner != owner:
+            if store.places.get(eid) != owner:
                 _fail("R-INV-3", f"{owner!r}'s parked queue disagrees with elicitation {eid}")
         buckets_seen[n] += 1
         if store.buckets[n].items.get(h.bucket_pos) != owner:

@@ -92,23 +92,6 @@ class Store(Protocol):
         ...
 
 
-class PlaceSlots:
-    """:class:`Place`'s slots, declared apart so that the store builds places with plain stores
-    (:func:`~askgate.core.layout.positional_constructor`), as the reducer builds its calls."""
-
-    __slots__ = ("deadline", "owner", "single_use")
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Place(PlaceSlots):
-    """A reserved id: its owner, its deadline, and whether it is single use (a nonce, taken by a
-    retry) or a place a call holds on this replica."""
-
-    owner: Owner
-    deadline: int
-    single_use: bool
-
-
 class Holding(tuple[Any, ...]):
     """An owner's places and its position in the bucket of its count, as one tuple
     ``(bucket_pos, id, id, ...)``, oldest id first.
@@ -146,12 +129,14 @@ _NO_IDS: Fifo[str] = Fifo()
 
 
 class StoreSlots:
-    """:class:`MemoryStore`'s slots, declared apart as :class:`PlaceSlots` are."""
+    """:class:`MemoryStore`'s slots, declared apart so that it is built with plain stores
+    (:func:`~askgate.core.layout.positional_constructor`), as the reducer builds its calls."""
 
     __slots__ = (
         "buckets",
         "closed",
         "closed_order",
+        "nonces",
         "owners",
         "places",
         "record_cap",
@@ -165,14 +150,17 @@ class MemoryStore(StoreSlots):
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
 
-    ``places`` holds every reserved id; ``owners`` each owner's queue; ``buckets[n]`` the owners
+    ``places`` maps every reserved id to its owner; ``nonces`` each single-use id to its
+    deadline (a 2025 call's place keeps none: the reducer's timer ends it); ``owners`` each
+    owner's queue; ``buckets[n]`` the owners
     holding exactly ``n`` places, in the order they came to hold ``n``; ``top`` the largest
     such ``n`` (0 when nothing is held); ``total`` the number of places; ``closed`` the nonces
     closed lately, each with why, its expiry and its position in ``closed_order``, oldest first
     (R-MRTR-14), at most ``record_cap`` of them.
     """
 
-    places: Map[str, Place] = attrs.field(factory=Map)
+    places: Map[str, Owner] = attrs.field(factory=Map)
+    nonces: Map[str, int] = attrs.field(factory=Map)
     owners: Map[Owner, Holding] = attrs.field(factory=Map)
     buckets: Map[int, Fifo[Owner]] = attrs.field(factory=Map)
     top: int = 0
@@ -227,11 +215,10 @@ class MemoryStore(StoreSlots):
     def take(self, ident: str, owner: Owner, now: int) -> tuple[MemoryStore, Taken]:
         """R-STORE-3: ``taken`` once for a single-use id held by ``owner``; ``foreign`` when
         another owner holds it (nothing changes); else what is remembered of it."""
-        p = self.places.get(ident)
-        if p is None or not p.single_use:
+        if ident not in self.nonces:
             found = self.closed.get(ident)
             return self, (UNKNOWN if found is None else Taken("closed", found[0]))
-        if p.owner != owner:
+        if self.places[ident] != owner:
             return self, FOREIGN
         return self._free(ident, USED, now), TAKEN
 
@@ -260,9 +247,11 @@ class MemoryStore(StoreSlots):
         buckets = buckets.set(new, fifo)
         owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
-        places = self.places.set(ident, _new_place(owner, deadline, single_use))
+        places = self.places.set(ident, owner)
+        nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
         return _new_store(
             places,
+            nonces,
             owners,
             buckets,
             top,
@@ -275,8 +264,7 @@ class MemoryStore(StoreSlots):
     def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
         """Frees ``ident``'s place: its owner moves from the bucket of its old count to that of
         its new one, one less (R-PARK-4), and the top comes down to the largest count held."""
-        p = self.places[ident]
-        owner = p.owner
+        owner = self.places[ident]
         h = self.owners[owner]
         ids = h[1:]
         at = ids.index(ident)
@@ -297,15 +285,18 @@ class MemoryStore(StoreSlots):
         while top and top not in buckets:
             top -= 1
         closed, order = self.closed, self.closed_order
-        if why is not None and p.single_use:
-            closed, order = _remember(closed, order, ident, why, p.deadline, now, self.record_cap)
+        nonces = self.nonces
+        deadline = nonces.get(ident)
+        if deadline is not None:
+            nonces = nonces.delete(ident)
+        if why is not None and deadline is not None:
+            closed, order = _remember(closed, order, ident, why, deadline, now, self.record_cap)
         places = self.places.delete(ident)
         return _new_store(
-            places, owners, buckets, top, self.total - 1, closed, order, self.record_cap
+            places, nonces, owners, buckets, top, self.total - 1, closed, order, self.record_cap
         )
 
 
-_new_place = positional_constructor(Place)
 _new_holding = tuple.__new__
 _new_store = positional_constructor(MemoryStore)
 

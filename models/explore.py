@@ -336,7 +336,7 @@ def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
                 yield retry
     for nid, parked in state.parked.items():  # R-MRTR-15: a nonce times out, silently
         if parked.stateless:
-            yield TimerFired(("elicitation", nid), state.store.places[nid].deadline)
+            yield TimerFired(("elicitation", nid), state.store.nonces[nid])
     yield ServerStopping(0)
     stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
     if stale >= 0 and stale not in state.workers:
@@ -781,7 +781,7 @@ def check_modern(
         if len(nids) != 1 or nids[0] not in after.parked:
             raise AssertionError(f"R-MRTR-12: {key} asked, parked {nids}")
         nid, parked = nids[0], after.parked[nids[0]]
-        deadline = after.store.places[nid].deadline
+        deadline = after.store.nonces[nid]
         if not parked.stateless or parked.key[0] != how.owner:
             raise AssertionError(f"R-MRTR-12: {nid} parked as {parked!r}, not under {how.owner}")
         digest = sealing.arguments_digest(call.arguments)

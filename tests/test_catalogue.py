@@ -612,11 +612,13 @@ async def test_C28_C29_D34_D41_unknown_and_late_answers_are_ignored_and_silence_
         ask = await wire.elicitation()
         eid = ask["id"]
         assert isinstance(eid, str)
-        (parked,) = wire.runtime().state.store.places.values()
+        assert list(wire.runtime().state.store.places) == [eid]
+        deadline = wire.runtime().timer_deadline(("elicitation", eid))
+        assert deadline is not None
         for wrong in (5, "5", eid + "x", [eid], {"id": eid}):
             await wire.send(answer(wrong, APPROVE))
         seen = await wire.until(lambda m: m.get("id") == 1)
-        assert wire.runtime().now() >= parked.deadline  # no wrong answer ended it
+        assert wire.runtime().now() >= deadline  # no wrong answer ended it
         assert denied(seen[-1]) == "elicitation timed out"
         withdrawn = [m for m in seen if m.get("method") == CANCELLED]
         assert [m["params"]["requestId"] for m in withdrawn] == [eid]
@@ -980,11 +982,13 @@ async def test_R_HTTP_31_H60_an_orphaned_parked_call_waits_for_a_resume_until_it
             events = sse_events(response)
             priming, _ = await events.__anext__()
             await events.__anext__()
-        (parked,) = wire.runtime().state.store.places.values()
+        (eid,) = wire.runtime().state.store.places
+        deadline = wire.runtime().timer_deadline(("elicitation", eid))
+        assert deadline is not None
         resume = {**resume, "last-event-id": priming}
         async with wire.http.stream("GET", wire.url, headers=resume) as response:
             replayed = [json.loads(data) async for _, data in sse_events(response)]
-        assert wire.runtime().now() >= parked.deadline
+        assert wire.runtime().now() >= deadline
         assert [m.get("method") for m in replayed] == ["elicitation/create", CANCELLED, None]
         assert denied(replayed[-1]) == "elicitation timed out"
         await wire.settled(sessions=1)
@@ -1072,7 +1076,9 @@ async def test_H63_a_wall_clock_jump_moves_no_deadline(
     async with wire_of(elicitation_timeout_ms=1_000) as wire:
         await wire.send(call(1))
         await wire.elicitation()
-        (parked,) = wire.runtime().state.store.places.values()
+        (eid,) = wire.runtime().state.store.places
+        deadline = wire.runtime().timer_deadline(("elicitation", eid))
+        assert deadline is not None
         monkeypatch.setattr(time, "time", lambda: real() + 86_400)
         monkeypatch.setattr(time, "time_ns", lambda: int((real() + 86_400) * 1e9))
         await wire.ping()
@@ -1080,7 +1086,7 @@ async def test_H63_a_wall_clock_jump_moves_no_deadline(
         monkeypatch.setattr(time, "time_ns", lambda: int((real() - 86_400) * 1e9))
         # Not early (the jump forward), and not never (the jump back: the test's deadline).
         assert denied(await wire.reply_to(1)) == "elicitation timed out"
-        assert wire.runtime().now() >= parked.deadline
+        assert wire.runtime().now() >= deadline
         monkeypatch.undo()
         await wire.settled()
 

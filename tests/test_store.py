@@ -164,6 +164,22 @@ def test_R_STORE_6_the_reference_is_the_rules() -> None:
     assert ref.take("b1", "b", 0) == Taken("closed", m.ALREADY_USED)
 
 
+def test_R_STORE_5_the_memory_store_keeps_a_deadline_for_nonces_only() -> None:
+    """A call's place is its owner alone; a nonce keeps its deadline until it is freed, for the
+    record of closed nonces (R-MRTR-14)."""
+    store, answer = _memory(4).reserve("a", "a1", 5, 2, 4, 0, False)
+    store, _ = store.reserve("b", "b1", 7, 2, 4, 0, True)
+    assert answer == Reserved("parked")
+    assert dict(store.places) == {"a1": "a", "b1": "b"}
+    assert dict(store.nonces) == {"b1": 7}
+    store = store.release("a1", m.EVICTED, 1)
+    assert (dict(store.nonces), dict(store.closed)) == ({"b1": 7}, {})
+    store = store.release("b1", m.EVICTED, 1)
+    assert (dict(store.places), dict(store.nonces)) == ({}, {})
+    assert store.take("b1", "b", 1)[1] == Taken("closed", m.EVICTED)
+    assert store.take("b1", "b", 7)[1] == Taken("closed", m.EVICTED)
+
+
 def test_R_STORE_5_the_state_holds_one_store_for_both_eras() -> None:
     """A 2025 parked call and a modern nonce are places of the one store in the state, and a
     modern ASK on a full server evicts the 2025 call that has held the top longest."""
@@ -174,8 +190,9 @@ def test_R_STORE_5_the_state_holds_one_store_for_both_eras() -> None:
     nonce_state = modern.ask(h, "a", 1)["requestState"]
     store = h.state.store
     assert (store.total, store.count("s"), store.count("a")) == (2, 1, 1)
-    assert sorted(p.single_use for p in store.places.values()) == [False, True]
-    assert store.places[eid].owner == "s"
+    assert sorted(store.places.values()) == ["a", "s"]
+    assert eid not in store.nonces
+    assert store.places[eid] == "s"
     # the server is full: a third owner's modern ASK evicts the 2025 call (R-PARK-4)
     modern.call(h, "b", 1)
     effects = h.finish(h.worker(), Ask("Allow rm?"))

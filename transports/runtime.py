@@ -450,6 +450,15 @@ class Runtime:
         """Keys of the timers armed now (for tests: they must equal the reducer's, R-INV-4)."""
         return frozenset(self._timers.keys() | self._armed.keys())
 
+    def timer_deadline(self, key: object) -> int | None:
+        """When the timer ``key`` fires, if it is armed (for tests: a parked call's deadline,
+        which the store does not keep, R-STORE-5)."""
+        armed = self._armed.get(key)
+        if armed is not None:
+            return armed
+        timer = self._timers.get(key)
+        return None if timer is None else timer[0]
+
     @property
     def live_workers(self) -> frozenset[int]:
         """Refs of the workers running now (for tests)."""
