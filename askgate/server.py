@@ -70,7 +70,7 @@ from askgate.core import (
     protocol,
     step,
 )
-from askgate.core.callbacks import wants_context
+from askgate.core.callbacks import EAGER_FLAG, wants_context
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
@@ -615,6 +615,7 @@ class Server:
         self._authorizer = authorizer
         self._authorizer_is_async = authorizer is not None and is_async_callable(authorizer)
         self._authorizer_context = authorizer is None or wants_context(authorizer)
+        self._authorizer_eager = authorizer is not None and runs_eagerly(authorizer)
         self._read_authorizer = read_authorizer
         self._authorizer_source = authorizer_source
         self._visibility = visibility
@@ -1055,6 +1056,7 @@ class Server:
         self._authorizer, self._read_authorizer, self._authorizer_source = tool, read, source
         self._authorizer_is_async = tool is not None and is_async_callable(tool)
         self._authorizer_context = tool is None or wants_context(tool)
+        self._authorizer_eager = tool is not None and runs_eagerly(tool)
         self._visibility = shown
 
     # -- jobs -------------------------------------------------------------------------------
@@ -1066,9 +1068,10 @@ class Server:
         kind = type(job)  # job classes are final: the most frequent first
         if kind is RunTool:
             tool = self._tools.get(job.tool)  # type: ignore[union-attr]
-            return tool is not None and runs_eagerly(tool.func)
+            # (runs_eagerly(tool.func), without the call)
+            return tool is not None and getattr(tool.func, EAGER_FLAG, False) is True
         if kind is Authorize:
-            return self._authorizer is not None and runs_eagerly(self._authorizer)
+            return self._authorizer_eager  # asked once, as _authorizer_is_async is
         if kind is FilterTools:
             return self._visibility is not None and runs_eagerly(self._visibility)
         if kind is AuthorizeRead:

@@ -11,7 +11,8 @@ from typing import Any, Final, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
+EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
+"""The attribute :func:`completes_without_suspending` sets (True) on the function it marks."""
 
 
 def completes_without_suspending(func: F) -> F:
@@ -21,14 +22,14 @@ def completes_without_suspending(func: F) -> F:
     tools that opt in. A marked callback that does suspend is stopped and reported as failed
     (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
     any ``async def`` that blocks does."""
-    setattr(func, _EAGER_FLAG, True)
+    setattr(func, EAGER_FLAG, True)
     return func
 
 
 def runs_eagerly(func: object) -> bool:
     """Whether ``func`` (a function or a bound method) is marked
     :func:`completes_without_suspending`."""
-    return getattr(func, _EAGER_FLAG, False) is True
+    return getattr(func, EAGER_FLAG, False) is True
 
 
 _NO_CONTEXT_FLAG: Final = "__askgate_ignores_context__"

@@ -187,6 +187,23 @@ def _keys_in_list(items: list[Any]) -> int:
     return n
 
 
+def _keys_near(msg: JsonObject) -> int:
+    """How many keys ``msg``, its ``params`` (else its ``result``) and the objects directly in
+    that hold: where a JSON-RPC message keeps its objects, counted without a call per object.
+    At most :func:`_keys_in` of ``msg`` (these objects are some of those)."""
+    n = len(msg)
+    body = msg.get("params")
+    if type(body) is not dict:
+        body = msg.get("result")
+        if type(body) is not dict:
+            return n
+    n += len(body)
+    for value in body.values():
+        if type(value) is dict:
+            n += len(value)
+    return n
+
+
 def _colons_in(value: Any) -> int:
     """How many keys the objects of ``value`` hold plus how many colons its strings hold."""
     kind = type(value)
@@ -218,7 +235,8 @@ def _parse(data: bytes) -> Any:
             colons = data.count(b":")
             kind = type(msg)
             if kind is dict:
-                if colons == len(msg) or colons == _keys_in(msg):
+                # (a lower bound of the keys first: equal to the colons, it is the count)
+                if colons == len(msg) or colons == _keys_near(msg) or colons == _keys_in(msg):
                     return msg
             elif colons == (_keys_in_list(msg) if kind is list else 0):
                 return msg

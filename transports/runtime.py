@@ -340,6 +340,9 @@ async def call_user(
     return await calling(func, args, kwargs, limiter)
 
 
+_KILLED: Final = object()
+"""What :meth:`Runtime.feed` finds for the ref of an eager worker killed since it completed."""
+
 _DONE: Final = object()
 """What a driver (:func:`_new_driver`) yields when the coroutine it was sent has completed."""
 
@@ -568,9 +571,9 @@ class Runtime:
             self._step(event)
             while queue:
                 ref, queued = queue.popleft()
-                if ref is not None and (ref not in self._workers or self._workers[ref] is not None):
-                    continue  # an eager worker's report, and the worker was killed meanwhile
-                if ref is not None:
+                if ref is not None:  # an eager worker's report
+                    if self._workers.get(ref, _KILLED) is not None:
+                        continue  # the worker was killed meanwhile (None: it completed at once)
                     del self._workers[ref]
                 self._step(queued)
         except BaseException:
@@ -592,9 +595,9 @@ class Runtime:
             self._check()
         performers = self._performers
         for effect in effects:
-            kind = type(effect)
-            if kind in performers:  # effect classes are final
-                performers[kind](effect)
+            perform = performers.get(type(effect))  # effect classes are final
+            if perform is not None:
+                perform(effect)
             else:  # pragma: no cover - the effect kinds are closed
                 self._perform(effect)
 
