@@ -14,12 +14,14 @@ from typing import Any, cast
 
 import anyio
 import pytest
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
 from askgate.server import Server
+from askgate.transports import http_server
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
 
@@ -575,3 +577,46 @@ def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
     assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
     assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
     assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]
+
+
+def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The protocol's one-call ``on_header`` is used only when it makes the headers the
+    installed uvicorn's ``on_header`` makes; otherwise uvicorn's own is called, then the
+    X-Forwarded-* note."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.expect_100_continue = False
+            self._proxied = False
+
+    pairs = [*http_server._HEADER_PROBES, (b"X-Other", b"x")]
+    built: Any = header_deadline_protocol(1000)
+    assert built.on_header is built._on_header_inline
+    theirs, ours = Probe(), Probe()
+    for name, value in pairs:
+        HttpToolsProtocol.on_header(cast(Any, theirs), name, value)
+        built.on_header(ours, name, value)
+    assert ours.headers == theirs.headers
+    assert ours.expect_100_continue
+    assert theirs.expect_100_continue
+    assert ours._proxied
+
+    def unstripped(self: Any, name: bytes, value: bytes) -> None:  # an older uvicorn's
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
+
+    monkeypatch.setattr(HttpToolsProtocol, "on_header", unstripped)
+    kept: Any = header_deadline_protocol(1000)
+    assert kept.on_header is not kept._on_header_inline
+    theirs, bare = Probe(), kept.__new__(kept)
+    bare.headers, bare.expect_100_continue = [], False
+    for name, value in pairs:
+        unstripped(theirs, name, value)
+        bare.on_header(name, value)
+    assert bare.headers == theirs.headers
+    assert bare._proxied

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, Final, cast
 
@@ -291,10 +291,22 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         def on_header(self, name: bytes, value: bytes) -> None:
             # uvicorn's own (whatever the installed version does with the pair), noting an
             # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
-            # POST).
+            # POST). Replaced below by _on_header_inline when that does what the installed
+            # uvicorn's does.
             super().on_header(name, value)
             if name[:12].lower() == b"x-forwarded-":
                 self._proxied = True
+
+        def _on_header_inline(self, name: bytes, value: bytes) -> None:
+            # uvicorn 0.55's on_header and the X-Forwarded-* note in one call (a request's
+            # every header comes through here)
+            name = name.lower()
+            value = value.rstrip(b" \t")
+            if name == b"expect" and value.lower() == b"100-continue":
+                self.expect_100_continue = True
+            elif name[:12] == b"x-forwarded-":
+                self._proxied = True
+            self.headers.append((name, value))
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -534,7 +546,52 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 logger.info("closed a connection: its request headers did not arrive in time")
                 self.transport.close()
 
+    if _same_headers(HttpToolsProtocol.on_header, HeaderDeadline._on_header_inline):
+        HeaderDeadline.on_header = HeaderDeadline._on_header_inline  # type: ignore[method-assign]
     return HeaderDeadline
+
+
+_HEADER_PROBES: Final = (
+    (b"Content-Type", b"application/json"),
+    (b"HOST", b" 127.0.0.1:8765 \t "),
+    (b"Expect", b"100-Continue\t"),
+    (b"expect", b"100-continue-not"),
+    (b"X-Forwarded-For", b"192.0.2.7"),
+    (b"x-forwarded-", b""),
+    (b"X-Forwarde", b"a"),
+    (b"Accept", b"a,\tb "),
+)
+"""Header pairs uvicorn's ``on_header`` and askgate's inline copy are both given, to check
+that they make the same headers and the same ``Expect`` verdict."""
+
+
+def _same_headers(
+    uvicorn_on_header: Callable[[Any, bytes, bytes], None],
+    inline: Callable[[Any, bytes, bytes], None],
+) -> bool:
+    """Whether ``inline`` does with every probe pair what the installed uvicorn's
+    ``on_header`` does (the same headers list, the same ``expect_100_continue``)."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.expect_100_continue = False
+            self._proxied = False
+
+    for pairs in (_HEADER_PROBES, _HEADER_PROBES[3:], _HEADER_PROBES[:1]):
+        theirs, ours = Probe(), Probe()
+        try:
+            for name, value in pairs:
+                uvicorn_on_header(theirs, name, value)
+                inline(ours, name, value)
+        except Exception:  # any difference, even a failure, means "not the same"
+            return False
+        if (theirs.headers, theirs.expect_100_continue) != (
+            ours.headers,
+            ours.expect_100_continue,
+        ):
+            return False
+    return True
 
 
 def _stopping_server() -> type:
