@@ -313,7 +313,10 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             self._proxied = False
             self._idle_due = None  # a request began: the connection is not idle (a response
             # answered at once, before the read's next request was parsed, may have set it)
-            self._arm()
+            if self._due is None:  # _arm, inline: every request passes here
+                self._due = due = self.loop.time() + seconds
+                if self._timer is None:
+                    self._timer = self.loop.call_at(due, self._expired)
 
         def on_headers_complete(self) -> None:
             self._due = None
@@ -327,7 +330,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            scope = cast(dict[str, Any], self.scope)
+            scope: dict[str, Any] = self.scope  # type: ignore[assignment]
             scope[BODY_WHOLE] = True  # the app reads it without a deadline
             cycle = self._deferred
             if cycle is not None:
@@ -351,7 +354,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
                 return
             context = contextvars.copy_context()  # the request's own, as a task's would be
-            scope = cast(dict[str, Any], cycle.scope)
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
             try:
                 served = context.run(app.answer_whole, scope, bytes(cycle.body))
             except BaseException as exc:  # as uvicorn's request cycle answers a failed app
