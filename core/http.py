@@ -12,7 +12,7 @@ import base64
 import functools
 import ipaddress
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Final, Literal
 
 from immutables import Map
 
@@ -292,65 +292,6 @@ def post_version(headers: Mapping[str, str]) -> tuple[str, Rejection | None, Rej
     if rejection is not None and SESSION_HEADER not in headers:
         return version, None, rejection
     return version, rejection, None
-
-
-class PostHeaders(NamedTuple):
-    """What a POST's headers alone decide (:func:`post_header_checks`), in the order they are
-    applied: ``rejection`` (R-HTTP-3, R-HTTP-4, then R-HTTP-6 for a POST naming a session),
-    the ``version`` in force, the ``unsupported`` version's rejection deferred until the body
-    is read (R-HTTP-26), and whether the declared length is over the cap (R-HTTP-5, applied
-    after the session is looked up)."""
-
-    rejection: Rejection | None
-    version: str
-    unsupported: Rejection | None
-    too_large: bool
-
-
-def post_header_checks(headers: Mapping[str, str], options: HttpOptions) -> PostHeaders:
-    """:func:`check_post_headers`, :func:`post_version` and :func:`declared_too_large` of a
-    POST in one call. A client sends the same values on every POST of a session: when every
-    value is short, the verdicts are remembered (by value, with the options), as those of
-    :func:`check_post_headers` are."""
-    content_type = headers.get("content-type", "")
-    accept = headers.get("accept", "")
-    version = headers.get(VERSION_HEADER)
-    length = headers.get("content-length", "")
-    if (
-        len(content_type) <= MEMO_VALUE_CHARS
-        and len(accept) <= MEMO_VALUE_CHARS
-        and (version is None or len(version) <= MEMO_VALUE_CHARS)
-        and len(length) <= MEMO_VALUE_CHARS
-    ):
-        named = SESSION_HEADER in headers
-        return _post_header_memo(content_type, accept, version, named, length, options)
-    return _post_header_checks(headers, options)
-
-
-def _post_header_checks(headers: Mapping[str, str], options: HttpOptions) -> PostHeaders:
-    rejection = check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
-    version = DEFAULT_VERSION
-    unsupported = None
-    if rejection is None:
-        version, rejection, unsupported = post_version(headers)  # R-HTTP-6
-    return PostHeaders(rejection, version, unsupported, declared_too_large(headers, options))
-
-
-@functools.lru_cache(maxsize=128)
-def _post_header_memo(
-    content_type: str,
-    accept: str,
-    version: str | None,
-    named: bool,
-    length: str,
-    options: HttpOptions,
-) -> PostHeaders:
-    headers = {"content-type": content_type, "accept": accept, "content-length": length}
-    if version is not None:
-        headers[VERSION_HEADER] = version
-    if named:
-        headers[SESSION_HEADER] = ""
-    return _post_header_checks(headers, options)
 
 
 # -- the POST body ------------------------------------------------------------------------------

@@ -155,38 +155,6 @@ def test_R_HTTP_1_R_HTTP_4_remembered_verdicts_match_fresh_ones() -> None:
     assert refused.status == 406
 
 
-def test_R_HTTP_3_R_HTTP_6_a_posts_header_checks_in_one_call_match_each_check() -> None:
-    """``post_header_checks`` gives, for every mix of values (present, absent, too long to
-    remember, asked twice), what the checks it stands for give one by one, in their order."""
-    small = rules.HttpOptions(max_body=10)
-    long_accept = "application/json, text/event-stream" + ", x/y" * rules.MEMO_VALUE_CHARS
-    for content_type in (None, "application/json", "text/plain", "application/json" + " " * 300):
-        for accept in (None, POST_OK["accept"], "application/json", long_accept):
-            for version in (None, "2025-06-18", " 2025-06-18 ", "1999-01-01", "9" * 300):
-                for session in (None, "abc"):
-                    for length in (None, "", "10", " 11", "x", "1" * 300):
-                        values = {
-                            "content-type": content_type,
-                            "accept": accept,
-                            rules.VERSION_HEADER: version,
-                            rules.SESSION_HEADER: session,
-                            "content-length": length,
-                        }
-                        headers = {k: v for k, v in values.items() if v is not None}
-                        rejection = rules.check_post_headers(headers)
-                        expected: tuple[object, ...] = (
-                            rejection,
-                            rules.DEFAULT_VERSION,
-                            None,
-                        )
-                        if rejection is None:
-                            version_in_force, now, later = rules.post_version(headers)
-                            expected = (now, version_in_force, later)
-                        expected += (rules.declared_too_large(headers, small),)
-                        assert tuple(rules.post_header_checks(headers, small)) == expected
-                        assert tuple(rules.post_header_checks(headers, small)) == expected
-
-
 def test_R_HTTP_5_the_cap_counts_bytes_received() -> None:
     small = rules.HttpOptions(max_body=10)
     assert rules.declared_too_large({"content-length": "11"}, small)

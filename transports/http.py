@@ -759,12 +759,15 @@ class HttpTransport:
         """A POST's checks before its body is read: the version, the session named, the
         unsupported version (R-HTTP-26: a POST with no session may be modern; its body says),
         or the refusal (not yet logged)."""
-        # R-HTTP-3, R-HTTP-4, R-HTTP-6 and the declared length (R-HTTP-5), by the headers alone
-        rejection, version, unsupported, too_large = rules.post_header_checks(headers, self.options)
+        rejection = rules.check_post_headers(headers)  # R-HTTP-3, R-HTTP-4
+        version = rules.DEFAULT_VERSION
+        unsupported = None
+        if rejection is None:
+            version, rejection, unsupported = rules.post_version(headers)  # R-HTTP-6
         found = self._session(headers, principal, initialize=True)
         if rejection is None and isinstance(found, rules.Rejection):
             rejection = found  # R-HTTP-9: an unknown or foreign session, before the body
-        if rejection is None and too_large:
+        if rejection is None and rules.declared_too_large(headers, self.options):
             rejection = rules.Rejection(413, "Payload Too Large")
         if rejection is not None:
             return rejection
