@@ -4,7 +4,7 @@ response bytes written, without the event loop's reads and writes, the socket or
 comparing two checkouts of the HTTP shell on a shared, noisy machine in about a minute.
 
     python bench/http_protocol_instructions.py --tree /tmp/base --tree . [--stub-reducer]
-        [--phase elicit]
+        [--phase elicit|modern]
 
 Each ``--tree`` (a checkout) runs, under ``valgrind --tool=callgrind`` with ``python -P``,
 ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0``: the demo's ``HttpApp`` served by
@@ -20,6 +20,12 @@ session: ``tools/call guarded_echo`` on the first, its SSE stream (written in a 
 up to the ``elicitation/create``, the accepting answer POSTed on the second (202), then the
 stream to its end; the loop runs a turn at a time until each awaited write came (the same
 turns in every run). The figure is the difference for 600 and 100 trips over 500.
+
+``--phase modern`` counts 2026-07-28 approval round trips on one connection, with no session:
+``tools/call guarded_echo`` with the per-request ``_meta`` and the ``MCP-Protocol-Version``,
+``Mcp-Method`` and ``Mcp-Name`` headers, its ``input_required`` answer, then the retry with
+``inputResponses`` and the ``requestState`` (each answer awaited a turn of the loop at a time);
+the same counts as ``elicit``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ FEW, MANY = 200, 1_200
 TRIPS_FEW, TRIPS_MANY = 100, 600
 TURNS = 1_000  # at most this many loop turns for one awaited write
 COLLECTED = re.compile(r"Collected : (\d+)")
+MODERN = "2026-07-28"
+META = "io.modelcontextprotocol/"
 
 
 class _Kept(asyncio.Transport):
@@ -111,6 +119,57 @@ async def _elicit(protocol: Any, kept: _Kept, answering: Any, extra: bytes, coun
             raise SystemExit(f"guarded_echo was not answered: {kept.out[-1:]!r}")
 
 
+async def _modern(protocol: Any, kept: _Kept, count: int) -> None:
+    """``count`` 2026-07-28 approval round trips on ``protocol``: the stateless call, its
+    input-required answer, the approving retry with the ``requestState``; each POST's answer
+    awaited a turn of the loop at a time."""
+    meta = {
+        f"{META}protocolVersion": MODERN,
+        f"{META}clientCapabilities": {"elicitation": {}},
+        f"{META}clientInfo": {"name": "askgate-http-protocol-instructions", "version": "0.1.0"},
+    }
+    extra = (
+        b"MCP-Protocol-Version: " + MODERN.encode() + b"\r\n"
+        b"Mcp-Method: tools/call\r\nMcp-Name: guarded_echo\r\n"
+    )
+    for n in range(1, count + 1):
+        params: dict[str, Any] = {
+            "name": "guarded_echo",
+            "arguments": {"text": "hello"},
+            "_meta": meta,
+        }
+        answers = []
+        for attempt in (0, 1):
+            kept.out.clear()
+            call = {"jsonrpc": "2.0", "id": 2 * n + attempt, "method": "tools/call"}
+            call["params"] = params
+            protocol.data_received(_request(json.dumps(call).encode(), extra))
+            await _turns_until(lambda: bool(kept.out) and _ended(b"".join(kept.out)))
+            answers.append(json.loads(b"".join(kept.out).split(b"\r\n\r\n", 1)[1]))
+            if attempt == 0:
+                result = answers[0]["result"]
+                ((key, _),) = result["inputRequests"].items()
+                params = {
+                    **params,
+                    "inputResponses": {key: {"action": "accept", "content": {"approve": True}}},
+                    "requestState": result["requestState"],
+                }
+        if answers[1].get("result", {}).get("content") != [{"type": "text", "text": "hello"}]:
+            raise SystemExit(f"the retry was answered {answers[1]!r}")
+
+
+def _ended(written: bytes) -> bool:
+    """Whether ``written`` holds a whole response with its length (the modern answers are
+    JSON)."""
+    head, sep, body = written.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":", 1)[1])
+    raise SystemExit(f"a modern answer had no length: {head!r}")
+
+
 async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
     import uvicorn  # noqa: PLC0415
     from uvicorn.server import ServerState  # noqa: PLC0415
@@ -134,6 +193,9 @@ async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
         )
         kept = _Kept()
         protocol.connection_made(kept)
+        if phase == "modern":
+            await _modern(protocol, kept, count)
+            return
         init = {
             "jsonrpc": "2.0",
             "id": 0,
@@ -221,7 +283,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--tree", action="append", default=[], help="a checkout (repeatable)")
     parser.add_argument("--stub-reducer", action="store_true", help="answer without the reducer")
-    parser.add_argument("--phase", choices=["echo", "elicit"], default="echo")
+    parser.add_argument("--phase", choices=["echo", "elicit", "modern"], default="echo")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub_reducer and args.phase != "echo":
@@ -230,7 +292,9 @@ def main() -> int:
         asyncio.run(_serve(args.child, args.stub_reducer, args.phase))
         return 0
     few_many = (FEW, MANY) if args.phase == "echo" else (TRIPS_FEW, TRIPS_MANY)
-    what = "echo POST" if args.phase == "echo" else "elicitation trip"
+    what = {"echo": "echo POST", "elicit": "elicitation trip", "modern": "2026-07-28 trip"}[
+        args.phase
+    ]
     for given in args.tree or ["."]:
         tree = os.path.abspath(given)
         few, many = (count_in(tree, n, args.stub_reducer, args.phase) for n in few_many)

@@ -14,12 +14,14 @@ from typing import Any, cast
 
 import anyio
 import pytest
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
 from askgate.server import Server
+from askgate.transports import http_server
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
 
@@ -575,3 +577,162 @@ def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
     assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
     assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
     assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]
+
+
+def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The protocol's one-call ``on_header`` is used only when it makes the headers the
+    installed uvicorn's ``on_header`` makes; otherwise uvicorn's own is called, then the
+    X-Forwarded-* note."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.expect_100_continue = False
+            self._proxied = False
+
+    pairs = [*http_server._HEADER_PROBES, (b"X-Other", b"x")]
+    built: Any = header_deadline_protocol(1000)
+    assert built.on_header is built._on_header_inline
+    theirs, ours = Probe(), Probe()
+    for name, value in pairs:
+        HttpToolsProtocol.on_header(cast(Any, theirs), name, value)
+        built.on_header(ours, name, value)
+    assert ours.headers == theirs.headers
+    assert ours.expect_100_continue
+    assert theirs.expect_100_continue
+    assert ours._proxied
+
+    def unstripped(self: Any, name: bytes, value: bytes) -> None:  # an older uvicorn's
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
+
+    monkeypatch.setattr(HttpToolsProtocol, "on_header", unstripped)
+    kept: Any = header_deadline_protocol(1000)
+    assert kept.on_header is not kept._on_header_inline
+    theirs, bare = Probe(), kept.__new__(kept)
+    bare.headers, bare.expect_100_continue = [], False
+    for name, value in pairs:
+        unstripped(theirs, name, value)
+        bare.on_header(name, value)
+    assert bare.headers == theirs.headers
+    assert bare._proxied
+
+
+PRIMED = "2025-11-25"
+"""A revision whose streams open with a priming event and number their events (R-HTTP-18)."""
+
+
+def _get(client: _Client, session: dict[str, str], last_event_id: bytes) -> None:
+    lines = "".join(f"{name}: {value}\r\n" for name, value in session.items())
+    client.sock.sendall(
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{client.port}\r\n"
+        f"Accept: text/event-stream\r\n{lines}".encode()
+        + b"Last-Event-ID: "
+        + last_event_id
+        + b"\r\n\r\n"
+    )
+
+
+def _asked(client: _Client) -> tuple[bytes, bytes, bytes]:
+    """Reads a call's stream up to its ``elicitation/create`` event, whole: what was read, the
+    event's id and the elicitation's id."""
+    read = client.until(b"elicitation/create")
+    read += client.until(b"\n\n")
+    event_ids = re.findall(rb"\nid: ([A-Za-z0-9_.-]+)\n", b"\n" + read)
+    ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', read)
+    assert event_ids, read
+    assert ask_id is not None, read
+    return read, event_ids[-1], ask_id.group(1)
+
+
+def _accepting(ask_id: bytes) -> bytes:
+    accept = b'{"action":"accept","content":{"approve":true}}'
+    return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (ask_id, accept)
+
+
+def _takeover_script(port: int) -> list[bytes]:
+    """A whole POST's stream taken over by a GET with its Last-Event-ID while its connection
+    is open, then that connection used again; another's client gone before its answer, the
+    answer read by a GET that resumes it; the transcript, in order."""
+    seen: list[bytes] = []
+    a = _Client(port)
+    init = _message(
+        0,
+        "initialize",
+        {
+            "protocolVersion": PRIMED,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    )
+    a.post(init, {})
+    opened = a.response()
+    sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", opened)
+    assert sid is not None, opened
+    session = {"Mcp-Session-Id": sid.group(1).decode(), "MCP-Protocol-Version": PRIMED}
+    a.post(INITIALIZED, session)
+    seen.append(a.response())
+    # taken over by a GET while the POST's connection is open and idle
+    s = _Client(port)
+    s.post(_call(4, "guarded_echo"), session)
+    read, event_id, ask_id = _asked(s)
+    seen.append(read)
+    g = _Client(port)
+    _get(g, session, event_id)
+    seen.append(g.until(b"\r\n\r\n"))  # the GET's head
+    seen.append(s.until(b"\r\n0\r\n\r\n"))  # the POST's response ends, cleanly
+    a.post(_accepting(ask_id), session)
+    seen.append(a.response())
+    seen.append(g.until(b"\r\n0\r\n\r\n"))  # the call's result on the GET, then its end
+    for client in (s, g):  # both connections are kept alive and serve the next request
+        client.post(_call(5, "echo"), session)
+        seen.append(client.response())
+    # the client gone before its answer: the answer is kept for the GET that resumes
+    d = _Client(port)
+    d.post(_call(6, "guarded_echo"), session)
+    read, event_id, ask_id = _asked(d)
+    seen.append(read)
+    d.close()
+    a.post(_accepting(ask_id), session)
+    seen.append(a.response())
+    r = _Client(port)
+    _get(r, session, event_id)
+    seen.append(r.response())
+    for client in (a, s, g, r):
+        client.close()
+    return [_masked(exchange) for exchange in seen]
+
+
+def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asgi() -> None:
+    """Through askgate's protocol, a whole POST's stream (written by the fast path's ``send``)
+    taken over by a GET with Last-Event-ID ends its own response cleanly and its connection
+    serves the next request; a stream whose client left before its answer is resumed by a GET;
+    every byte as through uvicorn's own protocol."""
+
+    async def transcript(protocol: Any) -> list[bytes]:
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
+
+        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(_takeover_script, port)
+
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        return await transcript(header_deadline_protocol(5000)), await transcript("httptools")
+
+    fast, plain = anyio.run(scenario, backend="asyncio")
+    assert fast == plain
+    assert b"\nretry: " in fast[1]  # primed: its events have ids
+    assert fast[2].startswith(b"HTTP/1.1 200 OK\r\n"), fast[2]
+    assert fast[3] == b"\r\n0\r\n\r\n", fast[3]  # the taken-over response: its end, no more
+    assert fast[4].startswith(b"HTTP/1.1 202 "), fast[4]
+    assert b'"id":4,"result":{"content":[{"type":"text","text":"hi"}]' in fast[5], fast[5]
+    for answer in fast[6:8]:
+        assert b'"id":5,"result":{"content":[{"type":"text","text":"hi"}]' in answer, answer
+    assert fast[9].startswith(b"HTTP/1.1 202 "), fast[9]
+    assert b'"id":6,"result":{"content":[{"type":"text","text":"hi"}]' in fast[10], fast[10]
+    assert fast[10].endswith(b"\r\n0\r\n\r\n"), fast[10]

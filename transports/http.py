@@ -264,7 +264,10 @@ class _EventStream:
         self.stopper = None  # the connection that wrote it before ends at its next take
         self.writer = token
         self.cursor = after
-        self.unwritten = sum(len(data) for n, data in self.log if n > after)
+        if after > 0:
+            self.unwritten = sum(len(data) for n, data in self.log if n > after)
+        else:  # every event it holds
+            self.unwritten = self.size
         self._signal()  # the connection that wrote it before ends
 
     def writing(self, token: object, stop: Callable[[], None]) -> None:

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, Final, cast
 
@@ -291,17 +291,32 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         def on_header(self, name: bytes, value: bytes) -> None:
             # uvicorn's own (whatever the installed version does with the pair), noting an
             # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
-            # POST).
+            # POST). Replaced below by _on_header_inline when that does what the installed
+            # uvicorn's does.
             super().on_header(name, value)
             if name[:12].lower() == b"x-forwarded-":
                 self._proxied = True
+
+        def _on_header_inline(self, name: bytes, value: bytes) -> None:
+            # uvicorn 0.55's on_header and the X-Forwarded-* note in one call (a request's
+            # every header comes through here)
+            name = name.lower()
+            value = value.rstrip(b" \t")
+            if name == b"expect" and value.lower() == b"100-continue":
+                self.expect_100_continue = True
+            elif name[:12] == b"x-forwarded-":
+                self._proxied = True
+            self.headers.append((name, value))
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._proxied = False
             self._idle_due = None  # a request began: the connection is not idle (a response
             # answered at once, before the read's next request was parsed, may have set it)
-            self._arm()
+            if self._due is None:  # _arm, inline: every request passes here
+                self._due = due = self.loop.time() + seconds
+                if self._timer is None:
+                    self._timer = self.loop.call_at(due, self._expired)
 
         def on_headers_complete(self) -> None:
             self._due = None
@@ -315,7 +330,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            scope = cast(dict[str, Any], self.scope)
+            scope: dict[str, Any] = self.scope  # type: ignore[assignment]
             scope[BODY_WHOLE] = True  # the app reads it without a deadline
             cycle = self._deferred
             if cycle is not None:
@@ -339,7 +354,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 HttpToolsProtocol._start_asgi_task(self, cycle, self.app)
                 return
             context = contextvars.copy_context()  # the request's own, as a task's would be
-            scope = cast(dict[str, Any], cycle.scope)
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
             try:
                 served = context.run(app.answer_whole, scope, bytes(cycle.body))
             except BaseException as exc:  # as uvicorn's request cycle answers a failed app
@@ -534,7 +549,52 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 logger.info("closed a connection: its request headers did not arrive in time")
                 self.transport.close()
 
+    if _same_headers(HttpToolsProtocol.on_header, HeaderDeadline._on_header_inline):
+        HeaderDeadline.on_header = HeaderDeadline._on_header_inline  # type: ignore[method-assign]
     return HeaderDeadline
+
+
+_HEADER_PROBES: Final = (
+    (b"Content-Type", b"application/json"),
+    (b"HOST", b" 127.0.0.1:8765 \t "),
+    (b"Expect", b"100-Continue\t"),
+    (b"expect", b"100-continue-not"),
+    (b"X-Forwarded-For", b"192.0.2.7"),
+    (b"x-forwarded-", b""),
+    (b"X-Forwarde", b"a"),
+    (b"Accept", b"a,\tb "),
+)
+"""Header pairs uvicorn's ``on_header`` and askgate's inline copy are both given, to check
+that they make the same headers and the same ``Expect`` verdict."""
+
+
+def _same_headers(
+    uvicorn_on_header: Callable[[Any, bytes, bytes], None],
+    inline: Callable[[Any, bytes, bytes], None],
+) -> bool:
+    """Whether ``inline`` does with every probe pair what the installed uvicorn's
+    ``on_header`` does (the same headers list, the same ``expect_100_continue``)."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.expect_100_continue = False
+            self._proxied = False
+
+    for pairs in (_HEADER_PROBES, _HEADER_PROBES[3:], _HEADER_PROBES[:1]):
+        theirs, ours = Probe(), Probe()
+        try:
+            for name, value in pairs:
+                uvicorn_on_header(theirs, name, value)
+                inline(ours, name, value)
+        except Exception:  # any difference, even a failure, means "not the same"
+            return False
+        if (theirs.headers, theirs.expect_100_continue) != (
+            ours.headers,
+            ours.expect_100_continue,
+        ):
+            return False
+    return True
 
 
 def _stopping_server() -> type:
