@@ -176,8 +176,10 @@ def _get_conn(d: _Draft, conn: ConnId) -> Conn:
 
 def _put_conn(d: _Draft, conn: ConnId, c: Conn) -> None:
     """Stores ``c``, or forgets the connection once it holds nothing (R-INV-6): a connection
-    with open requests, or that owns places in the store (R-PARK-1, R-STORE-5), is kept."""
-    if c.is_empty() and conn not in d.open_requests and not d.store.count(conn):
+    with open requests, or that owns places in the store (R-PARK-1, R-STORE-5), is kept. Only
+    a subscribed connection has parked calls (R-INV-5), so one that ``c`` says holds nothing
+    has open requests exactly when it has workers (``in_flight``)."""
+    if c.is_empty() and conn not in d.in_flight and not d.store.count(conn):
         if conn in d.conns:
             d.conns = d.conns.delete(conn)
             _forget_protocol_state(d, conn, c)
@@ -304,8 +306,6 @@ def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None
 def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
     """The keys of ``conn``'s open calls: those holding a worker, then those parked (under the
     owner its calls park for, R-PARK-1); no scan of other connections' calls."""
-    if conn not in d.open_requests:
-        return []
     keys = [key for key in d.workers.values() if key[0] == conn] if conn in d.in_flight else []
     parked = d.parked
     for eid in d.store.queue(owner_of(conn, c.principal)):
@@ -416,8 +416,6 @@ def _open(
             out.append(_record(conn, request_id, name, "", "busy", scope, "", None, now, now))
         return
     key = (conn, request_id)
-    requests = d.open_requests
-    d.open_requests = requests.set(conn, requests.get(conn, 0) + 1)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
     ref = _start_worker(d, key, job, now, out)
@@ -518,12 +516,8 @@ def _end(d: _Draft, call: Call) -> None:
     if d.progress and key in d.progress:
         d.progress = d.progress.delete(key)  # R-CTX-2
     conn = call.conn
-    requests = d.open_requests[conn] - 1
-    if requests:
-        d.open_requests = d.open_requests.set(conn, requests)
-    else:
-        d.open_requests = d.open_requests.delete(conn)
-        _freed(d, conn)
+    if conn not in d.in_flight:  # perhaps its last open call: a worker-holding one was released
+        _freed(d, conn)  # before (a parked call's connection is subscribed, R-INV-5, and kept)
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)

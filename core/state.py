@@ -233,7 +233,7 @@ class Conn(ConnSlots):
 
     def is_empty(self) -> bool:
         """Whether this record holds nothing of its own (the connection may still have open
-        requests, ``State.open_requests``, or places in the store)."""
+        requests, or places in the store)."""
         return not self.subscribed and self.cap_group == ""
 
 
@@ -284,8 +284,6 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
-    # How many open calls each connection has (at least 1; ``calls`` holds them).
-    open_requests: Map[ConnId, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)
