@@ -45,9 +45,13 @@ def check_invariants(state: State) -> None:
     per_conn_requests: dict[Hashable, set[Hashable]] = {}
     per_caller: dict[Hashable, set[tuple[Hashable, Hashable]]] = {}
     seen_workers: set[int] = set()
+    if any(key in state.working for key in state.waiting):
+        _fail("R-INV-3", "a call is both parked and holding a worker")
     for key, call in state.calls.items():
         if key != (call.conn, call.request_id) or call.key != key:
             _fail("R-INV-3", f"call stored under {key!r} is {(call.conn, call.request_id)!r}")
+        if (call.stage is Stage.PARKED) != (key in state.waiting):
+            _fail("R-INV-3", f"call {key!r} in stage {call.stage.name} is kept with the wrong ones")
         per_conn_requests.setdefault(call.conn, set()).add(call.request_id)
         if call.caller is not None:
             per_caller.setdefault(call.caller, set()).add(key)

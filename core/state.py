@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from immutables import Map
@@ -254,7 +254,11 @@ class Variables:
     tools: Map[str, ToolInfo]
     catalog: Catalog
     conns: Map[ConnId, Conn]
-    calls: Map[CallKey, Call]
+    # The open calls (``State.calls`` is both): those holding a worker, and those PARKED, kept
+    # apart so that a call's every move while it holds a worker writes a map without the
+    # parked calls (however many wait, R-PARK-3).
+    working: Map[CallKey, Call]
+    waiting: Map[CallKey, Call]
     workers: Map[int, CallKey]
     # Workers per connection (kept apart from Conn: it changes on every worker start and end).
     in_flight: Map[ConnId, int]
@@ -291,6 +295,11 @@ class State(Variables):
     """Everything the reducer decides from: the :class:`Variables`, frozen."""
 
     @property
+    def calls(self) -> OpenCalls:
+        """Every open call by its key, of either map (``working`` and ``waiting``)."""
+        return OpenCalls(self.working, self.waiting)
+
+    @property
     def parked_total(self) -> int:
         """How many parking places are held, of either era (R-PARK-3)."""
         return self.store.total
@@ -299,6 +308,33 @@ class State(Variables):
     def closed_nonces(self) -> Map[str, tuple[str, int, int]]:
         """The nonces closed lately, each with why, its expiry and its place (R-MRTR-14)."""
         return self.store.closed
+
+
+class OpenCalls(Mapping[CallKey, Call]):
+    """The open calls, read-only: the calls holding a worker, then the parked ones."""
+
+    __slots__ = ("waiting", "working")
+
+    def __init__(self, working: Map[CallKey, Call], waiting: Map[CallKey, Call]) -> None:
+        self.working = working
+        self.waiting = waiting
+
+    def __getitem__(self, key: CallKey) -> Call:
+        call = self.working.get(key)
+        return self.waiting[key] if call is None else call
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.working or key in self.waiting
+
+    def __iter__(self) -> Iterator[CallKey]:
+        yield from self.working
+        yield from self.waiting
+
+    def __len__(self) -> int:
+        return len(self.working) + len(self.waiting)
+
+    def __repr__(self) -> str:
+        return f"OpenCalls({dict(self)!r})"
 
 
 def initial_state(
@@ -347,7 +383,8 @@ def initial_state(
         tools=Map({t.name: tool_info(t.name, t.sensitive, t.derived, t.definition) for t in tools}),
         catalog=Catalog(),
         conns=Map(),
-        calls=Map(),
+        working=Map(),
+        waiting=Map(),
         workers=Map(),
         in_flight=Map(),
         in_flight_total=0,
