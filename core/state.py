@@ -326,6 +326,11 @@ class OpenCalls(Mapping[CallKey, Call]):
     def __contains__(self, key: object) -> bool:
         return key in self.working or key in self.waiting
 
+    def get(self, key: CallKey, default: Any = None) -> Any:
+        """``Mapping.get`` without its ``KeyError`` for a missing key (audit logs read this)."""
+        call = self.working.get(key)
+        return self.waiting.get(key, default) if call is None else call
+
     def __iter__(self) -> Iterator[CallKey]:
         yield from self.working
         yield from self.waiting
