@@ -495,32 +495,35 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "caller-exit-no-withdraw",
         REDUCER,
-        "        _drop(d, d.calls[key], ev.now, out, notify=True, why=CALLER_GONE)  # R-DROP-2\n",
-        "        _drop(d, d.calls[key], ev.now, out, notify=False, why=CALLER_GONE)  # R-DROP-2\n",
+        "        _drop(d, _the_call(d, key), ev.now, out, notify=True, why=CALLER_GONE)"
+        "  # R-DROP-2\n",
+        "        _drop(d, _the_call(d, key), ev.now, out, notify=False, why=CALLER_GONE)"
+        "  # R-DROP-2\n",
         ("R-CLOSE-4", "R-DROP-2"),
         "a prompt whose caller exited is not withdrawn",
     ),
     Mutant(
         "detach-withdraws",
         REDUCER,
-        "        _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)\n",
-        "        _drop(d, d.calls[key], now, out, notify=True, why=CONNECTION_GONE)\n",
+        "        _drop(d, _the_call(d, key), now, out, notify=False, why=CONNECTION_GONE)\n",
+        "        _drop(d, _the_call(d, key), now, out, notify=True, why=CONNECTION_GONE)\n",
         ("R-DROP-3",),
         "a connection that went away is pushed withdrawals",
     ),
     Mutant(
         "drops-in-reverse-admission-order",
         REDUCER,
-        "    return sorted(keys, key=lambda key: d.calls[key].seq)\n",
-        "    return sorted(keys, key=lambda key: d.calls[key].seq, reverse=True)\n",
+        "    return sorted(keys, key=lambda key: _the_call(d, key).seq)\n",
+        "    return sorted(keys, key=lambda key: _the_call(d, key).seq, reverse=True)\n",
         ("R-DROP-2", "R-DROP-3"),
         "a drop of many calls answers the newest first",
     ),
     Mutant(
         "cancel-any-connections-request",
         REDUCER,
-        "    call = d.calls.get((conn, request_id))\n",
-        "    call = next((c for k, c in d.calls.items() if k[1] == request_id), None)\n",
+        "    call = _open_call(d, (conn, request_id))\n",
+        "    call = next((c for k, c in [*d.working.items(), *d.waiting.items()]"
+        " if k[1] == request_id), None)\n",
         ("R-DROP-1", "R-DLV-1"),
         "a cancel drops a request of that id on any connection",
     ),
@@ -686,8 +689,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-check-removed",
         REDUCER,
-        "    if (conn, request_id) in d.calls or (\n"
-        "        d.listens and (conn, request_id) in d.listens  # R-MRTR-19\n"
+        "    if (\n"
+        "        key in d.working\n"
+        "        or (d.waiting and key in d.waiting)\n"
+        "        or (d.listens and key in d.listens)  # R-MRTR-19\n"
         "    ):\n"
         "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
         "  # type: ignore[arg-type]\n"
@@ -699,8 +704,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-across-connections",
         REDUCER,
-        "    if (conn, request_id) in d.calls or (\n",
-        "    if any(request_id == key[1] for key in d.calls) or (\n",
+        "        key in d.working\n",
+        "        any(request_id == k[1] for k in d.working)\n",
         ("R-ADM-1",),
         "ids of different connections collide",
     ),

@@ -2217,7 +2217,8 @@ def _():
             self.tools == other.tools and
             self.catalog == other.catalog and
             self.conns == other.conns and
-            self.calls == other.calls and
+            self.working == other.working and
+            self.waiting == other.waiting and
             self.workers == other.workers and
             self.in_flight == other.in_flight and
             self.in_flight_total == other.in_flight_total and
@@ -2236,16 +2237,16 @@ def _():
             self.progress == other.progress and
             self.keyring == other.keyring and
             self.stateless == other.stateless and
-            self.listens == other.listens and
-            self.open_requests == other.open_requests
+            self.listens == other.listens
         )
-    def __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):
+    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):
         self.options = options
         self.id_key = id_key
         self.tools = tools
         self.catalog = catalog
         self.conns = conns
-        self.calls = calls
+        self.working = working
+        self.waiting = waiting
         self.workers = workers
         self.in_flight = in_flight
         self.in_flight_total = in_flight_total
@@ -2280,15 +2281,11 @@ def _():
             self.listens = listens
         else:
             self.listens = __attr_factory_listens()
-        if open_requests is not NOTHING:
-            self.open_requests = open_requests
-        else:
-            self.open_requests = __attr_factory_open_requests()
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.calls == other.calls and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.open_requests == other.open_requests\n    )\ndef __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):\n    self.options = options\n    self.id_key = id_key\n    self.tools = tools\n    self.catalog = catalog\n    self.conns = conns\n    self.calls = calls\n    self.workers = workers\n    self.in_flight = in_flight\n    self.in_flight_total = in_flight_total\n    self.store = store\n    self.parked = parked\n    self.cap_unsubscribed = cap_unsubscribed\n    self.cap_live = cap_live\n    self.callers = callers\n    self.resource_subscribers = resource_subscribers\n    self.log_levels = log_levels\n    self.next_ref = next_ref\n    self.next_seq = next_seq\n    self.next_elicitation = next_elicitation\n    if client_requests is not NOTHING:\n        self.client_requests = client_requests\n    else:\n        self.client_requests = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        self.worker_requests = worker_requests\n    else:\n        self.worker_requests = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        self.progress = progress\n    else:\n        self.progress = __attr_factory_progress()\n    self.keyring = keyring\n    if stateless is not NOTHING:\n        self.stateless = stateless\n    else:\n        self.stateless = __attr_factory_stateless()\n    if listens is not NOTHING:\n        self.listens = listens\n    else:\n        self.listens = __attr_factory_listens()\n    if open_requests is not NOTHING:\n        self.open_requests = open_requests\n    else:\n        self.open_requests = __attr_factory_open_requests()\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens\n    )\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):\n    self.options = options\n    self.id_key = id_key\n    self.tools = tools\n    self.catalog = catalog\n    self.conns = conns\n    self.working = working\n    self.waiting = waiting\n    self.workers = workers\n    self.in_flight = in_flight\n    self.in_flight_total = in_flight_total\n    self.store = store\n    self.parked = parked\n    self.cap_unsubscribed = cap_unsubscribed\n    self.cap_live = cap_live\n    self.callers = callers\n    self.resource_subscribers = resource_subscribers\n    self.log_levels = log_levels\n    self.next_ref = next_ref\n    self.next_seq = next_seq\n    self.next_elicitation = next_elicitation\n    if client_requests is not NOTHING:\n        self.client_requests = client_requests\n    else:\n        self.client_requests = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        self.worker_requests = worker_requests\n    else:\n        self.worker_requests = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        self.progress = progress\n    else:\n        self.progress = __attr_factory_progress()\n    self.keyring = keyring\n    if stateless is not NOTHING:\n        self.stateless = stateless\n    else:\n        self.stateless = __attr_factory_stateless()\n    if listens is not NOTHING:\n        self.listens = listens\n    else:\n        self.listens = __attr_factory_listens()\n"] = _
 
 
 def _():
@@ -2301,7 +2298,8 @@ def _():
             self.tools == other.tools and
             self.catalog == other.catalog and
             self.conns == other.conns and
-            self.calls == other.calls and
+            self.working == other.working and
+            self.waiting == other.waiting and
             self.workers == other.workers and
             self.in_flight == other.in_flight and
             self.in_flight_total == other.in_flight_total and
@@ -2320,8 +2318,7 @@ def _():
             self.progress == other.progress and
             self.keyring == other.keyring and
             self.stateless == other.stateless and
-            self.listens == other.listens and
-            self.open_requests == other.open_requests
+            self.listens == other.listens
         )
     def __hash__(self):
             return hash((
@@ -2331,7 +2328,8 @@ def _():
                     self.tools,
                     self.catalog,
                     self.conns,
-                    self.calls,
+                    self.working,
+                    self.waiting,
                     self.workers,
                     self.in_flight,
                     self.in_flight_total,
@@ -2351,16 +2349,16 @@ def _():
                     self.keyring,
                     self.stateless,
                     self.listens,
-                    self.open_requests,
                 ))
-    def __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):
+    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):
         _setattr = _cached_setattr_get(self)
         _setattr('options', options)
         _setattr('id_key', id_key)
         _setattr('tools', tools)
         _setattr('catalog', catalog)
         _setattr('conns', conns)
-        _setattr('calls', calls)
+        _setattr('working', working)
+        _setattr('waiting', waiting)
         _setattr('workers', workers)
         _setattr('in_flight', in_flight)
         _setattr('in_flight_total', in_flight_total)
@@ -2395,15 +2393,11 @@ def _():
             _setattr('listens', listens)
         else:
             _setattr('listens', __attr_factory_listens())
-        if open_requests is not NOTHING:
-            _setattr('open_requests', open_requests)
-        else:
-            _setattr('open_requests', __attr_factory_open_requests())
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.calls == other.calls and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.open_requests == other.open_requests\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.calls,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n                self.open_requests,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, calls, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, open_requests=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _setattr('options', options)\n    _setattr('id_key', id_key)\n    _setattr('tools', tools)\n    _setattr('catalog', catalog)\n    _setattr('conns', conns)\n    _setattr('calls', calls)\n    _setattr('workers', workers)\n    _setattr('in_flight', in_flight)\n    _setattr('in_flight_total', in_flight_total)\n    _setattr('store', store)\n    _setattr('parked', parked)\n    _setattr('cap_unsubscribed', cap_unsubscribed)\n    _setattr('cap_live', cap_live)\n    _setattr('callers', callers)\n    _setattr('resource_subscribers', resource_subscribers)\n    _setattr('log_levels', log_levels)\n    _setattr('next_ref', next_ref)\n    _setattr('next_seq', next_seq)\n    _setattr('next_elicitation', next_elicitation)\n    if client_requests is not NOTHING:\n        _setattr('client_requests', client_requests)\n    else:\n        _setattr('client_requests', __attr_factory_client_requests())\n    if worker_requests is not NOTHING:\n        _setattr('worker_requests', worker_requests)\n    else:\n        _setattr('worker_requests', __attr_factory_worker_requests())\n    if progress is not NOTHING:\n        _setattr('progress', progress)\n    else:\n        _setattr('progress', __attr_factory_progress())\n    _setattr('keyring', keyring)\n    if stateless is not NOTHING:\n        _setattr('stateless', stateless)\n    else:\n        _setattr('stateless', __attr_factory_stateless())\n    if listens is not NOTHING:\n        _setattr('listens', listens)\n    else:\n        _setattr('listens', __attr_factory_listens())\n    if open_requests is not NOTHING:\n        _setattr('open_requests', open_requests)\n    else:\n        _setattr('open_requests', __attr_factory_open_requests())\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.working,\n                self.waiting,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _setattr('options', options)\n    _setattr('id_key', id_key)\n    _setattr('tools', tools)\n    _setattr('catalog', catalog)\n    _setattr('conns', conns)\n    _setattr('working', working)\n    _setattr('waiting', waiting)\n    _setattr('workers', workers)\n    _setattr('in_flight', in_flight)\n    _setattr('in_flight_total', in_flight_total)\n    _setattr('store', store)\n    _setattr('parked', parked)\n    _setattr('cap_unsubscribed', cap_unsubscribed)\n    _setattr('cap_live', cap_live)\n    _setattr('callers', callers)\n    _setattr('resource_subscribers', resource_subscribers)\n    _setattr('log_levels', log_levels)\n    _setattr('next_ref', next_ref)\n    _setattr('next_seq', next_seq)\n    _setattr('next_elicitation', next_elicitation)\n    if client_requests is not NOTHING:\n        _setattr('client_requests', client_requests)\n    else:\n        _setattr('client_requests', __attr_factory_client_requests())\n    if worker_requests is not NOTHING:\n        _setattr('worker_requests', worker_requests)\n    else:\n        _setattr('worker_requests', __attr_factory_worker_requests())\n    if progress is not NOTHING:\n        _setattr('progress', progress)\n    else:\n        _setattr('progress', __attr_factory_progress())\n    _setattr('keyring', keyring)\n    if stateless is not NOTHING:\n        _setattr('stateless', stateless)\n    else:\n        _setattr('stateless', __attr_factory_stateless())\n    if listens is not NOTHING:\n        _setattr('listens', listens)\n    else:\n        _setattr('listens', __attr_factory_listens())\n"] = _
 
 
 def _():
@@ -2575,7 +2569,8 @@ def _():
         target.tools = source.tools
         target.catalog = source.catalog
         target.conns = source.conns
-        target.calls = source.calls
+        target.working = source.working
+        target.waiting = source.waiting
         target.workers = source.workers
         target.in_flight = source.in_flight
         target.in_flight_total = source.in_flight_total
@@ -2595,12 +2590,11 @@ def _():
         target.keyring = source.keyring
         target.stateless = source.stateless
         target.listens = source.listens
-        target.open_requests = source.open_requests
         return target
     return locals()
 
 
-SCRIPTS['def make(source):\n    target = _blank()\n    target.options = source.options\n    target.id_key = source.id_key\n    target.tools = source.tools\n    target.catalog = source.catalog\n    target.conns = source.conns\n    target.calls = source.calls\n    target.workers = source.workers\n    target.in_flight = source.in_flight\n    target.in_flight_total = source.in_flight_total\n    target.store = source.store\n    target.parked = source.parked\n    target.cap_unsubscribed = source.cap_unsubscribed\n    target.cap_live = source.cap_live\n    target.callers = source.callers\n    target.resource_subscribers = source.resource_subscribers\n    target.log_levels = source.log_levels\n    target.next_ref = source.next_ref\n    target.next_seq = source.next_seq\n    target.next_elicitation = source.next_elicitation\n    target.client_requests = source.client_requests\n    target.worker_requests = source.worker_requests\n    target.progress = source.progress\n    target.keyring = source.keyring\n    target.stateless = source.stateless\n    target.listens = source.listens\n    target.open_requests = source.open_requests\n    return target'] = _
+SCRIPTS['def make(source):\n    target = _blank()\n    target.options = source.options\n    target.id_key = source.id_key\n    target.tools = source.tools\n    target.catalog = source.catalog\n    target.conns = source.conns\n    target.working = source.working\n    target.waiting = source.waiting\n    target.workers = source.workers\n    target.in_flight = source.in_flight\n    target.in_flight_total = source.in_flight_total\n    target.store = source.store\n    target.parked = source.parked\n    target.cap_unsubscribed = source.cap_unsubscribed\n    target.cap_live = source.cap_live\n    target.callers = source.callers\n    target.resource_subscribers = source.resource_subscribers\n    target.log_levels = source.log_levels\n    target.next_ref = source.next_ref\n    target.next_seq = source.next_seq\n    target.next_elicitation = source.next_elicitation\n    target.client_requests = source.client_requests\n    target.worker_requests = source.worker_requests\n    target.progress = source.progress\n    target.keyring = source.keyring\n    target.stateless = source.stateless\n    target.listens = source.listens\n    return target'] = _
 
 
 def _():

@@ -137,6 +137,20 @@ JsonObject = dict[str, Any]
 
 _NO_KEYS: Map[CallKey, bool] = Map()
 
+
+def _open_call(d: _Draft, key: CallKey) -> Call | None:
+    """The open call ``key``, holding a worker or parked, or ``None``."""
+    call = d.working.get(key)
+    return d.waiting.get(key) if call is None else call
+
+
+def _the_call(d: _Draft, key: CallKey) -> Call:
+    """The open call ``key``, holding a worker or parked."""
+    call = d.working.get(key)
+    return d.waiting[key] if call is None else call
+
+
+_PARKED = Stage.PARKED  # a global: a class attribute costs more to load on the hot path
 WORKER_TIMER = "worker"
 ELICITATION_TIMER = "elicitation"
 CLIENT_REQUEST_TIMER = "client_request"
@@ -176,8 +190,10 @@ def _get_conn(d: _Draft, conn: ConnId) -> Conn:
 
 def _put_conn(d: _Draft, conn: ConnId, c: Conn) -> None:
     """Stores ``c``, or forgets the connection once it holds nothing (R-INV-6): a connection
-    with open requests, or that owns places in the store (R-PARK-1, R-STORE-5), is kept."""
-    if c.is_empty() and conn not in d.open_requests and not d.store.count(conn):
+    with open requests, or that owns places in the store (R-PARK-1, R-STORE-5), is kept. Only
+    a subscribed connection has parked calls (R-INV-5), so one that ``c`` says holds nothing
+    has open requests exactly when it has workers (``in_flight``)."""
+    if c.is_empty() and conn not in d.in_flight and not d.store.count(conn):
         if conn in d.conns:
             d.conns = d.conns.delete(conn)
             _forget_protocol_state(d, conn, c)
@@ -304,8 +320,6 @@ def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None
 def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
     """The keys of ``conn``'s open calls: those holding a worker, then those parked (under the
     owner its calls park for, R-PARK-1); no scan of other connections' calls."""
-    if conn not in d.open_requests:
-        return []
     keys = [key for key in d.workers.values() if key[0] == conn] if conn in d.in_flight else []
     parked = d.parked
     for eid in d.store.queue(owner_of(conn, c.principal)):
@@ -324,7 +338,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     if c is None:
         return
     for key in _in_admission_order(d, _open_calls(d, conn, c)):
-        _drop(d, d.calls[key], now, out, notify=False, why=CONNECTION_GONE)
+        _drop(d, _the_call(d, key), now, out, notify=False, why=CONNECTION_GONE)
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
     if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
         _forget_protocol_state(d, conn, c)
@@ -383,8 +397,11 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     if not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
-    if (conn, request_id) in d.calls or (
-        d.listens and (conn, request_id) in d.listens  # R-MRTR-19
+    key = (conn, request_id)
+    if (
+        key in d.working
+        or (d.waiting and key in d.waiting)
+        or (d.listens and key in d.listens)  # R-MRTR-19
     ):
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
         return False
@@ -416,8 +433,6 @@ def _open(
             out.append(_record(conn, request_id, name, "", "busy", scope, "", None, now, now))
         return
     key = (conn, request_id)
-    requests = d.open_requests
-    d.open_requests = requests.set(conn, requests.get(conn, 0) + 1)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
     ref = _start_worker(d, key, job, now, out)
@@ -440,7 +455,7 @@ def _open(
         key,
     )
     d.next_seq += 1
-    d.calls = d.calls.set(key, call)
+    d.working = d.working.set(key, call)
     if caller is not None:
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
@@ -500,7 +515,9 @@ def _next_stage(
         call.approval,
         key,
     )
-    d.calls = d.calls.set(key, moved)
+    if call.stage is _PARKED:  # approved: it moves to the calls holding a worker
+        d.waiting = d.waiting.delete(key)
+    d.working = d.working.set(key, moved)
 
 
 def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
@@ -512,18 +529,17 @@ def _busy(request_id: Any, is_tool: bool, name: str, scope: str) -> JsonObject:
 def _end(d: _Draft, call: Call) -> None:
     """Forgets an open call (R-CLOSE-3, R-DROP-*): the call, its connection's and caller's index."""
     key = call.key
-    d.calls = d.calls.delete(key)
+    if call.stage is _PARKED:
+        d.waiting = d.waiting.delete(key)
+    else:
+        d.working = d.working.delete(key)
     if d.stateless and key in d.stateless:
         d.stateless = d.stateless.delete(key)  # R-MRTR-9
     if d.progress and key in d.progress:
         d.progress = d.progress.delete(key)  # R-CTX-2
     conn = call.conn
-    requests = d.open_requests[conn] - 1
-    if requests:
-        d.open_requests = d.open_requests.set(conn, requests)
-    else:
-        d.open_requests = d.open_requests.delete(conn)
-        _freed(d, conn)
+    if conn not in d.in_flight:  # perhaps its last open call: a worker-holding one was released
+        _freed(d, conn)  # before (a parked call's connection is subscribed, R-INV-5, and kept)
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
@@ -698,7 +714,7 @@ def _revision(d: _Draft, conn: ConnId) -> Revision:
 
 
 def _in_admission_order(d: _Draft, keys: list[CallKey]) -> list[CallKey]:
-    return sorted(keys, key=lambda key: d.calls[key].seq)
+    return sorted(keys, key=lambda key: _the_call(d, key).seq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,7 +758,7 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         else:  # R-MRTR-13
             st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
-    if isinstance(meta, dict) and (conn, rid) in d.calls:
+    if isinstance(meta, dict) and _open_call(d, (conn, rid)) is not None:
         token: Any = meta.get("progressToken")
         if is_request_id(token):
             d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
@@ -1216,7 +1232,7 @@ def _evicted(d: _Draft, victim_eid: str, evictor: ConnId, now: int, out: Out) ->
     out.append(CancelTimer((ELICITATION_TIMER, victim_eid)))
     if p.stateless:
         return
-    victim = d.calls[p.key]
+    victim = d.waiting[p.key]
     withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
     out.append(Push(victim.conn, withdrawn, victim.request_id))
     _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)
@@ -1250,7 +1266,8 @@ def _park(
         eid,
         key,
     )
-    d.calls = d.calls.set(key, parked)
+    d.working = d.working.delete(key)
+    d.waiting = d.waiting.set(key, parked)
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
     request = revision_for(version).ask(eid, call.name, prompt)  # R-REV-2
     out.append(Push(call.conn, request, call.request_id))
@@ -1276,7 +1293,7 @@ def _answer(
         return
     if p is None or p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
-    call = d.calls[p.key]
+    call = d.waiting[p.key]
     _release(d, eid, None, now)  # _unpark(d, call, now), inlined
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
@@ -1338,7 +1355,7 @@ def _served_statelessly(
     """Moves the effects of a modern request's step into ``out``, its answer (if it was answered
     at once) rendered by :func:`complete`; an opened call remembers how it is served."""
     key = (conn, rid)
-    if key in d.calls:
+    if _open_call(d, key) is not None:
         d.stateless = d.stateless.set(key, st)
     info = _server_info(d)
     for effect in sub:
@@ -1486,10 +1503,10 @@ def _retry(
     granted = None if st.round is None else attrs.evolve(st.round, approved=True)
     job = RunTool(name, arguments, granted)  # R-CLOSE-1, under R-ADM-5
     _open(d, conn, rid, True, name, arguments, ev.mode, ev.caller, Stage.RUNNING, job, ev.now, out)
-    call = d.calls.get((conn, rid))
+    call = d.working.get((conn, rid))
     if call is not None:
         approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", nid)
-        d.calls = d.calls.set((conn, rid), approved)
+        d.working = d.working.set((conn, rid), approved)
     return attrs.evolve(st, round=granted)
 
 
@@ -1611,10 +1628,10 @@ def _round_retry(
         job = RunTool(name, arguments, round_)
         mode, caller, now = ev.mode, ev.caller, ev.now
         _open(d, conn, rid, True, name, arguments, mode, caller, Stage.RUNNING, job, now, out)
-        call = d.calls.get((conn, rid))
+        call = d.working.get((conn, rid))
         if call is not None:
             approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", "")
-            d.calls = d.calls.set((conn, rid), approved)
+            d.working = d.working.set((conn, rid), approved)
     else:
         _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out, round_)
     return attrs.evolve(st, round=round_)
@@ -1662,7 +1679,7 @@ def _cancel(d: _Draft, conn: ConnId, request_id: object, now: int, out: Out) -> 
     if d.listens and (conn, request_id) in d.listens:
         d.listens = d.listens.delete((conn, request_id))  # R-MRTR-19: ended, answered nothing
         return
-    call = d.calls.get((conn, request_id))
+    call = _open_call(d, (conn, request_id))
     if call is not None:
         _drop(d, call, now, out, notify=True, why=CANCELLED_BY_CLIENT)  # R-DROP-1
 
@@ -1672,7 +1689,7 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
     if keys is None:
         return
     for key in _in_admission_order(d, list(keys)):
-        _drop(d, d.calls[key], ev.now, out, notify=True, why=CALLER_GONE)  # R-DROP-2
+        _drop(d, _the_call(d, key), ev.now, out, notify=True, why=CALLER_GONE)  # R-DROP-2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1681,8 +1698,8 @@ def _on_caller_exited(d: _Draft, ev: CallerExited, out: Out) -> None:
 
 def _on_server_stopping(d: _Draft, ev: ServerStopping, out: Out) -> None:
     """R-STOP-1: every open call ends, in admission order, its owner told."""
-    for key in _in_admission_order(d, list(d.calls.keys())):
-        _stop(d, d.calls[key], ev.now, out)
+    for key in _in_admission_order(d, [*d.working.keys(), *d.waiting.keys()]):
+        _stop(d, _the_call(d, key), ev.now, out)
     for conn, rid in d.listens:  # R-MRTR-19: each listen ends with its answer
         out.append(Reply(conn, rid, listen_ended(rid, _server_info(d))))
     d.listens = Map()
@@ -1722,7 +1739,7 @@ def _running_tool(d: _Draft, ref: int) -> Call | None:
     key = d.workers.get(ref)
     if key is None:
         return None
-    call = d.calls[key]
+    call = d.working[key]
     return call if call.stage is Stage.RUNNING else None
 
 
@@ -1931,7 +1948,7 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
     key = d.workers.get(ref)
     if key is None:
         return  # R-WORK-4: a worker already ended or killed
-    call = d.calls[key]
+    call = d.working[key]
     d.workers = d.workers.delete(ref)  # _release_worker(d, call), inlined (the hot path)
     d.in_flight_total -= 1
     conn = call.conn
@@ -1966,7 +1983,7 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
         if p is not None and p.stateless:  # R-MRTR-15: silent; expired, so not remembered
             _release(d, ident, None, ev.now)
         elif p is not None:
-            _elicitation_timed_out(d, d.calls[p.key], ev.now, out)
+            _elicitation_timed_out(d, d.waiting[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
         _client_request_timed_out(d, ident, out)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from immutables import Map
@@ -233,7 +233,7 @@ class Conn(ConnSlots):
 
     def is_empty(self) -> bool:
         """Whether this record holds nothing of its own (the connection may still have open
-        requests, ``State.open_requests``, or places in the store)."""
+        requests, or places in the store)."""
         return not self.subscribed and self.cap_group == ""
 
 
@@ -254,7 +254,11 @@ class Variables:
     tools: Map[str, ToolInfo]
     catalog: Catalog
     conns: Map[ConnId, Conn]
-    calls: Map[CallKey, Call]
+    # The open calls (``State.calls`` is both): those holding a worker, and those PARKED, kept
+    # apart so that a call's every move while it holds a worker writes a map without the
+    # parked calls (however many wait, R-PARK-3).
+    working: Map[CallKey, Call]
+    waiting: Map[CallKey, Call]
     workers: Map[int, CallKey]
     # Workers per connection (kept apart from Conn: it changes on every worker start and end).
     in_flight: Map[ConnId, int]
@@ -284,13 +288,16 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
-    # How many open calls each connection has (at least 1; ``calls`` holds them).
-    open_requests: Map[ConnId, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=True)
 class State(Variables):
     """Everything the reducer decides from: the :class:`Variables`, frozen."""
+
+    @property
+    def calls(self) -> OpenCalls:
+        """Every open call by its key, of either map (``working`` and ``waiting``)."""
+        return OpenCalls(self.working, self.waiting)
 
     @property
     def parked_total(self) -> int:
@@ -301,6 +308,38 @@ class State(Variables):
     def closed_nonces(self) -> Map[str, tuple[str, int, int]]:
         """The nonces closed lately, each with why, its expiry and its place (R-MRTR-14)."""
         return self.store.closed
+
+
+class OpenCalls(Mapping[CallKey, Call]):
+    """The open calls, read-only: the calls holding a worker, then the parked ones."""
+
+    __slots__ = ("waiting", "working")
+
+    def __init__(self, working: Map[CallKey, Call], waiting: Map[CallKey, Call]) -> None:
+        self.working = working
+        self.waiting = waiting
+
+    def __getitem__(self, key: CallKey) -> Call:
+        call = self.working.get(key)
+        return self.waiting[key] if call is None else call
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.working or key in self.waiting
+
+    def get(self, key: CallKey, default: Any = None) -> Any:
+        """``Mapping.get`` without its ``KeyError`` for a missing key (audit logs read this)."""
+        call = self.working.get(key)
+        return self.waiting.get(key, default) if call is None else call
+
+    def __iter__(self) -> Iterator[CallKey]:
+        yield from self.working
+        yield from self.waiting
+
+    def __len__(self) -> int:
+        return len(self.working) + len(self.waiting)
+
+    def __repr__(self) -> str:
+        return f"OpenCalls({dict(self)!r})"
 
 
 def initial_state(
@@ -349,7 +388,8 @@ def initial_state(
         tools=Map({t.name: tool_info(t.name, t.sensitive, t.derived, t.definition) for t in tools}),
         catalog=Catalog(),
         conns=Map(),
-        calls=Map(),
+        working=Map(),
+        waiting=Map(),
         workers=Map(),
         in_flight=Map(),
         in_flight_total=0,

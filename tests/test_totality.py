@@ -441,6 +441,17 @@ def test_R_INV_3_check_catches_a_broken_index() -> None:
     _catches(attrs.evolve(state, store=attrs.evolve(store, buckets=buckets)), "R-INV-3")
 
 
+def test_R_INV_3_check_catches_a_call_kept_with_the_wrong_ones() -> None:
+    """A parked call is kept in ``waiting`` and a worker-holding one in ``working``."""
+    state = _busy_state()
+    key, parked = next(iter(state.waiting.items()))
+    moved = attrs.evolve(state, working=state.working.set(key, parked))
+    _catches(attrs.evolve(moved, waiting=state.waiting.delete(key)), "R-INV-3")
+    _catches(moved, "R-INV-3")  # in both
+    key, working = next(iter(state.working.items()))
+    _catches(attrs.evolve(state, waiting=state.waiting.set(key, working)), "R-INV-3")
+
+
 def test_R_INV_4_check_catches_a_call_without_its_worker() -> None:
     state = _busy_state()
     ref = next(iter(state.workers))
