@@ -86,8 +86,8 @@ def check_invariants(state: State) -> None:
             _fail("R-DLV-3", f"call {key!r} answered with nothing before it parked")
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
+    store = state.store
     for eid, p in state.parked.items():
-        store = state.store
         if store.places.get(eid) != p.owner or (eid in store.nonces) != p.stateless:
             _fail("R-INV-3", f"{eid} is not the store's place for {p.owner!r} (R-STORE-5)")
         if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
@@ -99,7 +99,6 @@ def check_invariants(state: State) -> None:
         if owner is None or owner.elicitation_id != eid:
             _fail("R-INV-3", f"elicitation {eid} belongs to no parked call")
     # R-INV-1: caps.
-    store = state.store
     if store.total != len(state.parked) or store.total != len(store.places):
         _fail("R-INV-2", f"parked_total {store.total} != {len(state.parked)}")
     if any(nid not in store.places for nid in store.nonces):
