@@ -190,7 +190,7 @@ def test_R_STORE_5_the_state_holds_one_store_for_both_eras() -> None:
     nonce_state = modern.ask(h, "a", 1)["requestState"]
     store = h.state.store
     assert (store.total, store.count("s"), store.count("a")) == (2, 1, 1)
-    assert sorted(store.places.values()) == ["a", "s"]
+    assert sorted(map(str, store.places.values())) == ["a", "s"]
     assert eid not in store.nonces
     assert store.places[eid] == "s"
     # the server is full: a third owner's modern ASK evicts the 2025 call (R-PARK-4)
