@@ -13,7 +13,12 @@ does the handshake, then ``N`` sequential exchanges of one phase, each waiting f
 ``ping``; ``echo`` (``tools/call echo``); ``elicit`` (``tools/call guarded_echo``, answering its
 ``elicitation/create`` with accept). Every server runs once per phase and count; the figure is
 the difference of the instruction totals of the two counts divided by the difference of the
-counts, so start-up and shutdown cancel out. Valgrind slows the server about fifty times, so
+counts, so start-up and shutdown cancel out. ``start`` is the other way round: the whole
+process's instructions when it is started, answers ``initialize`` and reads the end of its input
+(no exchange), once per server: what ``start + initialize`` costs, imports included, on a figure
+machine load does not move (``startup_profile.py`` times it). It counts compiling the tree's
+modules when their bytecode is not cached (``python -m compileall`` the tree first, or run it
+once without ``PYTHONDONTWRITEBYTECODE``). Valgrind slows the server about fifty times, so
 an exchange's timing (how often input is already waiting when the server reads) is not the
 native one: compare builds with this, and quote wall-clock figures from ``stdio_bench.py``.
 """
@@ -118,7 +123,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--server", action="append", required=True, help="command line")
     parser.add_argument("--label", action="append", default=[], help="one per --server")
-    parser.add_argument("--phase", action="append", choices=["ping", "echo", "elicit"])
+    parser.add_argument("--phase", action="append", choices=["ping", "echo", "elicit", "start"])
     parser.add_argument("--counts", type=int, nargs=2, default=[200, 600], metavar=("A", "B"))
     args = parser.parse_args()
     labels = args.label + [f"server{i + 1}" for i in range(len(args.label), len(args.server))]
@@ -126,6 +131,10 @@ def main() -> int:
     for phase in args.phase or ["ping", "elicit"]:
         for label, server in zip(labels, args.server, strict=True):
             command = shlex.split(server)
+            if phase == "start":
+                total = count(command, phase, 0)
+                print(f"{label:>12} {phase:>7}: {total:12,} instructions in all", flush=True)
+                continue
             per = (count(command, phase, high) - count(command, phase, low)) / (high - low)
             print(f"{label:>12} {phase:>7}: {per:12,.0f} instructions per exchange", flush=True)
     return 0
