@@ -83,6 +83,30 @@ def _option_default(dest: str) -> str:
     return str(default)
 
 
+_columns: list[int] = []
+"""The terminal's width, once read (:func:`_formatter`)."""
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's ``RawDescriptionHelpFormatter``, as wide as the terminal (``COLUMNS``, else
+    the width of the terminal on standard output, else 80: what ``shutil.get_terminal_size``
+    says), read once. argparse builds a formatter at each ``add_argument`` (to check its
+    metavar), and its own reads the width each time through ``shutil``, whose import (with
+    bz2, lzma and zlib) a start need not pay."""
+    if not _columns:
+        try:
+            columns = int(os.environ["COLUMNS"])
+        except (KeyError, ValueError):
+            columns = 0
+        if columns <= 0 and sys.__stdout__ is not None:
+            try:
+                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            except (AttributeError, ValueError, OSError):
+                columns = 0
+        _columns.append(columns or 80)
+    return argparse.RawDescriptionHelpFormatter(prog, width=_columns[0] - 2)
+
+
 def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
     """The command line's parser; with ``serve_only``, without the commands other than
     ``serve`` (what ``askgate serve ...`` parses with: :func:`_parse`)."""
@@ -90,7 +114,7 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
         prog="askgate",
         description="An MCP server core that decides when a tool may run.",
         epilog=EXIT_STATUS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command")
@@ -101,7 +125,7 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
         "stdio (the default) or Streamable HTTP (--http). The defaults shown are askgate's;\n"
         "an option flag left out keeps the value TARGET's Server was built with.",
         epilog=EXIT_STATUS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     serve.add_argument(
         "target",
@@ -325,7 +349,7 @@ def _core_parser(commands: Any) -> None:
         "reply line per input line (the effects, or an error that changed nothing), on\n"
         "stdin/stdout or, with --socket, on a unix socket (one session per connection).\n"
         "The encoding is spec/embedding.md's.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     sidecar.add_argument(
         "--socket",
@@ -693,14 +717,14 @@ def _policy_parser(commands: Any) -> None:
         "exactly, over every tool and read name: which entries never apply, which entry\n"
         "decides a name and why, which names two files decide differently.",
         epilog=POLICY_EXIT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     actions = policy.add_subparsers(dest="policy_command", required=True)
     check = actions.add_parser(
         "check",
         help="entries that never apply, prompts quoting arguments a tool lacks, reads unguarded",
         epilog=POLICY_EXIT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     check.add_argument("file", metavar="FILE", help="the policy file")
     server = check.add_mutually_exclusive_group()
@@ -720,7 +744,7 @@ def _policy_parser(commands: Any) -> None:
         "explain",
         help="which entry decides a tool (or a read method) and why",
         epilog=POLICY_EXIT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     explain.add_argument("file", metavar="FILE", help="the policy file")
     explain.add_argument("name", metavar="TOOL", help="a tool name (a read method with --read)")
@@ -740,7 +764,7 @@ def _policy_parser(commands: Any) -> None:
         "diff",
         help="the tool and read names (and classes of names) whose decision changes",
         epilog=POLICY_EXIT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     diff.add_argument("old", metavar="OLD", help="the policy file before")
     diff.add_argument("new", metavar="NEW", help="the policy file after")
