@@ -40,7 +40,6 @@ runtime runs them to completion at once instead of starting a task for each call
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import re
 import tomllib
@@ -145,6 +144,8 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     if isinstance(value, str):
         text = value
     else:
+        import json  # noqa: PLC0415 (when a prompt quotes a value that is not text, R-EMB-17)
+
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
         except (TypeError, ValueError, RecursionError):
@@ -184,6 +185,8 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
     objects, arrays, a longer number) as :func:`quote` writes it."""
     if type(value) is str:
         return quote(value, limit)
+    import json  # noqa: PLC0415 (as in quote)
+
     if value is None or isinstance(value, bool):
         return json.dumps(value)
     if isinstance(value, int | float) and math.isfinite(value):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 import enum
 import inspect
-import json
 import os
 import types
 import typing
@@ -437,6 +436,8 @@ def derive_input_schema(func: Callable[..., Any], what: str) -> tuple[dict[str, 
         if param.default is inspect.Parameter.empty:
             required.append(name)
         else:
+            import json  # noqa: PLC0415 (a parameter with a default: not at start, R-EMB-17)
+
             try:
                 json.dumps(param.default)
             except (TypeError, ValueError):

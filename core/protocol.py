@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -275,6 +274,8 @@ def _text_block(text: str) -> JsonObject:
 
 
 def _compact(value: object) -> str:
+    import json  # noqa: PLC0415 (when a tool returns a dict: not at start, R-EMB-17)
+
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -310,6 +311,8 @@ def tool_result(value: object) -> JsonObject:
     if value is None:
         return {"content": []}
     if isinstance(value, bool | int | float | list | tuple):
+        import json  # noqa: PLC0415 (as in _compact)
+
         return {"content": [_text_block(json.dumps(value, ensure_ascii=False))]}
     raise TypeError(f"a tool returned a {type(value).__name__}, which is not a tool result")
 

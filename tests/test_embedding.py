@@ -761,6 +761,58 @@ def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
     ]
 
 
+STDIO_NOT_AT_START = ("shutil", "bz2", "lzma", "json")
+"""Standard modules a stdio server does not import to start and run a tool that returns text."""
+
+
+def test_R_EMB_20_a_stdio_server_imports_neither_shutil_nor_json_to_start(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "own_server.py").write_text(
+        "from askgate import Server\n\n"
+        "server = Server('own')\n\n\n"
+        "@server.tool()\n"
+        "async def echo(text: str) -> str:\n"
+        "    return text\n",
+        encoding="utf-8",
+    )
+    own = _modules_of_a_stdio_server(
+        f"sys.path.insert(0, {str(tmp_path)!r})\nfrom own_server import server\nserver.run_stdio()"
+    )
+    demo = _modules_of_a_stdio_server(
+        "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
+    )
+    for served in (own, demo):
+        assert "askgate.transports.stdio" in served
+        assert sorted(name for name in served if name.split(".")[0] in STDIO_NOT_AT_START) == [], (
+            served
+        )
+
+
+def test_R_EMB_20_the_help_is_as_wide_as_shutil_says() -> None:
+    """The command's formatter takes the width shutil.get_terminal_size gives (less 2, as
+    argparse's own does), from COLUMNS or, without it, 80 off a terminal."""
+    script = (
+        "import shutil, sys\n"
+        "from askgate.__main__ import _formatter\n"
+        "print(_formatter('askgate')._width, shutil.get_terminal_size().columns - 2)\n"
+    )
+    for columns in ("57", "200", None):
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        if columns is not None:
+            env["COLUMNS"] = columns
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=True,
+        )
+        mine, theirs = done.stdout.split()
+        assert mine == theirs == str(int(columns or "80") - 2)
+
+
 def test_R_EMB_18_a_stdio_server_of_plain_schemas_loads_no_jsonschema_rs() -> None:
     served = _modules_of_a_stdio_server(
         "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
