@@ -438,8 +438,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stale-worker-event-acted-on",
         REDUCER,
-        "    if key is None:\n        return  # R-WORK-4: a worker already ended or killed\n",
-        "    if key is None:\n        out.append(KillWorker(ref))\n        return\n",
+        "    except KeyError:\n        return  # R-WORK-4: a worker already ended or killed\n",
+        "    except KeyError:\n        out.append(KillWorker(ref))\n        return\n",
         ("R-WORK-4",),
         "a stale worker event is not ignored: it kills the ref again",
     ),
@@ -531,8 +531,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "answer-from-another-connection",
         REDUCER,
-        "    if p is None or p.stateless or p.key[0] != ",
-        "    if p is None or p.stateless or False and p.key[0] != ",
+        "    if p.stateless or p.key[0] != ",
+        "    if p.stateless or False and p.key[0] != ",
         ("R-CLOSE-5",),
         "an answer is accepted from a connection that does not own the call",
     ),
@@ -1445,11 +1445,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-ignores-the-per-owner-cap",
         STORE,
-        "        verdict = park_verdict(self.count(owner), per_owner, self.total, total, "
-        "self.top)\n",
+        "        verdict = park_verdict(count, per_owner, self.total, total, self.top)\n",
         "        verdict = park_verdict(\n"
-        "            min(self.count(owner), per_owner - 1), per_owner, self.total, total, "
-        "self.top\n"
+        "            min(count, per_owner - 1), per_owner, self.total, total, self.top\n"
         "        )\n",
         ("R-STORE-2", "R-PARK-1"),
         "reserve never answers owner_full: an owner parks past max_parked_elicitations",

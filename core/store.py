@@ -198,7 +198,9 @@ class MemoryStore(StoreSlots):
         single_use: bool,
     ) -> tuple[MemoryStore, Reserved]:
         """R-STORE-2: R-PARK-1, R-PARK-3 and R-PARK-4 in one step."""
-        verdict = park_verdict(self.count(owner), per_owner, self.total, total, self.top)
+        h = self.owners.get(owner)  # the owner's holding, which _hold reads too
+        count = 0 if h is None else len(h) - 1  # self.count(owner), inlined
+        verdict = park_verdict(count, per_owner, self.total, total, self.top)
         if verdict == "deny_connection":
             return self, OWNER_FULL
         if verdict == "deny_server":
@@ -210,7 +212,8 @@ class MemoryStore(StoreSlots):
             assert victim is not None
             store = self._free(victim, EVICTED, now)
             answer = Reserved("evicted", victim)
-        return store._hold(owner, ident, deadline, single_use), answer
+            h = store.owners.get(owner)  # read again (R-PARK-4 never evicts the asker's own)
+        return store._hold(owner, h, ident, deadline, single_use), answer
 
     def take(self, ident: str, owner: Owner, now: int) -> tuple[MemoryStore, Taken]:
         """R-STORE-3: ``taken`` once for a single-use id held by ``owner``; ``foreign`` when
@@ -229,10 +232,12 @@ class MemoryStore(StoreSlots):
             return self
         return self._free(ident, why, now)
 
-    def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
-        # The owner moves from the bucket of its old count to that of its new one, one more
-        # (R-PARK-4); the top is at least the new count (no bucket above it empties).
-        h = self.owners.get(owner)
+    def _hold(
+        self, owner: Owner, h: Holding | None, ident: str, deadline: int, single_use: bool
+    ) -> MemoryStore:
+        # ``h`` is the owner's holding (None: none). The owner moves from the bucket of its old
+        # count to that of its new one, one more (R-PARK-4); the top is at least the new count
+        # (no bucket above it empties).
         buckets = self.buckets
         if h is None:
             ids: tuple[str, ...] = (ident,)
@@ -286,7 +291,7 @@ class MemoryStore(StoreSlots):
             top -= 1
         closed, order = self.closed, self.closed_order
         nonces = self.nonces
-        deadline = nonces.get(ident)
+        deadline = nonces.get(ident) if nonces else None  # no get on the empty map (2025 only)
         if deadline is not None:
             nonces = nonces.delete(ident)
         if why is not None and deadline is not None:
