@@ -1167,7 +1167,7 @@ def _release(d: _Draft, eid: str, why: str | None, now: int) -> None:
     """Releases the place ``eid`` this state reserved (R-STORE-4)."""
     owner = d.parked[eid].owner
     d.parked = d.parked.delete(eid)
-    d.store = d.store.release(eid, why, now)
+    d.store = d.store.release(eid, owner, why, now)
     c = d.conns.get(owner)  # _freed(d, owner), inlined (the hot path)
     if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
         _put_conn(d, owner, c)
