@@ -294,8 +294,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "evict-newest-parked-call",
         STORE,
-        "        return self.owners[holder].ids[0]\n",
-        "        return self.owners[holder].ids[-1]\n",
+        "        return holder, self.owners[holder].ids[0]\n",
+        "        return holder, self.owners[holder].ids[-1]\n",
         ("R-PARK-4",),
         "the victim is the top holder's newest parked call, not its oldest",
     ),
@@ -438,8 +438,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stale-worker-event-acted-on",
         REDUCER,
-        "    if key is None:\n        return  # R-WORK-4: a worker already ended or killed\n",
-        "    if key is None:\n        out.append(KillWorker(ref))\n        return\n",
+        "    except KeyError:\n        return  # R-WORK-4: a worker already ended or killed\n",
+        "    except KeyError:\n        out.append(KillWorker(ref))\n        return\n",
         ("R-WORK-4",),
         "a stale worker event is not ignored: it kills the ref again",
     ),
@@ -531,8 +531,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "answer-from-another-connection",
         REDUCER,
-        "    if p is None or p.stateless or p.key[0] != ",
-        "    if p is None or p.stateless or False and p.key[0] != ",
+        "    if p.stateless or p.key[0] != ",
+        "    if p.stateless or False and p.key[0] != ",
         ("R-CLOSE-5",),
         "an answer is accepted from a connection that does not own the call",
     ),
@@ -1279,15 +1279,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "mrtr-evicts-the-wrong-nonce",
         STORE,
-        "            victim = self.victim()\n",
-        "            victim = self.queue(owner).first() or self.victim()\n",
+        "            held = self.victim()\n",
+        "            held = (owner, h[1]) if h else self.victim()\n",
         ("R-MRTR-12", "R-PARK-4", "R-STORE-2"),
         "eviction takes the asker's own oldest place when it holds one, not the top holder's",
     ),
     Mutant(
         "mrtr-closes-without-unparking",
         STORE,
-        "        return self._free(ident, USED, now), TAKEN\n",
+        "        return self._free(ident, owner, h, at, USED, now), TAKEN\n",
         "        return self, TAKEN\n",
         ("R-MRTR-13", "R-CLOSE-3", "R-STORE-3"),
         "an approved retry leaves its nonce parked: the same state runs the tool again",
@@ -1445,11 +1445,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-ignores-the-per-owner-cap",
         STORE,
-        "        verdict = park_verdict(self.count(owner), per_owner, self.total, total, "
-        "self.top)\n",
+        "        verdict = park_verdict(count, per_owner, self.total, total, self.top)\n",
         "        verdict = park_verdict(\n"
-        "            min(self.count(owner), per_owner - 1), per_owner, self.total, total, "
-        "self.top\n"
+        "            min(count, per_owner - 1), per_owner, self.total, total, self.top\n"
         "        )\n",
         ("R-STORE-2", "R-PARK-1"),
         "reserve never answers owner_full: an owner parks past max_parked_elicitations",
@@ -1476,8 +1474,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-lets-a-foreign-owner-take",
         STORE,
-        "        if self.places[ident] != owner:\n            return self, FOREIGN\n",
-        "",
+        "        h = self.owners.get(owner)\n"
+        "        if h is None:\n"
+        "            return self, FOREIGN\n"
+        "        try:\n"
+        "            at = h.index(ident, 1)  # its place among the owner's (h[0] is no id)\n"
+        "        except ValueError:\n"
+        "            return self, FOREIGN\n"
+        "        return self._free(ident, owner, h, at, USED, now), TAKEN\n",
+        "        owner = next(o for o, g in self.owners.items() if ident in g[1:])\n"
+        "        h = self.owners[owner]\n"
+        "        at = h.index(ident, 1)\n"
+        "        return self._free(ident, owner, h, at, USED, now), TAKEN\n",
         ("R-STORE-3", "R-MRTR-13"),
         "take answers taken to an owner that does not hold the nonce",
     ),

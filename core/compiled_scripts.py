@@ -1823,7 +1823,6 @@ def _():
         if other.__class__ is not self.__class__:
             return NotImplemented
         return  (
-            self.places == other.places and
             self.nonces == other.nonces and
             self.owners == other.owners and
             self.buckets == other.buckets and
@@ -1836,7 +1835,6 @@ def _():
     def __hash__(self):
             return hash((
                     6840335470353563870,
-                    self.places,
                     self.nonces,
                     self.owners,
                     self.buckets,
@@ -1846,12 +1844,8 @@ def _():
                     self.closed_order,
                     self.record_cap,
                 ))
-    def __init__(self, places=NOTHING, nonces=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):
+    def __init__(self, nonces=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):
         _setattr = _cached_setattr_get(self)
-        if places is not NOTHING:
-            _setattr('places', places)
-        else:
-            _setattr('places', __attr_factory_places())
         if nonces is not NOTHING:
             _setattr('nonces', nonces)
         else:
@@ -1879,13 +1873,12 @@ def _():
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.places == other.places and\n        self.nonces == other.nonces and\n        self.owners == other.owners and\n        self.buckets == other.buckets and\n        self.top == other.top and\n        self.total == other.total and\n        self.closed == other.closed and\n        self.closed_order == other.closed_order and\n        self.record_cap == other.record_cap\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.places,\n                self.nonces,\n                self.owners,\n                self.buckets,\n                self.top,\n                self.total,\n                self.closed,\n                self.closed_order,\n                self.record_cap,\n            ))\ndef __init__(self, places=NOTHING, nonces=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):\n    _setattr = _cached_setattr_get(self)\n    if places is not NOTHING:\n        _setattr('places', places)\n    else:\n        _setattr('places', __attr_factory_places())\n    if nonces is not NOTHING:\n        _setattr('nonces', nonces)\n    else:\n        _setattr('nonces', __attr_factory_nonces())\n    if owners is not NOTHING:\n        _setattr('owners', owners)\n    else:\n        _setattr('owners', __attr_factory_owners())\n    if buckets is not NOTHING:\n        _setattr('buckets', buckets)\n    else:\n        _setattr('buckets', __attr_factory_buckets())\n    _setattr('top', top)\n    _setattr('total', total)\n    if closed is not NOTHING:\n        _setattr('closed', closed)\n    else:\n        _setattr('closed', __attr_factory_closed())\n    if closed_order is not NOTHING:\n        _setattr('closed_order', closed_order)\n    else:\n        _setattr('closed_order', __attr_factory_closed_order())\n    _setattr('record_cap', record_cap)\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.nonces == other.nonces and\n        self.owners == other.owners and\n        self.buckets == other.buckets and\n        self.top == other.top and\n        self.total == other.total and\n        self.closed == other.closed and\n        self.closed_order == other.closed_order and\n        self.record_cap == other.record_cap\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.nonces,\n                self.owners,\n                self.buckets,\n                self.top,\n                self.total,\n                self.closed,\n                self.closed_order,\n                self.record_cap,\n            ))\ndef __init__(self, nonces=NOTHING, owners=NOTHING, buckets=NOTHING, top=attr_dict['top'].default, total=attr_dict['total'].default, closed=NOTHING, closed_order=NOTHING, record_cap=attr_dict['record_cap'].default):\n    _setattr = _cached_setattr_get(self)\n    if nonces is not NOTHING:\n        _setattr('nonces', nonces)\n    else:\n        _setattr('nonces', __attr_factory_nonces())\n    if owners is not NOTHING:\n        _setattr('owners', owners)\n    else:\n        _setattr('owners', __attr_factory_owners())\n    if buckets is not NOTHING:\n        _setattr('buckets', buckets)\n    else:\n        _setattr('buckets', __attr_factory_buckets())\n    _setattr('top', top)\n    _setattr('total', total)\n    if closed is not NOTHING:\n        _setattr('closed', closed)\n    else:\n        _setattr('closed', __attr_factory_closed())\n    if closed_order is not NOTHING:\n        _setattr('closed_order', closed_order)\n    else:\n        _setattr('closed_order', __attr_factory_closed_order())\n    _setattr('record_cap', record_cap)\n"] = _
 
 
 def _():
-    def make(places, nonces, owners, buckets, top, total, closed, closed_order, record_cap=_default8):
+    def make(nonces, owners, buckets, top, total, closed, closed_order, record_cap=_default7):
         self = _builder()
-        self.places = places
         self.nonces = nonces
         self.owners = owners
         self.buckets = buckets
@@ -1899,7 +1892,7 @@ def _():
     return locals()
 
 
-SCRIPTS['def make(places, nonces, owners, buckets, top, total, closed, closed_order, record_cap=_default8):\n    self = _builder()\n    self.places = places\n    self.nonces = nonces\n    self.owners = owners\n    self.buckets = buckets\n    self.top = top\n    self.total = total\n    self.closed = closed\n    self.closed_order = closed_order\n    self.record_cap = record_cap\n    self.__class__ = _cls\n    return self'] = _
+SCRIPTS['def make(nonces, owners, buckets, top, total, closed, closed_order, record_cap=_default7):\n    self = _builder()\n    self.nonces = nonces\n    self.owners = owners\n    self.buckets = buckets\n    self.top = top\n    self.total = total\n    self.closed = closed\n    self.closed_order = closed_order\n    self.record_cap = record_cap\n    self.__class__ = _cls\n    return self'] = _
 
 
 def _():

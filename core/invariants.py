@@ -87,8 +87,9 @@ def check_invariants(state: State) -> None:
     if len(state.workers) != len(seen_workers):
         _fail("R-INV-3", "a worker is held by no call")
     store = state.store
+    places = store.places  # every held id and its owner (built: the store keeps no such map)
     for eid, p in state.parked.items():
-        if store.places.get(eid) != p.owner or (eid in store.nonces) != p.stateless:
+        if places.get(eid) != p.owner or (eid in store.nonces) != p.stateless:
             _fail("R-INV-3", f"{eid} is not the store's place for {p.owner!r} (R-STORE-5)")
         if p.stateless:  # a modern nonce: no call waits (R-MRTR-12)
             if p.key[1] != eid or p.owner != p.key[0]:
@@ -99,9 +100,9 @@ def check_invariants(state: State) -> None:
         if owner is None or owner.elicitation_id != eid:
             _fail("R-INV-3", f"elicitation {eid} belongs to no parked call")
     # R-INV-1: caps.
-    if store.total != len(state.parked) or store.total != len(store.places):
+    if store.total != len(state.parked) or store.total != len(places):
         _fail("R-INV-2", f"parked_total {store.total} != {len(state.parked)}")
-    if any(nid not in store.places for nid in store.nonces):
+    if any(nid not in places for nid in store.nonces):
         _fail("R-INV-3", "the store keeps a deadline for no place (R-STORE-5)")
     if store.total > opts.max_parked_elicitations_total:
         _fail("R-INV-1", f"{store.total} parked over the total cap")
@@ -173,6 +174,7 @@ def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
     store = state.store
     cap = state.options.max_parked_elicitations
     buckets_seen: Counter[int] = Counter()
+    holders: dict[str, Hashable] = {}
     for owner, h in store.owners.items():
         n = len(h.ids)
         if n != per_owner[owner] or n == 0:
@@ -182,7 +184,7 @@ def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
         if len(set(h.ids)) != n:
             _fail("R-INV-3", f"{owner!r}'s parked queue holds an id twice")
         for eid in h.ids:
-            if store.places.get(eid) != owner:
+            if holders.setdefault(eid, owner) != owner:
                 _fail("R-INV-3", f"{owner!r}'s parked queue disagrees with elicitation {eid}")
         buckets_seen[n] += 1
         if store.buckets[n].items.get(h.bucket_pos) != owner:
@@ -215,7 +217,7 @@ def _check_stateless(state: State) -> None:
         _fail("R-INV-1", "more closed nonces remembered than max_parked_elicitations_total")
     for pos, nid in order.items.items():
         entry = store.closed.get(nid)
-        if entry is None or entry[2] != pos or nid in store.places:
+        if entry is None or entry[2] != pos or nid in store.nonces:
             _fail("R-INV-3", f"closed nonce {nid} is not indexed once, or is still parked")
 
 

@@ -6,6 +6,7 @@ Options are the embedding program's input, so a bad one raises :class:`OptionErr
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -69,9 +70,11 @@ class Options:
     max_client_requests_per_call: int = 4
     catalog_complete: bool = False
 
-    @property
+    @functools.cached_property
     def in_flight_share(self) -> int:
-        """The per-connection share of ``max_in_flight`` in force (R-OPT-1)."""
+        """The per-connection share of ``max_in_flight`` in force (R-OPT-1); worked out once
+        per ``Options`` (attrs keeps it in a slot of its own, not a field), as every worker start
+        reads it."""
         if self.max_in_flight_per_connection is None:
             return _default_share(self.max_in_flight)
         return self.max_in_flight_per_connection

@@ -106,7 +106,7 @@ from .state import (
     StatelessCall,
     Variables,
 )
-from .tools import argument_problem, tool_info
+from .tools import ToolInfo, argument_problem, tool_info
 
 if TYPE_CHECKING:
     import attrs
@@ -424,9 +424,8 @@ def _open(
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
     opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
-    scope = busy_scope(
-        d.in_flight_total, opts.max_in_flight, d.in_flight.get(conn, 0), opts.in_flight_share
-    )
+    in_flight = d.in_flight.get(conn, 0)
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         if is_tool:
@@ -435,7 +434,7 @@ def _open(
     key = (conn, request_id)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
-    ref = _start_worker(d, key, job, now, out)
+    ref = _start_worker(d, key, in_flight, job, now, out)
     call = _new_call(
         conn,
         request_id,
@@ -460,14 +459,15 @@ def _open(
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
-def _start_worker(d: _Draft, key: CallKey, job: Job, now: int, out: Out) -> int:
-    """Starts a worker; the caller has checked the bounds (R-ADM-5, R-WORK-1)."""
+def _start_worker(d: _Draft, key: CallKey, in_flight: int, job: Job, now: int, out: Out) -> int:
+    """Starts a worker for a connection holding ``in_flight`` of them; the caller has checked
+    the bounds (R-ADM-5, R-WORK-1)."""
     ref = d.next_ref
     d.next_ref = ref + 1
     d.workers = d.workers.set(ref, key)
     d.in_flight_total += 1
     conn = key[0]
-    d.in_flight = d.in_flight.set(conn, d.in_flight.get(conn, 0) + 1)
+    d.in_flight = d.in_flight.set(conn, in_flight + 1)
     out.append(StartWorker(ref, conn, job))
     out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
     return ref
@@ -496,7 +496,7 @@ def _next_stage(
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
     key = call.key
-    ref = _start_worker(d, key, job, now, out)
+    ref = _start_worker(d, key, in_flight, job, now, out)
     moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
         call.conn,
         call.request_id,
@@ -783,7 +783,10 @@ def _tool_call(
 ) -> None:
     """An admitted ``tools/call`` (R-ADM-2 .. R-ADM-5, R-AUTH-1, R-PROTO-6); ``round_`` is what
     a modern call's tool is told of its rounds (R-MRTR-20)."""
-    tool = d.tools.get(name)
+    try:  # [] costs less than get (no argument tuple): a call nearly always names a tool
+        tool: ToolInfo | None = d.tools[name]
+    except KeyError:
+        tool = None
     opts = d.options
     if tool is None:  # R-ADM-2
         if opts.has_unknown_tool_reply:
@@ -1020,7 +1023,10 @@ def _tool_finished(d: _Draft, call: Call, value: object, now: int, out: Out) -> 
     if isinstance(value, NeedsInput):
         _ask_round(d, call, value, now, out)  # R-MRTR-20
     elif isinstance(value, dict):
-        tool = d.tools.get(call.name)
+        try:  # [] costs less than get: the tool is registered but for an unregistration
+            tool: ToolInfo | None = d.tools[call.name]
+        except KeyError:
+            tool = None
         if tool is not None and tool.output_validator is not None:
             value = protocol.checked_output(tool, value)  # R-PROTO-17
         outcome = "tool_error" if value.get("isError") is True else "result"
@@ -1161,7 +1167,7 @@ def _release(d: _Draft, eid: str, why: str | None, now: int) -> None:
     """Releases the place ``eid`` this state reserved (R-STORE-4)."""
     owner = d.parked[eid].owner
     d.parked = d.parked.delete(eid)
-    d.store = d.store.release(eid, why, now)
+    d.store = d.store.release(eid, owner, why, now)
     c = d.conns.get(owner)  # _freed(d, owner), inlined (the hot path)
     if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
         _put_conn(d, owner, c)
@@ -1182,7 +1188,10 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         if st is not None:
             _ask_stateless(d, call, st, prompt, now, out)  # R-MRTR-12
             return
-    c = d.conns.get(call.conn, EMPTY_CONN)
+    try:  # [] costs less than get: a call's connection is known while the call is open
+        c = d.conns[call.conn]
+    except KeyError:
+        c = EMPTY_CONN
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
         _cannot_ask(d, call, prompt, now, out)
         return
@@ -1287,11 +1296,13 @@ def _answer(
 ) -> None:
     if not isinstance(eid, str):
         return  # R-CLOSE-5
-    p = d.parked.get(eid)
-    if p is None and eid in d.client_requests:
-        _client_answered(d, conn, eid, result, error, out)  # R-CTX-5
-        return
-    if p is None or p.stateless or p.key[0] != conn:
+    try:  # a Map's [] costs less than its get (no argument tuple) when the id is known
+        p = d.parked[eid]
+    except KeyError:
+        if eid in d.client_requests:
+            _client_answered(d, conn, eid, result, error, out)  # R-CTX-5
+        return  # R-CLOSE-5: unknown and late answers
+    if p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     call = d.waiting[p.key]
     _release(d, eid, None, now)  # _unpark(d, call, now), inlined
@@ -1945,8 +1956,9 @@ class Transition:
 
 
 def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: Out) -> None:
-    key = d.workers.get(ref)
-    if key is None:
+    try:  # a Map's [] costs less than its get (no argument tuple): the worker is nearly always
+        key = d.workers[ref]  # known
+    except KeyError:
         return  # R-WORK-4: a worker already ended or killed
     call = d.working[key]
     d.workers = d.workers.delete(ref)  # _release_worker(d, call), inlined (the hot path)
@@ -1979,10 +1991,13 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
     if kind == WORKER_TIMER and isinstance(ident, int) and not isinstance(ident, bool):
         _worker_event(d, ident, "TimerFired", None, ev.now, out)
     elif kind == ELICITATION_TIMER and isinstance(ident, str):
-        p = d.parked.get(ident)
-        if p is not None and p.stateless:  # R-MRTR-15: silent; expired, so not remembered
+        try:  # [] costs less than get (no argument tuple): a timer's id is known but for a race
+            p = d.parked[ident]
+        except KeyError:
+            return
+        if p.stateless:  # R-MRTR-15: silent; expired, so not remembered
             _release(d, ident, None, ev.now)
-        elif p is not None:
+        else:
             _elicitation_timed_out(d, d.waiting[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
         _client_request_timed_out(d, ident, out)

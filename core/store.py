@@ -87,8 +87,9 @@ class Store(Protocol):
         """Closes the single-use ``ident`` for ``owner``, at most once ever (R-STORE-3)."""
         ...
 
-    def release(self: S, ident: str, why: str | None, now: int) -> S:
-        """Frees ``ident``'s place, remembering ``why`` for a single-use id (R-STORE-4)."""
+    def release(self: S, ident: str, owner: Owner, why: str | None, now: int) -> S:
+        """Frees ``ident``'s place if ``owner`` holds it, remembering ``why`` for a single-use id
+        (R-STORE-4)."""
         ...
 
 
@@ -138,7 +139,6 @@ class StoreSlots:
         "closed_order",
         "nonces",
         "owners",
-        "places",
         "record_cap",
         "top",
         "total",
@@ -150,16 +150,15 @@ class MemoryStore(StoreSlots):
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
 
-    ``places`` maps every reserved id to its owner; ``nonces`` each single-use id to its
-    deadline (a 2025 call's place keeps none: the reducer's timer ends it); ``owners`` each
-    owner's queue; ``buckets[n]`` the owners
+    ``nonces`` maps each single-use id to its deadline (a 2025 call's place keeps none: the
+    reducer's timer ends it, and its release names its owner); ``owners`` each owner's places,
+    the only record of a 2025 call's; ``buckets[n]`` the owners
     holding exactly ``n`` places, in the order they came to hold ``n``; ``top`` the largest
     such ``n`` (0 when nothing is held); ``total`` the number of places; ``closed`` the nonces
     closed lately, each with why, its expiry and its position in ``closed_order``, oldest first
     (R-MRTR-14), at most ``record_cap`` of them.
     """
 
-    places: Map[str, Owner] = attrs.field(factory=Map)
     nonces: Map[str, int] = attrs.field(factory=Map)
     owners: Map[Owner, Holding] = attrs.field(factory=Map)
     buckets: Map[int, Fifo[Owner]] = attrs.field(factory=Map)
@@ -179,13 +178,19 @@ class MemoryStore(StoreSlots):
         h = self.owners.get(owner)
         return _NO_IDS if h is None else _fifo_of(h[1:])
 
-    def victim(self) -> str | None:
-        """The id an eviction would take (R-PARK-4): the oldest place of the owner that has held
-        the top count the longest; ``None`` when nothing is held."""
+    @property
+    def places(self) -> dict[str, Owner]:
+        """Every held id and its owner, built when asked (for checks: the store keeps no such
+        index, R-STORE-5)."""
+        return {ident: owner for owner, h in self.owners.items() for ident in h[1:]}
+
+    def victim(self) -> tuple[Owner, str] | None:
+        """The owner and id an eviction would take (R-PARK-4): the oldest place of the owner
+        that has held the top count the longest; ``None`` when nothing is held."""
         if not self.top:
             return None
         holder = self.buckets[self.top].first()
-        return self.owners[holder].ids[0]
+        return holder, self.owners[holder].ids[0]
 
     def reserve(
         self,
@@ -198,7 +203,9 @@ class MemoryStore(StoreSlots):
         single_use: bool,
     ) -> tuple[MemoryStore, Reserved]:
         """R-STORE-2: R-PARK-1, R-PARK-3 and R-PARK-4 in one step."""
-        verdict = park_verdict(self.count(owner), per_owner, self.total, total, self.top)
+        h = self.owners.get(owner)  # the owner's holding, which _hold reads too
+        count = 0 if h is None else len(h) - 1  # self.count(owner), inlined
+        verdict = park_verdict(count, per_owner, self.total, total, self.top)
         if verdict == "deny_connection":
             return self, OWNER_FULL
         if verdict == "deny_server":
@@ -206,11 +213,14 @@ class MemoryStore(StoreSlots):
         store = self
         answer = PARKED
         if verdict == "evict":
-            victim = self.victim()
-            assert victim is not None
-            store = self._free(victim, EVICTED, now)
+            held = self.victim()
+            assert held is not None
+            holder, victim = held
+            hv = self.owners[holder]
+            store = self._free(victim, holder, hv, hv.index(victim, 1), EVICTED, now)
             answer = Reserved("evicted", victim)
-        return store._hold(owner, ident, deadline, single_use), answer
+            h = store.owners.get(owner)  # read again (R-PARK-4 never evicts the asker's own)
+        return store._hold(owner, h, ident, deadline, single_use), answer
 
     def take(self, ident: str, owner: Owner, now: int) -> tuple[MemoryStore, Taken]:
         """R-STORE-3: ``taken`` once for a single-use id held by ``owner``; ``foreign`` when
@@ -218,21 +228,34 @@ class MemoryStore(StoreSlots):
         if ident not in self.nonces:
             found = self.closed.get(ident)
             return self, (UNKNOWN if found is None else Taken("closed", found[0]))
-        if self.places[ident] != owner:
-            return self, FOREIGN
-        return self._free(ident, USED, now), TAKEN
-
-    def release(self, ident: str, why: str | None, now: int) -> MemoryStore:
-        """R-STORE-4: frees ``ident``'s place (an unknown id changes nothing); ``why`` is
-        remembered for a single-use id unless it is ``None`` (a timeout: its state has expired)."""
-        if ident not in self.places:
-            return self
-        return self._free(ident, why, now)
-
-    def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
-        # The owner moves from the bucket of its old count to that of its new one, one more
-        # (R-PARK-4); the top is at least the new count (no bucket above it empties).
         h = self.owners.get(owner)
+        if h is None:
+            return self, FOREIGN
+        try:
+            at = h.index(ident, 1)  # its place among the owner's (h[0] is no id)
+        except ValueError:
+            return self, FOREIGN
+        return self._free(ident, owner, h, at, USED, now), TAKEN
+
+    def release(self, ident: str, owner: Owner, why: str | None, now: int) -> MemoryStore:
+        """R-STORE-4: frees ``ident``'s place if ``owner`` holds it (else changes nothing);
+        ``why`` is remembered for a single-use id unless it is ``None`` (a timeout: its state
+        has expired)."""
+        h = self.owners.get(owner)
+        if h is None:
+            return self
+        try:
+            at = h.index(ident, 1)  # its place among the owner's (h[0] is no id)
+        except ValueError:
+            return self
+        return self._free(ident, owner, h, at, why, now)
+
+    def _hold(
+        self, owner: Owner, h: Holding | None, ident: str, deadline: int, single_use: bool
+    ) -> MemoryStore:
+        # ``h`` is the owner's holding (None: none). The owner moves from the bucket of its old
+        # count to that of its new one, one more (R-PARK-4); the top is at least the new count
+        # (no bucket above it empties).
         buckets = self.buckets
         if h is None:
             ids: tuple[str, ...] = (ident,)
@@ -247,10 +270,8 @@ class MemoryStore(StoreSlots):
         buckets = buckets.set(new, fifo)
         owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
-        places = self.places.set(ident, owner)
         nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
         return _new_store(
-            places,
             nonces,
             owners,
             buckets,
@@ -261,14 +282,13 @@ class MemoryStore(StoreSlots):
             self.record_cap,
         )
 
-    def _free(self, ident: str, why: str | None, now: int) -> MemoryStore:
-        """Frees ``ident``'s place: its owner moves from the bucket of its old count to that of
-        its new one, one less (R-PARK-4), and the top comes down to the largest count held."""
-        owner = self.places[ident]
-        h = self.owners[owner]
-        ids = h[1:]
-        at = ids.index(ident)
-        ids = ids[:at] + ids[at + 1 :]
+    def _free(
+        self, ident: str, owner: Owner, h: Holding, at: int, why: str | None, now: int
+    ) -> MemoryStore:
+        """Frees ``ident``, ``h[at]`` of ``owner``'s holding ``h``: the owner moves from the
+        bucket of its old count to that of its new one, one less (R-PARK-4), and the top comes
+        down to the largest count held."""
+        ids = h[1:at] + h[at + 1 :]
         old, new = len(h) - 1, len(ids)
         buckets = self.buckets
         if old:
@@ -286,14 +306,13 @@ class MemoryStore(StoreSlots):
             top -= 1
         closed, order = self.closed, self.closed_order
         nonces = self.nonces
-        deadline = nonces.get(ident)
+        deadline = nonces.get(ident) if nonces else None  # no get on the empty map (2025 only)
         if deadline is not None:
             nonces = nonces.delete(ident)
         if why is not None and deadline is not None:
             closed, order = _remember(closed, order, ident, why, deadline, now, self.record_cap)
-        places = self.places.delete(ident)
         return _new_store(
-            places, nonces, owners, buckets, top, self.total - 1, closed, order, self.record_cap
+            nonces, owners, buckets, top, self.total - 1, closed, order, self.record_cap
         )
 
 

@@ -92,8 +92,8 @@ class NaiveStore:
         self._free(place, USED, now)
         return Taken("taken")
 
-    def release(self, ident: str, why: str | None, now: int) -> None:
-        place = next((p for p in self.places if p.ident == ident), None)
+    def release(self, ident: str, owner: Hashable, why: str | None, now: int) -> None:
+        place = next((p for p in self.places if p.ident == ident and p.owner == owner), None)
         if place is not None:
             self._free(place, why, now)
 
@@ -157,8 +157,12 @@ def contract_machine(factory: StoreFactory) -> type[RuleBasedStateMachine]:
         @rule(data=st.data(), why=st.sampled_from(WHYS))
         def release(self, data: st.DataObject, why: str | None) -> None:
             ident = data.draw(st.sampled_from([*self.issued, "never reserved"]))
-            self.store = self.store.release(ident, why, self.now)
-            self.model.release(ident, why, self.now)
+            holder = next((p.owner for p in self.model.places if p.ident == ident), None)
+            # Mostly its holder, as the reducer names it; else any owner (R-STORE-4)
+            owners = OWNERS if holder is None else (holder, holder, holder, *OWNERS)
+            owner = data.draw(st.sampled_from(owners))
+            self.store = self.store.release(ident, owner, why, self.now)
+            self.model.release(ident, owner, why, self.now)
 
         @rule(by=st.integers(1, 4))
         def advance(self, by: int) -> None:

@@ -52,7 +52,7 @@ def test_R_STORE_1_operations_return_a_new_store_and_leave_the_old_one() -> None
         one.total = 5  # type: ignore[misc]
     # no operation raises for an id or owner it does not know
     assert empty.take("nothing", ("principal", "x"), 0) == (empty, Taken("unknown"))
-    assert empty.release("nothing", "why", 0) is empty
+    assert empty.release("nothing", "a", "why", 0) is empty
 
 
 def test_R_STORE_2_reserve_parks_evicts_the_longest_top_holder_or_says_which_cap() -> None:
@@ -62,7 +62,7 @@ def test_R_STORE_2_reserve_parks_evicts_the_longest_top_holder_or_says_which_cap
     s, _ = _reserve(s, "b", "b2")  # b reaches 2 first
     assert _reserve(s, "b", "b3")[1] == Reserved("owner_full")
     assert _reserve(s, "c", "c1", total=3)[1] == Reserved("evicted", "b1")
-    s2, _ = s.release("b2", None, 0), None
+    s2, _ = s.release("b2", "b", None, 0), None
     s2, _ = _reserve(s2, "a", "a2")  # a now holds 2, b holds 1: a is the top holder
     assert _reserve(s2, "a", "a3")[1] == Reserved("owner_full")
     s3, got = _reserve(s2, "c", "c1")
@@ -91,22 +91,22 @@ def test_R_STORE_4_release_remembers_a_reason_until_expiry_and_at_most_cap() -> 
     s = _memory(2)
     for i in range(3):
         s, _ = _reserve(s, "a", f"n{i}", per_owner=3, now=i)
-    s = s.release("n0", "why 0", 0)
-    s = s.release("n1", None, 0)  # a timeout: not remembered
+    s = s.release("n0", "a", "why 0", 0)
+    s = s.release("n1", "a", None, 0)  # a timeout: not remembered
     assert s.take("n0", "a", 0)[1] == Taken("closed", "why 0")
     assert s.take("n1", "a", 0)[1] == Taken("unknown")
     s, _ = _reserve(s, "a", "n3", per_owner=3)
     s, _ = _reserve(s, "a", "n4", per_owner=3)
-    s = s.release("n3", "why 3", 0)
-    s = s.release("n4", "why 4", 0)  # a third reason: the oldest is forgotten
+    s = s.release("n3", "a", "why 3", 0)
+    s = s.release("n4", "a", "why 4", 0)  # a third reason: the oldest is forgotten
     assert [s.take(n, "a", 0)[1].outcome for n in ("n0", "n3", "n4")] == [
         "unknown",
         "closed",
         "closed",
     ]
-    s = s.release("n2", "why 2", 20)  # past every deadline: the expired are forgotten
+    s = s.release("n2", "a", "why 2", 20)  # past every deadline: the expired are forgotten
     assert [s.take(n, "a", 20)[1].outcome for n in ("n3", "n4")] == ["unknown", "unknown"]
-    assert s.release("n2", "again", 20) is s  # not held any more
+    assert s.release("n2", "a", "again", 20) is s  # not held any more
 
 
 def test_R_STORE_6_the_memory_store_keeps_the_contract() -> None:
@@ -140,8 +140,8 @@ class _Broken:
             answer = Taken("unknown")
         return _Broken(inner, self.bug), answer
 
-    def release(self, ident: str, why: str | None, now: int) -> _Broken:
-        return _Broken(self.inner.release(ident, why, now), self.bug)
+    def release(self, ident: str, owner: Hashable, why: str | None, now: int) -> _Broken:
+        return _Broken(self.inner.release(ident, owner, why, now), self.bug)
 
 
 @pytest.mark.parametrize("bug", ["per-owner", "taken-twice", "no-reason"])
@@ -164,6 +164,34 @@ def test_R_STORE_6_the_reference_is_the_rules() -> None:
     assert ref.take("b1", "b", 0) == Taken("closed", m.ALREADY_USED)
 
 
+def test_R_STORE_4_release_frees_a_place_only_for_the_owner_it_names() -> None:
+    s, _ = _reserve(_memory(3), "a", "n1")
+    assert s.release("n1", "b", "why", 0) is s  # held by another owner: nothing changes
+    assert s.release("n1", ("principal", "a"), "why", 0) is s
+    freed = s.release("n1", "a", "why", 0)
+    assert (freed.count("a"), freed.total, freed.top) == (0, 0, 0)
+    assert freed.take("n1", "a", 0)[1] == Taken("closed", "why")
+
+
+def test_R_STORE_5_a_call_place_is_indexed_by_its_owner_alone() -> None:
+    """No map of the store holds every place: a 2025 call's place is one entry of its owner's
+    places, and only a single-use place is kept by id (its deadline)."""
+    fields = [f.name for f in attrs.fields(MemoryStore)]
+    assert fields == [
+        "nonces",
+        "owners",
+        "buckets",
+        "top",
+        "total",
+        "closed",
+        "closed_order",
+        "record_cap",
+    ]
+    store, _ = _memory(4).reserve("a", "a1", 5, 2, 4, 0, False)
+    store, _ = store.reserve("a", "a2", 5, 2, 4, 0, False)
+    assert (dict(store.nonces), store.owners["a"].ids) == ({}, ("a1", "a2"))
+
+
 def test_R_STORE_5_the_memory_store_keeps_a_deadline_for_nonces_only() -> None:
     """A call's place is its owner alone; a nonce keeps its deadline until it is freed, for the
     record of closed nonces (R-MRTR-14)."""
@@ -172,9 +200,11 @@ def test_R_STORE_5_the_memory_store_keeps_a_deadline_for_nonces_only() -> None:
     assert answer == Reserved("parked")
     assert dict(store.places) == {"a1": "a", "b1": "b"}
     assert dict(store.nonces) == {"b1": 7}
-    store = store.release("a1", m.EVICTED, 1)
+    store = store.release("a1", "b", m.EVICTED, 1)  # another owner's: nothing changes
+    assert dict(store.places) == {"a1": "a", "b1": "b"}
+    store = store.release("a1", "a", m.EVICTED, 1)
     assert (dict(store.nonces), dict(store.closed)) == ({"b1": 7}, {})
-    store = store.release("b1", m.EVICTED, 1)
+    store = store.release("b1", "b", m.EVICTED, 1)
     assert (dict(store.places), dict(store.nonces)) == ({}, {})
     assert store.take("b1", "b", 1)[1] == Taken("closed", m.EVICTED)
     assert store.take("b1", "b", 7)[1] == Taken("closed", m.EVICTED)
