@@ -1160,3 +1160,53 @@ def test_R_HTTP_33_a_stream_that_opens_at_once_is_served_through_asgi_on_either_
     assert b'"id":4,"result":{"content":[{"type":"text","text":"hi"}]' in b"".join(
         m.get("body", b"") for m in stream
     )
+
+
+class _ClosedUnder(_Written):
+    """A transport closed under its protocol before the loss is reported: ``is_closing`` says
+    so, or (``raising``) it does not and its write raises, as uvloop's does."""
+
+    def __init__(self, raising: bool) -> None:
+        super().__init__()
+        self.raising = raising
+
+    def is_closing(self) -> bool:
+        return self.closed and not self.raising
+
+    def write(self, data: Any) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation: the handler is closed")
+        super().write(data)
+
+
+@pytest.mark.parametrize("raising", [False, True])
+def test_R_HTTP_33_a_stream_whose_transport_closed_under_it_fails_no_other_request(
+    monkeypatch: pytest.MonkeyPatch, raising: bool
+) -> None:
+    """A stream written without a task whose transport was closed before its loss was
+    reported: the reply, made by another connection's request, goes nowhere, that request is
+    answered as usual (202), and the stream ends, leaving no open stream."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> None:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            protocol, _ = side.connect()
+            kept = _ClosedUnder(raising)
+            protocol.connection_made(kept)
+            side.post((protocol, kept), _call(4, "guarded_echo"))
+            direct = served[-1]
+            asked = list(kept.out)
+            kept.closed = True
+            a[1].out.clear()
+            side.post(a, _accepting(side.asked(kept)[1]))
+            assert a[1].out[0].startswith(b"HTTP/1.1 202 "), a[1].out
+            assert kept.out == asked
+            assert direct.ended
+            assert side.open_streams() == 0
+            assert protocol.cycle.disconnected
+
+    asyncio.run(scenario())

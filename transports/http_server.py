@@ -199,20 +199,32 @@ class _ChunkSink:
         return not self._flow.write_paused or self._cycle.disconnected
 
     def write(self, data: bytes, end: bool) -> None:
-        cycle = self._cycle
-        if cycle.disconnected or cycle.response_complete:  # goes nowhere, as in uvicorn
-            if end:
-                self._done()
-                cycle.on_response = _nothing  # as uvicorn's request cycle ends
+        # Called by whatever step made the event, often another connection's request: a
+        # transport closed under this one (uvloop's write raises once its handle is closed,
+        # before uvicorn hears of it) is a client gone, never an error of that request.
+        if not data and not end:
             return
-        if data:
-            chunk = b"%x\r\n%b\r\n" % (len(data), data)
-            self._out.write(chunk + b"0\r\n\r\n" if end else chunk)
-        elif end:
-            self._out.write(b"0\r\n\r\n")
+        cycle, out = self._cycle, self._out
+        if not (cycle.disconnected or cycle.response_complete or out.is_closing()):
+            if data:
+                chunk = b"%x\r\n%b\r\n" % (len(data), data)
+                data = chunk + b"0\r\n\r\n" if end else chunk
+            elif end:
+                data = b"0\r\n\r\n"
+            try:
+                out.write(data)
+            except (OSError, RuntimeError):
+                cycle.disconnected = True
+            else:
+                if end:
+                    self._done()
+                    self._protocol._end(cycle, out)
+                return
+        if not cycle.response_complete:
+            cycle.disconnected = True  # goes nowhere, as with uvicorn's ``send``
         if end:
             self._done()
-            self._protocol._end(cycle, self._out)
+            cycle.on_response = _nothing  # as uvicorn's request cycle ends
 
     def lost(self) -> None:
         """The connection is gone (uvicorn marks only its newest request's cycle so): what
