@@ -24,6 +24,7 @@ from askgate.server import Server
 from askgate.transports import http_server
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
+from askgate.transports.runtime import completes_without_suspending
 
 from .listener import uvicorn_serving
 
@@ -243,7 +244,9 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     fast, answered, plain, mounted = anyio.run(scenario, backend="asyncio")
     assert fast == plain
     assert mounted == plain
-    assert answered == ["Whole"] * 5 + ["function"] * 2 + ["Whole", "Whole", "NoneType"], answered
+    assert answered == ["Whole"] * 5 + ["function", "DirectStream", "Whole", "Whole", "NoneType"], (
+        answered
+    )
     assert len(outcomes) == len(answered)  # neither uvicorn's protocol nor a mount calls it
     assert b'"id":7,"result":{"content":[{"type":"text","text":"hi"}]' in plain[5], plain[5]
     assert plain[6].startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), plain[6]
@@ -736,3 +739,474 @@ def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asg
     assert fast[9].startswith(b"HTTP/1.1 202 "), fast[9]
     assert b'"id":6,"result":{"content":[{"type":"text","text":"hi"}]' in fast[10], fast[10]
     assert fast[10].endswith(b"\r\n0\r\n\r\n"), fast[10]
+
+
+# -- a stream that opens at once, written without a request task (R-HTTP-33) ---------------------
+
+
+class _Written(_Kept):
+    """A kept transport that can be closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+BIG_POLICY = '[[tools]]\nmatch = "big"\ndecision = "ask"\nprompt = "Allow big?"\n'
+
+
+def _demo_with_big() -> Server:
+    """The demo, and ``big``: asks first, then answers 5 MB at once."""
+    policy = parse_policy(DEMO_POLICY_TEXT + BIG_POLICY, "demo+big")
+    server = build_demo(policy, configured=True)
+
+    @server.tool()
+    @completes_without_suspending
+    async def big() -> str:
+        """Five megabytes of text."""
+        return "x" * 5_000_000
+
+    return server
+
+
+async def _turns(done: Any) -> None:
+    """Runs the event loop a turn at a time until ``done()``, for at most 100 turns."""
+    for _ in range(100):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("not within 100 turns of the event loop")
+
+
+class _InProcess:
+    """askgate's protocol over kept transports, one app and session: each connection is fed
+    whole requests, and what it wrote is read back, without sockets or timing."""
+
+    def __init__(self, app: HttpApp, version: str = VERSION) -> None:
+        import uvicorn  # noqa: PLC0415
+
+        self.app = app
+        self.version = version
+        self.config = uvicorn.Config(
+            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
+        )
+        self.config.load()
+        self.client = cast(Any, type("C", (), {"port": 8765})())
+        self.session: dict[str, str] = {}
+        self.served: list[Any] = []
+
+    def connect(self) -> tuple[Any, _Written]:
+        from uvicorn.server import ServerState  # noqa: PLC0415
+
+        protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
+            config=self.config,
+            server_state=ServerState(),
+            app_state={},
+            _loop=asyncio.get_running_loop(),
+        )
+        kept = _Written()
+        protocol.connection_made(kept)
+        return protocol, kept
+
+    def post(self, connection: tuple[Any, _Written], body: bytes) -> None:
+        protocol, _ = connection
+        protocol.data_received(_Client.head(self.client, body, self.session) + body)
+
+    async def open(self) -> tuple[Any, _Written]:
+        a = self.connect()
+        init = _message(
+            0,
+            "initialize",
+            {
+                "protocolVersion": self.version,
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        )
+        self.post(a, init)
+        sid = re.search(rb"mcp-session-id: ([A-Za-z0-9_-]+)", a[1].out[-1])
+        assert sid is not None, a[1].out
+        self.session = {
+            "Mcp-Session-Id": sid.group(1).decode(),
+            "MCP-Protocol-Version": self.version,
+        }
+        self.post(a, INITIALIZED)
+        await _turns(lambda: len(a[1].out) == 2)
+        return a
+
+    def open_streams(self) -> int:
+        return self.app.sessions.by_id[self.session["Mcp-Session-Id"]].open_streams
+
+    def asked(self, kept: _Written) -> tuple[bytes, bytes]:
+        """The event id and the elicitation id of the ``elicitation/create`` written."""
+        read = b"".join(kept.out)
+        event_id = re.findall(rb"\nid: ([A-Za-z0-9_.-]+)\nevent: message\ndata: [^\n]*elicit", read)
+        ask_id = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', read)
+        assert event_id, read
+        assert ask_id is not None, read
+        return event_id[-1], ask_id.group(1)
+
+    def get(self, connection: tuple[Any, _Written], last_event_id: bytes) -> None:
+        lines = "".join(f"{name}: {value}\r\n" for name, value in self.session.items())
+        get = "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:8765\r\nAccept: text/event-stream\r\n"
+        connection[0].data_received(
+            f"{get}{lines}".encode() + b"Last-Event-ID: " + last_event_id + b"\r\n\r\n"
+        )
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch, into: list[Any]) -> None:
+    answer_whole = HttpApp.answer_whole
+
+    def captured(self: HttpApp, scope: Any, body: bytes) -> Any:
+        served = answer_whole(self, scope, body)
+        into.append(served)
+        return served
+
+    monkeypatch.setattr(HttpApp, "answer_whole", captured)
+
+
+def _tick_now(direct: Any) -> None:
+    """Fires the stream's keep-alive timer now, as if its quiet time had passed."""
+    assert direct._timer is not None
+    direct._timer.cancel()
+    direct._due = 0.0
+    direct._tick()
+
+
+def test_R_HTTP_33_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by_its_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call whose ``elicitation/create`` came in the step that fed it is written without a
+    request task, head and event in one write; while the transport is paused its reply is not
+    written, nor a keep-alive comment for it (a chunk is pending), and it is written when the
+    transport resumes, ending the response with the same bytes as unpaused; the connection
+    then serves its next request."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def run(pause: bool) -> tuple[list[bytes], list[bytes]]:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            s = side.connect()
+            side.post(s, _call(4, "guarded_echo"))
+            protocol, kept = s
+            assert not protocol.tasks  # no request task: written at once
+            assert len(kept.out) == 1, kept.out
+            assert b"elicitation/create" in kept.out[0], kept.out
+            direct = served[-1]
+            assert type(direct).__name__ == "DirectStream"
+            assert side.open_streams() == 1
+            asked = list(kept.out)
+            if pause:
+                protocol.pause_writing()
+            a[1].out.clear()
+            side.post(a, _accepting(side.asked(kept)[1]))
+            assert a[1].out[0].startswith(b"HTTP/1.1 202 "), a[1].out
+            if pause:
+                assert kept.out == asked  # the reply waits for the reader
+                assert direct._stream.done
+                _tick_now(direct)  # quiet, but a chunk is pending: no comment
+                assert kept.out == asked
+                assert side.open_streams() == 1
+                protocol.resume_writing()
+            assert side.open_streams() == 0
+            assert direct.ended
+            assert direct._timer is None
+            assert direct._stream.pusher is None
+            assert direct._stream.stopper is None  # the stream kept does not keep the connection
+            rest = kept.out[len(asked) :]
+            kept.out.clear()
+            side.post(s, _call(5, "echo"))  # the connection serves its next request
+            assert b'"id":5,"result"' in b"".join(kept.out), kept.out
+            return [_masked(x) for x in asked], [_masked(x) for x in rest]
+
+    unpaused = asyncio.run(run(False))
+    paused = asyncio.run(run(True))
+    assert paused == unpaused
+    (reply,) = paused[1]
+    assert b'"id":4,"result":{"content":[{"type":"text","text":"hi"}]' in reply, reply
+    assert reply.endswith(b"\r\n0\r\n\r\n"), reply
+
+
+def test_R_HTTP_22_a_stream_written_without_a_task_gets_keepalive_comments_when_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one keep-alive timer of a stream written without a task: fired before its quiet
+    time passed (a write moved it) it writes nothing and sleeps again; fired after, it writes a
+    ``: keepalive`` comment chunk; once the response ended it is cancelled."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> None:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            s = side.connect()
+            side.post(s, _call(4, "guarded_echo"))
+            direct = served[-1]
+            kept = s[1]
+            written = len(kept.out)
+            timer = direct._timer
+            assert timer is not None
+            direct._timer.cancel()
+            direct._tick()  # early: its due time is a keep-alive period away
+            assert len(kept.out) == written
+            assert direct._timer is not None
+            assert direct._timer is not timer
+            _tick_now(direct)
+            assert kept.out[written:] == [b"d\r\n" + rules.KEEPALIVE + b"\r\n"], kept.out
+            side.post(a, _accepting(side.asked(kept)[1]))
+            assert kept.out[-1].endswith(b"\r\n0\r\n\r\n"), kept.out
+            assert direct._timer is None
+
+    asyncio.run(scenario())
+
+
+def test_R_HTTP_19_a_stream_written_without_a_task_loses_a_stalled_reader(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A paused stream written without a task, given more than the stall cap, closes its
+    connection with its response unfinished, as uvicorn's request cycle does; the session is
+    left with no open stream and the call's reply stays in the stream for a resume."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> None:
+        app = HttpApp(_demo_with_big(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            s = side.connect()
+            side.post(s, _message(4, "tools/call", {"name": "big", "arguments": {}}))
+            protocol, kept = s
+            direct = served[-1]
+            asked = list(kept.out)
+            protocol.pause_writing()
+            side.post(a, _accepting(side.asked(kept)[1]))
+            await _turns(lambda: direct.ended)
+            assert kept.out == asked  # nothing written past the cap
+            assert kept.closed
+            assert not protocol.cycle.response_complete
+            assert side.open_streams() == 0
+            stream = direct._stream
+            assert stream.done
+            assert stream.writer is None
+            assert b"x" * 1000 in stream.log[-1][1]
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(scenario())
+    assert "reader stalled" in caplog.text
+
+
+@pytest.mark.parametrize("reply_first", [False, True])
+def test_R_HTTP_20_a_stream_written_without_a_task_whose_client_left_is_resumed(
+    monkeypatch: pytest.MonkeyPatch, reply_first: bool
+) -> None:
+    """The client of a stream written without a task leaves while the call waits, or while
+    its reply waits for a paused transport: the reply is written nowhere, the stream ends (no
+    open stream left), and a GET with the elicitation's event id replays the reply."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> bytes:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            s = side.connect()
+            side.post(s, _call(4, "guarded_echo"))
+            protocol, kept = s
+            direct = served[-1]
+            event_id, ask_id = side.asked(kept)
+            asked = list(kept.out)
+            protocol.pause_writing()
+            if reply_first:  # the reply waits for the paused transport when the client goes
+                side.post(a, _accepting(ask_id))
+                assert not direct.ended
+            protocol.connection_lost(None)
+            if not reply_first:
+                assert side.open_streams() == 1  # the call goes on: its stream is open
+                side.post(a, _accepting(ask_id))
+            assert kept.out == asked
+            assert direct.ended
+            assert side.open_streams() == 0
+            r = side.connect()
+            side.get(r, event_id)
+            await _turns(lambda: b"".join(r[1].out).endswith(b"\r\n0\r\n\r\n"))
+            return b"".join(r[1].out)
+
+    resumed = asyncio.run(scenario())
+    assert resumed.startswith(b"HTTP/1.1 200 OK\r\n"), resumed
+    assert b'"id":4,"result":{"content":[{"type":"text","text":"hi"}]' in resumed, resumed
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_R_HTTP_20_a_stream_written_without_a_task_is_taken_over_by_a_get(
+    monkeypatch: pytest.MonkeyPatch, paused: bool
+) -> None:
+    """A GET with the stream's Last-Event-ID takes over a stream written without a task: the
+    old response ends cleanly when it is taken (when its transport resumes, if paused), its
+    keep-alive timer is cancelled and nothing more is written to it; the reply goes to the
+    GET, and the old connection serves its next request."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> None:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app, PRIMED)
+            a = await side.open()
+            s = side.connect()
+            side.post(s, _call(4, "guarded_echo"))
+            protocol, kept = s
+            direct = served[-1]
+            event_id, ask_id = side.asked(kept)
+            written = len(kept.out)
+            if paused:
+                protocol.pause_writing()
+            g = side.connect()
+            side.get(g, event_id)
+            await _turns(lambda: bool(g[1].out))
+            assert g[1].out[0].startswith(b"HTTP/1.1 200 OK\r\n"), g[1].out
+            if paused:
+                assert len(kept.out) == written
+                assert not direct.ended
+                _tick_now(direct)  # quiet, but no longer its stream: no comment
+                assert len(kept.out) == written
+                protocol.resume_writing()
+            assert kept.out[written:] == [b"0\r\n\r\n"], kept.out
+            assert direct.ended
+            assert direct._timer is None
+            assert direct._stream.pusher is None
+            side.post(a, _accepting(ask_id))
+            await _turns(lambda: b"".join(g[1].out).endswith(b"\r\n0\r\n\r\n"))
+            assert b'"id":4,"result"' in b"".join(g[1].out)
+            assert kept.out[written + 1 :] == []
+            side.post(s, _call(5, "echo"))
+            assert b'"id":5,"result"' in b"".join(kept.out[written + 1 :]), kept.out
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_R_HTTP_33_a_stream_that_opens_at_once_is_served_through_asgi_on_either_loop(
+    backend: str,
+) -> None:
+    """Served through ASGI (any server, hypercorn on trio among them), a stream that opened at
+    once is written by its request's task with ``send``: its ``elicitation/create``, then its
+    reply, ending the response."""
+
+    async def scenario() -> list[dict[str, Any]]:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+
+            async def request(body: bytes, headers: dict[str, str], sent: list[Any]) -> None:
+                pairs = [
+                    (b"host", b"127.0.0.1:8765"),
+                    (b"content-type", b"application/json"),
+                    (b"accept", b"application/json, text/event-stream"),
+                    *((k.lower().encode(), v.encode()) for k, v in headers.items()),
+                ]
+                scope = {
+                    "type": "http",
+                    "method": "POST",
+                    "path": "/mcp",
+                    "headers": pairs,
+                    "client": ("127.0.0.1", 50000),
+                }
+                given = [{"type": "http.request", "body": body, "more_body": False}]
+
+                async def receive() -> dict[str, Any]:
+                    if given:
+                        return given.pop()
+                    await anyio.sleep_forever()
+                    raise AssertionError("unreachable")
+
+                async def send(message: Any) -> None:
+                    sent.append(message)
+
+                await app(scope, receive, send)
+
+            first: list[Any] = []
+            await request(INIT, {}, first)
+            sid = dict(first[0]["headers"])[b"mcp-session-id"].decode()
+            session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": VERSION}
+            await request(INITIALIZED, session, [])
+            stream: list[Any] = []
+            with anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(request, _call(4, "guarded_echo"), session, stream)
+                    while not any(b"elicitation/create" in m.get("body", b"") for m in stream):
+                        await anyio.sleep(0)  # bounded by fail_after: the task writes it
+                    body = b"".join(m.get("body", b"") for m in stream)
+                    ask = re.search(rb'"id":("[^"]*"|\d+),"method":"elicitation/create', body)
+                    assert ask is not None, body
+                    await request(_accepting(ask.group(1)), session, [])
+            return stream
+
+    stream = anyio.run(scenario, backend=backend)
+    assert stream[0]["type"] == "http.response.start"
+    assert (b"content-type", b"text/event-stream") in stream[0]["headers"]
+    assert stream[-1]["more_body"] is False
+    assert b'"id":4,"result":{"content":[{"type":"text","text":"hi"}]' in b"".join(
+        m.get("body", b"") for m in stream
+    )
+
+
+class _ClosedUnder(_Written):
+    """A transport closed under its protocol before the loss is reported: ``is_closing`` says
+    so, or (``raising``) it does not and its write raises, as uvloop's does."""
+
+    def __init__(self, raising: bool) -> None:
+        super().__init__()
+        self.raising = raising
+
+    def is_closing(self) -> bool:
+        return self.closed and not self.raising
+
+    def write(self, data: Any) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation: the handler is closed")
+        super().write(data)
+
+
+@pytest.mark.parametrize("raising", [False, True])
+def test_R_HTTP_33_a_stream_whose_transport_closed_under_it_fails_no_other_request(
+    monkeypatch: pytest.MonkeyPatch, raising: bool
+) -> None:
+    """A stream written without a task whose transport was closed before its loss was
+    reported: the reply, made by another connection's request, goes nowhere, that request is
+    answered as usual (202), and the stream ends, leaving no open stream."""
+    served: list[Any] = []
+    _captured(monkeypatch, served)
+
+    async def scenario() -> None:
+        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
+        async with app.running():
+            side = _InProcess(app)
+            a = await side.open()
+            protocol, _ = side.connect()
+            kept = _ClosedUnder(raising)
+            protocol.connection_made(kept)
+            side.post((protocol, kept), _call(4, "guarded_echo"))
+            direct = served[-1]
+            asked = list(kept.out)
+            kept.closed = True
+            a[1].out.clear()
+            side.post(a, _accepting(side.asked(kept)[1]))
+            assert a[1].out[0].startswith(b"HTTP/1.1 202 "), a[1].out
+            assert kept.out == asked
+            assert direct.ended
+            assert side.open_streams() == 0
+            assert protocol.cycle.disconnected
+
+    asyncio.run(scenario())

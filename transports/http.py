@@ -37,9 +37,9 @@ import itertools
 import logging
 import math
 import secrets
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import ClassVar, Final, NamedTuple
+from typing import ClassVar, Final, NamedTuple, Protocol
 
 import anyio
 
@@ -76,7 +76,7 @@ from .base import Serving, TransportName
 from .runtime import Runtime, now_ms
 from .sse_legacy import LegacySse
 
-__all__ = ["HttpApp", "HttpTransport"]
+__all__ = ["DirectStream", "HttpApp", "HttpTransport", "SseSink"]
 
 logger = logging.getLogger("askgate.http")
 
@@ -86,6 +86,13 @@ _GATED: Final = "askgate.gated"
 STATELESS: Final = "http-stateless"
 """The first half of the reducer connection id of a modern request's POST (R-HTTP-26)."""
 REAP_EVERY_MS: Final = 60_000
+
+SSE_HEADERS: Final = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+"""The headers of an SSE response, before the request's own (a new session's id)."""
 
 _NO_EVENTS: Final[collections.deque[tuple[int, bytes]]] = collections.deque()
 """The log of a stream that has had no event; never appended to (its first event makes one)."""
@@ -150,6 +157,7 @@ class _EventStream:
         "options",
         "post",
         "primed",
+        "pusher",
         "quieted",
         "size",
         "stopper",
@@ -186,6 +194,7 @@ class _EventStream:
         self.eids: list[str] | None = None  # server requests it carried (R-HTTP-12)
         self._wake: anyio.Event | None = None
         self.quieted: object | None = None  # the writer whose quiet wait :meth:`quiet` ended
+        self.pusher: Callable[[], None] | None = None  # a writer that writes when signalled
 
     def open(self, tag: str) -> None:
         self.tag = tag
@@ -194,6 +203,10 @@ class _EventStream:
     def put(self, data: bytes) -> None:
         if self.done:
             return
+        self._append(data)
+        self._signal()
+
+    def _append(self, data: bytes) -> None:
         self.last += 1
         if self.log is _NO_EVENTS:
             self.log = collections.deque()
@@ -210,7 +223,6 @@ class _EventStream:
                 self.unwritten = 0
                 self._stop_writer()  # it may be blocked writing to the stalled reader
         self._trim()
-        self._signal()
 
     def finish(self, data: bytes | None, now: int) -> None:
         """The stream ends, with ``data`` (its reply) as its last message if not ``None``."""
@@ -218,7 +230,7 @@ class _EventStream:
             return
         if data is not None:
             if self.opened or self.last:
-                self.put(data)
+                self._append(data)  # signalled once, below, with the end
             else:
                 self.final = data  # nothing came before it: a JSON answer (R-HTTP-7)
         self.done = True
@@ -325,6 +337,9 @@ class _EventStream:
         )
 
     def _signal(self) -> None:
+        push = self.pusher
+        if push is not None:
+            push()  # a connection written synchronously (:class:`DirectStream`)
         wake = self._wake
         if wake is not None:
             self._wake = None
@@ -497,6 +512,158 @@ class _Live:
                 by_eid = self.by_eid = {}
             by_eid[taken.remember] = target
         target.put(data)
+
+
+class SseSink(Protocol):
+    """A connection a :class:`DirectStream` writes its response's body to, synchronously."""
+
+    def writable(self) -> bool:
+        """Whether a write may be made now; while not (the transport's buffer is over its high
+        mark: a slow reader), the sink calls the stream's ``pump`` once it is again."""
+
+    def write(self, data: bytes, end: bool) -> None:
+        """Writes ``data`` as the response's next body bytes; ``end``: its last."""
+
+    def abort(self) -> None:
+        """Closes the connection with the response unfinished (a stalled reader, R-HTTP-19)."""
+
+
+class DirectStream:
+    """A POST's SSE stream that opens at once (something about the call came in the step that
+    fed it): what :meth:`HttpTransport.answer_whole` returns for it. Awaited as a
+    :data:`Continuation`, it serves the stream on the request's ``send`` in a task (the ASGI
+    path's way). A protocol that writes the response itself calls :meth:`start` instead: the
+    stream's events are then written by the calls that make them (``put``, ``finish``, a
+    take-over, a close, a stall), with no task, no event to wait on and one keep-alive timer
+    for the stream's life (R-HTTP-22), the same bytes in the same order."""
+
+    __slots__ = (
+        "_app",
+        "_due",
+        "_extra",
+        "_key",
+        "_live",
+        "_loop",
+        "_quiet",
+        "_sid",
+        "_sink",
+        "_stream",
+        "_timer",
+        "ended",
+    )
+
+    def __init__(
+        self,
+        app: HttpTransport,
+        sid: str,
+        live: _Live,
+        stream: _EventStream,
+        key: tuple[type, object],
+        extra: list[tuple[bytes, bytes]],
+    ) -> None:
+        self._app = app
+        self._sid = sid
+        self._live = live
+        self._stream = stream
+        self._key = key
+        self._extra = extra
+        self._sink: SseSink | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._quiet = 0.0
+        self._due = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.ended = False
+
+    def __call__(self, receive: Receive, send: Send) -> Awaitable[None]:
+        return self._app._post_stream(
+            self._sid, self._live, self._stream, self._key, self._extra, receive, send
+        )
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The response's headers (status 200), as :meth:`HttpTransport._stream_out` sends
+        them."""
+        return [*SSE_HEADERS, *self._extra]
+
+    def start(self, sink: SseSink, loop: asyncio.AbstractEventLoop) -> tuple[bytes, bytes, bool]:
+        """Opens the stream on ``sink`` (its tag, R-HTTP-17; the session's open stream,
+        R-HTTP-11) and takes what it has so far: its priming event (R-HTTP-18) or nothing,
+        then its events, each the body bytes of one write, and whether they end the response.
+        Its later events are written to ``sink`` as they come."""
+        app, stream = self._app, self._stream
+        self._sink = sink
+        self._loop = loop
+        self._quiet = app.options.keepalive_ms / 1000
+        self._live.opened(stream)  # R-HTTP-17: its tag
+        stream.attach(self, 0)
+        first = (
+            rules.priming_event(rules.event_id(stream.tag, 0), app.options.retry_ms)
+            if stream.primed
+            else b""
+        )
+        app.sessions = rules.touch(app.sessions, self._sid, app._now(), +1)
+        stream.writing(self, self.stop)
+        payload, end = stream.take(self)
+        if end:
+            self._release()
+        else:
+            stream.pusher = self.pump
+            self._due = due = loop.time() + self._quiet
+            self._timer = loop.call_at(due, self._tick)
+        return first, payload, end
+
+    def pump(self) -> None:
+        """Writes what the stream has for this connection (its stream signalled, or the
+        connection can be written again); ends the response when the stream says so."""
+        sink = self._sink
+        if self.ended or sink is None or not sink.writable():
+            return
+        payload, end = self._stream.take(self)
+        if end:
+            self._release()
+            sink.write(payload, True)
+        elif payload:
+            sink.write(payload, False)
+            loop = self._loop
+            if loop is not None:
+                self._due = loop.time() + self._quiet
+
+    def stop(self) -> None:
+        """R-HTTP-19: the reader stalled; the stream goes on without this connection."""
+        if not self.ended:
+            self._release()
+            if self._sink is not None:
+                self._sink.abort()
+
+    def _tick(self) -> None:
+        """The keep-alive timer (R-HTTP-22): one per stream, moved by each write: when it fires
+        before the quiet time since the last write passed, it sleeps again until then."""
+        self._timer = None
+        loop, sink = self._loop, self._sink
+        if self.ended or loop is None or sink is None:
+            return
+        now = loop.time()
+        if self._due - now > 0.001:
+            self._timer = loop.call_at(self._due, self._tick)
+            return
+        if self._stream.idle(self) and sink.writable():
+            sink.write(rules.KEEPALIVE, False)
+        self._due = due = now + self._quiet
+        self._timer = loop.call_at(due, self._tick)
+
+    def _release(self) -> None:
+        """The connection no longer writes the stream (its response ended, or was cut)."""
+        self.ended = True
+        stream = self._stream
+        if stream.pusher == self.pump:
+            stream.pusher = None
+        if stream.stopper == self.stop:
+            stream.stopper = None  # the stream, kept for a resume, does not keep the connection
+        stream.detach(self)
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        app = self._app
+        app.sessions = rules.touch(app.sessions, self._sid, app._now(), -1)
 
 
 class HttpTransport:
@@ -843,6 +1010,8 @@ class HttpTransport:
             # Registered now, not when ``rest`` first runs: run in a task of its own (R-HTTP-33),
             # it may start after a worker fed here has already answered.
             live.pending.setdefault(key, stream)
+        if stream.done or stream.last:  # its stream opens now (R-HTTP-7)
+            return DirectStream(self, session.id, live, stream, key, extra)
 
         async def rest(receive: Receive, send: Send) -> None:
             await self._post_stream(session.id, live, stream, key, extra, receive, send)
@@ -920,12 +1089,7 @@ class HttpTransport:
         holds it (until it finishes, its connection is closed or taken over); with
         ``until_disconnect``, also until the client disconnects (a GET stream never finishes
         by itself). A quiet ``keepalive_ms`` writes a comment (R-HTTP-22)."""
-        headers = [
-            (b"content-type", b"text/event-stream"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-            *extra,
-        ]
+        headers = [*SSE_HEADERS, *extra]
         self.sessions = rules.touch(self.sessions, sid, self._now(), +1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})

@@ -38,7 +38,7 @@ from askgate.core.loop import LOOP_ENV, event_loop
 from .asgi import BODY_WHOLE, Whole, whole_headers
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
-from .http import ENDPOINT, HttpApp
+from .http import ENDPOINT, DirectStream, HttpApp
 
 __all__ = ["SHUTDOWN_GRACE_S", "header_deadline_protocol", "run_http", "serve_http"]
 
@@ -179,6 +179,74 @@ class _HeadWithBody:
         return getattr(self._transport, name)
 
 
+class _ChunkSink:
+    """A POST's SSE response written as uvicorn's ``send`` writes it in chunks, by the calls
+    that make its events (:class:`~askgate.transports.http.DirectStream`): nothing is written
+    while the transport is paused (the stream's pump runs again when it resumes), nothing once
+    the client is gone (as uvicorn's ``send`` drops it); the last chunk ends the response as
+    uvicorn's ``send`` does, an abort as uvicorn's request cycle ends an unfinished one."""
+
+    __slots__ = ("_cycle", "_flow", "_out", "_protocol", "pump")
+
+    def __init__(self, protocol: Any, cycle: Any, out: _HeadWithBody) -> None:
+        self._protocol = protocol
+        self._cycle = cycle
+        self._flow = protocol.flow
+        self._out = out
+        self.pump: Callable[[], None] = _nothing  # the stream's, once it is written
+
+    def writable(self) -> bool:
+        return not self._flow.write_paused or self._cycle.disconnected
+
+    def write(self, data: bytes, end: bool) -> None:
+        # Called by whatever step made the event, often another connection's request: a
+        # transport closed under this one (uvloop's write raises once its handle is closed,
+        # before uvicorn hears of it) is a client gone, never an error of that request.
+        if not data and not end:
+            return
+        cycle, out = self._cycle, self._out
+        if not (cycle.disconnected or cycle.response_complete or out.is_closing()):
+            if data:
+                chunk = b"%x\r\n%b\r\n" % (len(data), data)
+                data = chunk + b"0\r\n\r\n" if end else chunk
+            elif end:
+                data = b"0\r\n\r\n"
+            try:
+                out.write(data)
+            except (OSError, RuntimeError):
+                cycle.disconnected = True
+            else:
+                if end:
+                    self._done()
+                    self._protocol._end(cycle, out)
+                return
+        if not cycle.response_complete:
+            cycle.disconnected = True  # goes nowhere, as with uvicorn's ``send``
+        if end:
+            self._done()
+            cycle.on_response = _nothing  # as uvicorn's request cycle ends
+
+    def lost(self) -> None:
+        """The connection is gone (uvicorn marks only its newest request's cycle so): what
+        waits, and what comes later, goes nowhere, as with uvicorn's ``send``."""
+        if not self._cycle.response_complete:
+            self._cycle.disconnected = True
+        self.pump()
+
+    def abort(self) -> None:
+        cycle = self._cycle
+        self._done()
+        if not cycle.response_complete and not cycle.disconnected:
+            self._protocol.logger.error("ASGI callable returned without completing response.")
+            self._out.close()
+        cycle.on_response = _nothing  # as uvicorn's request cycle ends
+
+    def _done(self) -> None:
+        self.pump = _nothing
+        if self._protocol._sink is self:
+            self._protocol._sink = None
+
+
 def _served_app(loaded: object) -> HttpApp | None:
     """The :class:`HttpApp` uvicorn serves, when it is the app itself or behind uvicorn's proxy
     headers middleware alone (what ``serve_http`` configures), else ``None``."""
@@ -214,8 +282,11 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     uvicorn's request task and ASGI messages (R-HTTP-33): the app's
     :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and answer
     as its ASGI path, and the response is written with the bytes uvicorn's ``send`` would write
-    (status line, uvicorn's default headers, then the app's, in order). What needs more (an SSE
-    stream) goes on in a request task as before, its messages written in the bytes uvicorn's
+    (status line, uvicorn's default headers, then the app's, in order). An SSE stream that opens
+    at once (:class:`~askgate.transports.http.DirectStream`) is written without a task too, each
+    event by the step that makes it (:class:`_ChunkSink`; a paused transport resumed, or the
+    connection lost, pumps what waits). What needs more (a stream that waits for its first
+    message) goes on in a request task as before, its messages written in the bytes uvicorn's
     ``send`` writes, directly while nothing asks otherwise (``_sender``: a paused writer, a gone
     client, a framing header of the app's go to uvicorn's own ``send``); an X-Forwarded-* header
     is noted as the headers are parsed. What ``answer_whole`` does not serve, and anything
@@ -240,6 +311,7 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _idle_timer: asyncio.TimerHandle | None = None
         _idle_due: float | None = None  # when the idle connection is closed; None: not idle
         _proxied = False  # the request has an X-Forwarded-* header (uvicorn's proxy middleware)
+        _sink: _ChunkSink | None = None  # the SSE response written without a task, if any
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
@@ -369,6 +441,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 status, body, content_type, extra = served
                 self._write_whole(cycle, status, whole_headers(body, content_type, extra), body)
                 return
+            if isinstance(served, DirectStream):
+                self._write_stream(cycle, served)
+                return
             rest = served
             send = self._sender(cycle)
 
@@ -436,6 +511,42 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
             out.unhold()  # head and body leave in this one write
             out.write(b"".join(content))
             self._end(cycle, out)
+
+        def _write_stream(self, cycle: RequestResponseCycle, served: DirectStream) -> None:
+            """Writes a POST's SSE stream that opened at once, without a request task: its
+            head and first events as uvicorn's ``send`` writes them (chunked), in one write,
+            then each later event as the stream makes it (:class:`_ChunkSink`)."""
+            out = self._out
+            assert out is not None
+            try:
+                content = self._head(cycle, 200, served.headers())
+            except RuntimeError as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                out.close()
+                cycle.on_response = _nothing
+                return
+            cycle.chunked_encoding = True  # no length: uvicorn chunks the body
+            content += (b"transfer-encoding: chunked\r\n", b"\r\n")
+            sink = _ChunkSink(self, cycle, out)
+            first, events, end = served.start(sink, self.loop)
+            for data in (first, events):  # the chunks uvicorn's ``send`` would write
+                if data:
+                    content.append(b"%x\r\n%b\r\n" % (len(data), data))
+            if end:
+                content.append(b"0\r\n\r\n")
+            out.unhold()  # head and first events leave in this one write
+            out.write(b"".join(content))
+            if end:
+                self._end(cycle, out)
+                return
+            self._sink = sink
+            sink.pump = served.pump
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            sink = self._sink
+            if sink is not None:
+                sink.pump()  # what the stream made while the transport was paused
 
         def _sender(self, cycle: RequestResponseCycle) -> Any:
             """uvicorn's ``send`` for what serves the rest of a whole POST (its SSE stream):
@@ -528,6 +639,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                     timer.cancel()
             self._timer = self._idle_timer = None
             super().connection_lost(exc)
+            sink = self._sink
+            if sink is not None:
+                sink.lost()
 
         def _arm(self) -> None:
             if self._due is not None:
