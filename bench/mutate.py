@@ -704,8 +704,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "duplicate-id-across-connections",
         REDUCER,
-        "        key in d.working\n",
-        "        any(request_id == k[1] for k in d.working)\n",
+        "        key in d.working\n        or (d.waiting and key in d.waiting)\n",
+        "        any(request_id == k[1] for k in (*d.working, *d.waiting))\n",
         ("R-ADM-1",),
         "ids of different connections collide",
     ),

@@ -79,8 +79,9 @@ class Store(Protocol):
         now: int,
         single_use: bool,
     ) -> tuple[S, Reserved]:
-        """Parks ``ident`` under ``owner`` until ``deadline``, evicting another owner's oldest
-        place when R-PARK-3 says so, or answers which cap is full (R-STORE-2)."""
+        """Parks ``ident`` under ``owner`` (``deadline`` is the one a single-use id's closed
+        record expires by), evicting another owner's oldest place when R-PARK-3 says so, or
+        answers which cap is full (R-STORE-2)."""
         ...
 
     def take(self: S, ident: str, owner: Owner, now: int) -> tuple[S, Taken]:
