@@ -624,6 +624,17 @@ def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
     assert bare.headers == theirs.headers
     assert bare._proxied
 
+    monkeypatch.undo()
+    installed = cast(Any, HttpToolsProtocol.__dict__["on_header"])
+    assert http_server._same_headers(installed, built._on_header_inline)
+
+    def newer(self: Any, name: bytes, value: bytes) -> None:  # a uvicorn that sets more
+        installed(self, name, value)
+        if name.lower() == b"content-type":
+            self.content_type_seen = True
+
+    assert not http_server._same_headers(newer, built._on_header_inline)
+
 
 PRIMED = "2025-11-25"
 """A revision whose streams open with a priming event and number their events (R-HTTP-18)."""

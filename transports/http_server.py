@@ -687,7 +687,9 @@ def _same_headers(
     inline: Callable[[Any, bytes, bytes], None],
 ) -> bool:
     """Whether ``inline`` does with every probe pair what the installed uvicorn's
-    ``on_header`` does (the same headers list, the same ``expect_100_continue``)."""
+    ``on_header`` does: every attribute it sets on the probe (the headers list,
+    ``expect_100_continue``, and any a newer uvicorn adds), leaving out our own X-Forwarded-*
+    note."""
 
     class Probe:
         def __init__(self) -> None:
@@ -703,10 +705,8 @@ def _same_headers(
                 inline(ours, name, value)
         except Exception:  # any difference, even a failure, means "not the same"
             return False
-        if (theirs.headers, theirs.expect_100_continue) != (
-            ours.headers,
-            ours.expect_100_continue,
-        ):
+        set_by_them = {k: v for k, v in vars(theirs).items() if k != "_proxied"}
+        if set_by_them != {k: v for k, v in vars(ours).items() if k != "_proxied"}:
             return False
     return True
 
