@@ -736,7 +736,9 @@ def _imported_never(modules: set[str]) -> list[str]:
     )
 
 
-def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
+def _modules_of_own_and_demo_stdio_servers(tmp_path: Path) -> tuple[set[str], set[str]]:
+    """The modules of a user's own stdio server (one text tool) and of the demo's, each after
+    it served."""
     (tmp_path / "own_server.py").write_text(
         "from askgate import Server\n\n"
         "server = Server('own')\n\n\n"
@@ -751,6 +753,11 @@ def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
     demo = _modules_of_a_stdio_server(
         "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
     )
+    return own, demo
+
+
+def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
+    own, demo = _modules_of_own_and_demo_stdio_servers(tmp_path)
     for served in (own, demo):
         assert "askgate.transports.stdio" in served  # what served it
         assert _imported_never(served) == []
@@ -768,20 +775,7 @@ STDIO_NOT_AT_START = ("shutil", "bz2", "lzma", "json")
 def test_R_EMB_20_a_stdio_server_imports_neither_shutil_nor_json_to_start(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "own_server.py").write_text(
-        "from askgate import Server\n\n"
-        "server = Server('own')\n\n\n"
-        "@server.tool()\n"
-        "async def echo(text: str) -> str:\n"
-        "    return text\n",
-        encoding="utf-8",
-    )
-    own = _modules_of_a_stdio_server(
-        f"sys.path.insert(0, {str(tmp_path)!r})\nfrom own_server import server\nserver.run_stdio()"
-    )
-    demo = _modules_of_a_stdio_server(
-        "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
-    )
+    own, demo = _modules_of_own_and_demo_stdio_servers(tmp_path)
     for served in (own, demo):
         assert "askgate.transports.stdio" in served
         assert sorted(name for name in served if name.split(".")[0] in STDIO_NOT_AT_START) == [], (
