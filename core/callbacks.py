@@ -21,7 +21,10 @@ def completes_without_suspending(func: F) -> F:
     started it, without a task and a cancel scope of its own: askgate's policy authorizers, and
     tools that opt in. A marked callback that does suspend is stopped and reported as failed
     (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
-    any ``async def`` that blocks does."""
+    any ``async def`` that blocks does.
+
+    Mark a function before handing it to askgate: the tool authorizer's mark is read once, when
+    ``Server(...)`` or ``Server.configure(...)`` installs it (other callbacks' at each call)."""
     setattr(func, EAGER_FLAG, True)
     return func
 
