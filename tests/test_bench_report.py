@@ -30,6 +30,7 @@ def test_verdict_says_met_or_missed_by_how_much(report: ModuleType) -> None:
     assert report.verdict(20.0, 25, True) == "met"
     assert report.verdict(50.0, 25, True) == "missed by 100%"
     assert report.verdict(300.0, 400, False) == "missed by 25%"
+    assert report.verdict(885.6, 888, False) == "missed by 0.3%"  # not "by 0%"
     assert report.verdict(None, 25, True) == "not measured"
 
 
@@ -179,6 +180,11 @@ def test_the_scaling_targets_read_bench_scale_and_bench_core(report: ModuleType)
     assert "| core/store.py:1 | 500 |" in lines  # the allocation sites explain the bytes
     assert "Measured 0.80x against 0.90x." in lines
     assert not any("reducer events per calibration" in line for line in lines)  # met: no section
+    # The idle-session target has no profile of its own: the sweep's spread, not the parked
+    # calls' profile, explains it.
+    at = lines.index("### HTTP app CPU per echo beside 10 000 sessions over none: missed by 9%")
+    assert lines[at + 4].startswith("No profile of its own. The idle-session sweep's CPU per echo")
+    assert "1.00x then 1.20x" in lines[at + 4]
 
 
 def test_a_latency_box_needs_every_percentile_of_its_phase(report: ModuleType) -> None:
