@@ -1151,11 +1151,16 @@ async def test_R_HTTP_23_a_post_body_is_decoded_once(monkeypatch: pytest.MonkeyP
 
 
 class _GetWatched(HttpApp):
-    """An app that reports each GET it finished serving."""
+    """An app that reports each GET it finished serving, and each stream it starts writing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.get_done = anyio.Event()
+        self.writing = anyio.Event()
+
+    async def _stream_out(self, *args: Any, **kwargs: Any) -> None:
+        self.writing.set()
+        await super()._stream_out(*args, **kwargs)
 
     async def _get(self, *args: Any) -> None:
         try:
@@ -1195,10 +1200,7 @@ async def test_R_HTTP_19_a_stalled_reader_loses_its_connection_and_frees_the_ses
                     f"mcp-session-id: {raw.sid}\r\n\r\n"
                 ).encode()
                 stalled.sendall(request)
-                for _ in range(1000):  # bounded: until the server holds the GET open
-                    if app.sessions.by_id[raw.sid].get_open:
-                        break
-                    await anyio.wait_all_tasks_blocked()
+                await app.writing.wait()  # the server holds the GET open
                 assert app.sessions.by_id[raw.sid].get_open
                 chunk = "x" * 100_000
                 # 16 MB to a reader that never reads: the kernel's buffers take a few MB, and the

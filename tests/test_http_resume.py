@@ -149,6 +149,20 @@ def anyio_backend() -> str:
     return "asyncio"  # uvicorn runs on asyncio
 
 
+class _GetWatched(HttpApp):
+    """An app that reports each GET it finished serving."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.get_done = anyio.Event()
+
+    async def _get(self, *args: Any) -> None:
+        try:
+            await super()._get(*args)
+        finally:
+            self.get_done.set()
+
+
 class Gate:
     """What the tools wait on: the test opens it."""
 
@@ -196,13 +210,13 @@ def build_server(gate: Gate) -> Server:
 
 @asynccontextmanager
 async def serving(
-    gate: Gate, bearer: bool = False, **options: Any
+    gate: Gate, bearer: bool = False, app_class: type[HttpApp] = HttpApp, **options: Any
 ) -> AsyncIterator[tuple[HttpApp, str]]:
     server = build_server(gate)
 
     def make(port: int) -> HttpApp:
         auth = BearerAuth(TOKENS) if bearer else None
-        return HttpApp(server, auth=auth, options=rules.HttpOptions(port=port, **options))
+        return app_class(server, auth=auth, options=rules.HttpOptions(port=port, **options))
 
     async with uvicorn_serving(make) as (app, port), app.running():
         try:
@@ -276,6 +290,7 @@ class Events:
         self.body = b""
         self.read = 0
         self.done = anyio.Event()
+        self.started = anyio.Event()  # the response's head came
         self._got = anyio.Event()
 
     async def run(self, http: httpx2.AsyncClient, method: str, url: str, **kw: Any) -> None:
@@ -283,6 +298,7 @@ class Events:
             async with http.stream(method, url, **kw) as response:
                 self.status = response.status_code
                 self.content_type = response.headers.get("content-type", "")
+                self.started.set()
                 if not self.content_type.startswith("text/event-stream"):
                     self.body = await response.aread()
                     return
@@ -541,8 +557,13 @@ async def test_R_HTTP_19_the_replay_buffer_is_bounded_in_count_bytes_and_time() 
                 await stream.done.wait()
                 tag = stream.events[0]["id"].rpartition(".")[0]
                 gate.open()
-                while app.runtime.state.calls:  # bounded by the deadline; wakes per step
-                    await anyio.wait_all_tasks_blocked()
+                # Resumed while the call may still run, this GET ends when the stream does: once
+                # its reply is in. (Not a poll of the state between waits for every task to
+                # block: on a loaded machine that wait may never see all of them blocked.)
+                ended = await resume(tg, session, f"{tag}.3")
+                await ended.done.wait()
+                assert numbers(ended.ids())[1] == [4, 5, 6]
+                assert not app.runtime.state.calls
                 # Events 1..5 are logs, 6 the reply: only 4, 5, 6 are kept.
                 for lost in (0, 1, 2):
                     refused = await resume(tg, session, f"{tag}.{lost}")
@@ -631,7 +652,11 @@ async def test_R_HTTP_22_a_quiet_stream_gets_keepalive_comments() -> None:
 @pytest.mark.anyio
 async def test_R_HTTP_20_a_get_streams_id_replays_then_opens_the_standalone_stream() -> None:
     gate = Gate()
-    async with serving(gate) as (app, url), httpx2.AsyncClient(timeout=DEADLINE) as http:
+    async with (
+        serving(gate, app_class=_GetWatched) as (app, url),
+        httpx2.AsyncClient(timeout=DEADLINE) as http,
+    ):
+        assert isinstance(app, _GetWatched)
         with anyio.fail_after(DEADLINE):
             session = await Session(http, url).start()
             live = app._live[session.sid]
@@ -642,16 +667,16 @@ async def test_R_HTTP_20_a_get_streams_id_replays_then_opens_the_standalone_stre
                     reading.start_soon(
                         lambda: first.run(http, "GET", url, headers=session.headers())
                     )
-                    while live.get is None:  # bounded by the deadline
-                        await anyio.wait_all_tasks_blocked()
+                    await first.started.wait()  # the app had opened the stream before its head
+                    assert live.get is not None
                     live.get.put(note)
                     live.get.put(note)
                     events = [await first.next(), await first.next()]
                     reading.cancel_scope.cancel()  # the client drops its GET
                 tag, seen = numbers([e["id"] for e in events])
                 assert seen == [1, 2]
-                while app.sessions.by_id[session.sid].get_open:  # the server saw it go
-                    await anyio.wait_all_tasks_blocked()
+                await app.get_done.wait()  # the server saw it go
+                assert not app.sessions.by_id[session.sid].get_open
                 again = await resume(tg, session, f"{tag}.1")
                 replayed = await again.next()
                 assert replayed["id"] == f"{tag}.2"
