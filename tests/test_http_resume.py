@@ -583,6 +583,32 @@ async def test_R_HTTP_19_the_replay_buffer_is_bounded_in_count_bytes_and_time() 
 
 
 @pytest.mark.anyio
+async def test_R_HTTP_19_a_stream_kept_for_replay_keeps_nothing_of_its_finished_writer() -> None:
+    """A POST's stream written to its end by its request (uvicorn's own protocol: a request
+    task) and one ended by a tool closing its connection (R-HTTP-21) stay for a resume, without
+    the stop of the write loop that wrote them, which holds that request's task."""
+    gate = Gate()
+    async with (
+        serving(gate) as (app, url),
+        httpx2.AsyncClient(timeout=DEADLINE) as http,
+    ):
+        with anyio.fail_after(DEADLINE):
+            session = await Session(http, url).start()
+            async with anyio.create_task_group() as tg:
+                stream, ask = await elicited_call(tg, session)
+                assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
+                await stream.done.wait()
+                closed = await post_stream(tg, session, call(2, "poll"))
+                await closed.done.wait()
+            live = app._live[session.sid]
+            for events in (stream, closed):
+                kept = live.streams[events.ids()[0].rpartition(".")[0]]
+                assert kept.writer is None
+                assert kept.stopper is None
+            gate.open()
+
+
+@pytest.mark.anyio
 async def test_R_HTTP_19_an_event_over_the_byte_bound_keeps_only_the_newest() -> None:
     async with (
         serving(Gate(), replay_bytes=10) as (_app, url),

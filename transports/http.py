@@ -315,6 +315,7 @@ class _EventStream:
             payload = self.frames_after(self.cursor, closing)
             self.cursor = max(self.cursor, closing)
             self.writer = None
+            self.stopper = None  # R-HTTP-19: the stream kept keeps nothing of the connection
             self.closing = None
             self.unwritten = 0
             self._trim()
@@ -325,6 +326,7 @@ class _EventStream:
         end = self.done
         if end:
             self.writer = None
+            self.stopper = None  # R-HTTP-19: the stream kept keeps nothing of the connection
         self._trim()
         return payload, end
 
