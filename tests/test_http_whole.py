@@ -9,6 +9,9 @@ import json
 import re
 import socket
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -871,7 +874,10 @@ class _InProcess:
         )
 
 
-def _captured(monkeypatch: pytest.MonkeyPatch, into: list[Any]) -> None:
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What every ``answer_whole`` of the test returned, in order."""
+    into: list[Any] = []
     answer_whole = HttpApp.answer_whole
 
     def captured(self: HttpApp, scope: Any, body: bytes) -> Any:
@@ -880,6 +886,44 @@ def _captured(monkeypatch: pytest.MonkeyPatch, into: list[Any]) -> None:
         return served
 
     monkeypatch.setattr(HttpApp, "answer_whole", captured)
+    return into
+
+
+@dataclass
+class _Opened:
+    """A call's stream that opened at once, on a connection of its own (``protocol`` writing
+    to ``kept``), its :class:`DirectStream` (``direct``), beside the session's first
+    connection (``first``), which answers its elicitation."""
+
+    side: _InProcess
+    first: tuple[Any, _Written]
+    protocol: Any
+    kept: _Written
+    direct: Any
+
+
+@asynccontextmanager
+async def _opened_at_once(
+    served: list[Any],
+    *,
+    server: Server | None = None,
+    version: str = VERSION,
+    body: bytes | None = None,
+    transport: _Written | None = None,
+) -> AsyncIterator[_Opened]:
+    """The demo (or ``server``) served in process at ``version``, a session opened, then
+    ``body`` (a ``guarded_echo`` call) POSTed whole on a new connection (its transport
+    ``transport`` when given), whose stream opens at once: written without a request task."""
+    app = HttpApp(build_demo() if server is None else server, options=rules.HttpOptions(port=8765))
+    async with app.running():
+        side = _InProcess(app, version)
+        first = await side.open()
+        protocol, kept = side.connect()
+        if transport is not None:
+            protocol.connection_made(transport)
+            kept = transport
+        side.post((protocol, kept), _call(4, "guarded_echo") if body is None else body)
+        yield _Opened(side, first, protocol, kept, served[-1])
 
 
 def _tick_now(direct: Any) -> None:
@@ -891,28 +935,22 @@ def _tick_now(direct: Any) -> None:
 
 
 def test_R_HTTP_33_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by_its_reply(
-    monkeypatch: pytest.MonkeyPatch,
+    served: list[Any],
 ) -> None:
     """A call whose ``elicitation/create`` came in the step that fed it is written without a
     request task, head and event in one write; while the transport is paused its reply is not
     written, nor a keep-alive comment for it (a chunk is pending), and it is written when the
     transport resumes, ending the response with the same bytes as unpaused; the connection
     then serves its next request."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def run(pause: bool) -> tuple[list[bytes], list[bytes]]:
-        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app)
-            a = await side.open()
-            s = side.connect()
-            side.post(s, _call(4, "guarded_echo"))
-            protocol, kept = s
+        async with _opened_at_once(served) as opened:
+            side, a, protocol, kept = opened.side, opened.first, opened.protocol, opened.kept
+            s = (protocol, kept)
             assert not protocol.tasks  # no request task: written at once
             assert len(kept.out) == 1, kept.out
             assert b"elicitation/create" in kept.out[0], kept.out
-            direct = served[-1]
+            direct = opened.direct
             assert type(direct).__name__ == "DirectStream"
             assert side.open_streams() == 1
             asked = list(kept.out)
@@ -948,23 +986,15 @@ def test_R_HTTP_33_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by
 
 
 def test_R_HTTP_22_a_stream_written_without_a_task_gets_keepalive_comments_when_quiet(
-    monkeypatch: pytest.MonkeyPatch,
+    served: list[Any],
 ) -> None:
     """The one keep-alive timer of a stream written without a task: fired before its quiet
     time passed (a write moved it) it writes nothing and sleeps again; fired after, it writes a
     ``: keepalive`` comment chunk; once the response ended it is cancelled."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def scenario() -> None:
-        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app)
-            a = await side.open()
-            s = side.connect()
-            side.post(s, _call(4, "guarded_echo"))
-            direct = served[-1]
-            kept = s[1]
+        async with _opened_at_once(served) as opened:
+            side, a, direct, kept = opened.side, opened.first, opened.direct, opened.kept
             written = len(kept.out)
             timer = direct._timer
             assert timer is not None
@@ -983,23 +1013,17 @@ def test_R_HTTP_22_a_stream_written_without_a_task_gets_keepalive_comments_when_
 
 
 def test_R_HTTP_19_a_stream_written_without_a_task_loses_a_stalled_reader(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    served: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A paused stream written without a task, given more than the stall cap, closes its
     connection with its response unfinished, as uvicorn's request cycle does; the session is
     left with no open stream and the call's reply stays in the stream for a resume."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def scenario() -> None:
-        app = HttpApp(_demo_with_big(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app)
-            a = await side.open()
-            s = side.connect()
-            side.post(s, _message(4, "tools/call", {"name": "big", "arguments": {}}))
-            protocol, kept = s
-            direct = served[-1]
+        big = _message(4, "tools/call", {"name": "big", "arguments": {}})
+        async with _opened_at_once(served, server=_demo_with_big(), body=big) as opened:
+            side, a, protocol, kept = opened.side, opened.first, opened.protocol, opened.kept
+            direct = opened.direct
             asked = list(kept.out)
             protocol.pause_writing()
             side.post(a, _accepting(side.asked(kept)[1]))
@@ -1020,23 +1044,16 @@ def test_R_HTTP_19_a_stream_written_without_a_task_loses_a_stalled_reader(
 
 @pytest.mark.parametrize("reply_first", [False, True])
 def test_R_HTTP_20_a_stream_written_without_a_task_whose_client_left_is_resumed(
-    monkeypatch: pytest.MonkeyPatch, reply_first: bool
+    served: list[Any], reply_first: bool
 ) -> None:
     """The client of a stream written without a task leaves while the call waits, or while
     its reply waits for a paused transport: the reply is written nowhere, the stream ends (no
     open stream left), and a GET with the elicitation's event id replays the reply."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def scenario() -> bytes:
-        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app)
-            a = await side.open()
-            s = side.connect()
-            side.post(s, _call(4, "guarded_echo"))
-            protocol, kept = s
-            direct = served[-1]
+        async with _opened_at_once(served) as opened:
+            side, a, protocol, kept = opened.side, opened.first, opened.protocol, opened.kept
+            direct = opened.direct
             event_id, ask_id = side.asked(kept)
             asked = list(kept.out)
             protocol.pause_writing()
@@ -1062,24 +1079,18 @@ def test_R_HTTP_20_a_stream_written_without_a_task_whose_client_left_is_resumed(
 
 @pytest.mark.parametrize("paused", [False, True])
 def test_R_HTTP_20_a_stream_written_without_a_task_is_taken_over_by_a_get(
-    monkeypatch: pytest.MonkeyPatch, paused: bool
+    served: list[Any], paused: bool
 ) -> None:
     """A GET with the stream's Last-Event-ID takes over a stream written without a task: the
     old response ends cleanly when it is taken (when its transport resumes, if paused), its
     keep-alive timer is cancelled and nothing more is written to it; the reply goes to the
     GET, and the old connection serves its next request."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def scenario() -> None:
-        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app, PRIMED)
-            a = await side.open()
-            s = side.connect()
-            side.post(s, _call(4, "guarded_echo"))
-            protocol, kept = s
-            direct = served[-1]
+        async with _opened_at_once(served, version=PRIMED) as opened:
+            side, a, protocol, kept = opened.side, opened.first, opened.protocol, opened.kept
+            s = (protocol, kept)
+            direct = opened.direct
             event_id, ask_id = side.asked(kept)
             written = len(kept.out)
             if paused:
@@ -1192,24 +1203,16 @@ class _ClosedUnder(_Written):
 
 @pytest.mark.parametrize("raising", [False, True])
 def test_R_HTTP_33_a_stream_whose_transport_closed_under_it_fails_no_other_request(
-    monkeypatch: pytest.MonkeyPatch, raising: bool
+    served: list[Any], raising: bool
 ) -> None:
     """A stream written without a task whose transport was closed before its loss was
     reported: the reply, made by another connection's request, goes nowhere, that request is
     answered as usual (202), and the stream ends, leaving no open stream."""
-    served: list[Any] = []
-    _captured(monkeypatch, served)
 
     async def scenario() -> None:
-        app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        async with app.running():
-            side = _InProcess(app)
-            a = await side.open()
-            protocol, _ = side.connect()
-            kept = _ClosedUnder(raising)
-            protocol.connection_made(kept)
-            side.post((protocol, kept), _call(4, "guarded_echo"))
-            direct = served[-1]
+        kept = _ClosedUnder(raising)
+        async with _opened_at_once(served, transport=kept) as opened:
+            side, a, protocol, direct = opened.side, opened.first, opened.protocol, opened.direct
             asked = list(kept.out)
             kept.closed = True
             a[1].out.clear()
