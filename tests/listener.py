@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 
 from askgate.core import codec
+from askgate.transports.http import HttpApp
 
 App = TypeVar("App")
 
@@ -72,3 +73,22 @@ def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 
     monkeypatch.setattr(codec, "decode", counting)
     return decoded
+
+
+class GetWatched(HttpApp):
+    """An app that reports each GET it finished serving, and each stream it starts writing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.get_done = anyio.Event()
+        self.writing = anyio.Event()
+
+    async def _stream_out(self, *args: Any, **kwargs: Any) -> None:
+        self.writing.set()
+        await super()._stream_out(*args, **kwargs)
+
+    async def _get(self, *args: Any) -> None:
+        try:
+            await super()._get(*args)
+        finally:
+            self.get_done.set()

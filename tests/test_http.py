@@ -34,7 +34,7 @@ from askgate.transports.auth import ApiKeyAuth, BearerAuth, LoopbackOnly, is_loo
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import SHUTDOWN_GRACE_S
 
-from .listener import count_decodes, uvicorn_serving
+from .listener import GetWatched, count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -1150,37 +1150,18 @@ async def test_R_HTTP_23_a_post_body_is_decoded_once(monkeypatch: pytest.MonkeyP
     assert rules.classify(real(b"[]")) == rules.Body("invalid")
 
 
-class _GetWatched(HttpApp):
-    """An app that reports each GET it finished serving, and each stream it starts writing."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.get_done = anyio.Event()
-        self.writing = anyio.Event()
-
-    async def _stream_out(self, *args: Any, **kwargs: Any) -> None:
-        self.writing.set()
-        await super()._stream_out(*args, **kwargs)
-
-    async def _get(self, *args: Any) -> None:
-        try:
-            await super()._get(*args)
-        finally:
-            self.get_done.set()
-
-
 @pytest.mark.anyio
 async def test_R_HTTP_19_a_stalled_reader_loses_its_connection_and_frees_the_session() -> None:
     """A GET whose client stops reading: past the stall cap the connection is closed, even with
     a write blocked on it, so the session has no open stream and may open a new GET."""
 
     def app_of(server: Server, port: int) -> HttpApp:
-        return _GetWatched(server, options=rules.HttpOptions(port=port))
+        return GetWatched(server, options=rules.HttpOptions(port=port))
 
     server = build_demo(configured=True)
     with anyio.fail_after(30):
         async with serving_server(server, app_of) as (app, url), httpx2.AsyncClient() as http:
-            assert isinstance(app, _GetWatched)
+            assert isinstance(app, GetWatched)
             raw = await Raw(http, url).start()
             level = {
                 "jsonrpc": "2.0",

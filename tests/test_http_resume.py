@@ -25,7 +25,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.runtime import now_ms
 
-from .listener import uvicorn_serving
+from .listener import GetWatched, uvicorn_serving
 from .test_conformance_fixture import _fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -147,20 +147,6 @@ def test_R_HTTP_20_what_a_last_event_id_resumes() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # uvicorn runs on asyncio
-
-
-class _GetWatched(HttpApp):
-    """An app that reports each GET it finished serving."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.get_done = anyio.Event()
-
-    async def _get(self, *args: Any) -> None:
-        try:
-            await super()._get(*args)
-        finally:
-            self.get_done.set()
 
 
 class Gate:
@@ -363,6 +349,14 @@ async def elicited_call(tg: Any, session: Session) -> tuple[Events, dict[str, An
             return stream, event
 
 
+async def approved_call(tg: Any, session: Session) -> Events:
+    """A tools/call of ``ask`` whose elicitation was accepted, its POST stream read to its end."""
+    stream, ask = await elicited_call(tg, session)
+    assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
+    await stream.done.wait()
+    return stream
+
+
 def accept(request_id: object) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": {"action": "accept", "content": {}}}
 
@@ -406,9 +400,7 @@ async def test_R_HTTP_20_a_get_with_last_event_id_replays_what_followed() -> Non
         with anyio.fail_after(DEADLINE):
             session = await Session(http, url).start()
             async with anyio.create_task_group() as tg:
-                stream, ask = await elicited_call(tg, session)
-                assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
-                await stream.done.wait()
+                stream = await approved_call(tg, session)
                 tag, _ = numbers(stream.ids())
                 wire = [(e["id"], e.get("message")) for e in stream.events[1:]]
                 everything = await resume(tg, session, f"{tag}.0")
@@ -595,9 +587,7 @@ async def test_R_HTTP_19_a_stream_kept_for_replay_keeps_nothing_of_its_finished_
         with anyio.fail_after(DEADLINE):
             session = await Session(http, url).start()
             async with anyio.create_task_group() as tg:
-                stream, ask = await elicited_call(tg, session)
-                assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
-                await stream.done.wait()
+                stream = await approved_call(tg, session)
                 closed = await post_stream(tg, session, call(2, "poll"))
                 await closed.done.wait()
             live = app._live[session.sid]
@@ -617,9 +607,7 @@ async def test_R_HTTP_19_an_event_over_the_byte_bound_keeps_only_the_newest() ->
         with anyio.fail_after(DEADLINE):
             session = await Session(http, url).start()
             async with anyio.create_task_group() as tg:
-                stream, ask = await elicited_call(tg, session)
-                assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
-                await stream.done.wait()
+                stream = await approved_call(tg, session)
                 tag, seen = numbers(stream.ids())
                 assert seen == [0, 1, 2]
                 refused = await resume(tg, session, f"{tag}.0")
@@ -641,9 +629,7 @@ async def test_R_HTTP_19_a_session_keeps_at_most_replay_streams_ended_streams() 
             tags = []
             async with anyio.create_task_group() as tg:
                 for _ in range(2):
-                    stream, ask = await elicited_call(tg, session)
-                    assert (await session.post(accept(ask["message"]["id"]))).status_code == 202
-                    await stream.done.wait()
+                    stream = await approved_call(tg, session)
                     tags.append(stream.events[0]["id"].rpartition(".")[0])
                 first = await resume(tg, session, f"{tags[0]}.0")
                 second = await resume(tg, session, f"{tags[1]}.0")
@@ -679,10 +665,10 @@ async def test_R_HTTP_22_a_quiet_stream_gets_keepalive_comments() -> None:
 async def test_R_HTTP_20_a_get_streams_id_replays_then_opens_the_standalone_stream() -> None:
     gate = Gate()
     async with (
-        serving(gate, app_class=_GetWatched) as (app, url),
+        serving(gate, app_class=GetWatched) as (app, url),
         httpx2.AsyncClient(timeout=DEADLINE) as http,
     ):
-        assert isinstance(app, _GetWatched)
+        assert isinstance(app, GetWatched)
         with anyio.fail_after(DEADLINE):
             session = await Session(http, url).start()
             live = app._live[session.sid]
