@@ -17,7 +17,7 @@ from immutables import Map
 
 from . import messages as m
 from .decide import park_verdict
-from .fifo import Fifo
+from .fifo import Fifo, new_fifo
 from .layout import positional_constructor
 
 if TYPE_CHECKING:
@@ -126,7 +126,6 @@ def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
     return Fifo(Map(enumerate(ids)), 0, len(ids))
 
 
-_NO_OWNERS: Fifo[Owner] = Fifo()
 _NO_IDS: Fifo[str] = Fifo()
 
 
@@ -260,15 +259,11 @@ class MemoryStore(StoreSlots):
         buckets = self.buckets
         if h is None:
             ids: tuple[str, ...] = (ident,)
-        else:
+        else:  # a holding keeps one id or more: the owner leaves a bucket
             ids = (*h[1:], ident)
-            old = len(h) - 1
-            if old:
-                fifo = buckets[old].remove(h[0])
-                buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+            buckets = _left(buckets, len(h) - 1, h[0])
         new = len(ids)
-        fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
-        buckets = buckets.set(new, fifo)
+        buckets, pos = _joined(buckets, new, owner)
         owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
         nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
@@ -290,19 +285,14 @@ class MemoryStore(StoreSlots):
         bucket of its old count to that of its new one, one less (R-PARK-4), and the top comes
         down to the largest count held."""
         ids = h[1:at] + h[at + 1 :]
-        old, new = len(h) - 1, len(ids)
-        buckets = self.buckets
-        if old:
-            fifo = buckets[old].remove(h[0])
-            buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+        buckets = _left(self.buckets, len(h) - 1, h[0])
         owners = self.owners
-        if new:
-            fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
-            buckets = buckets.set(new, fifo)
+        if ids:
+            buckets, pos = _joined(buckets, len(ids), owner)
             owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
-        top = new if new > self.top else self.top  # max(self.top, new), without its call
+        top = self.top  # the owner's new count is below its old one, at most the top
         while top and top not in buckets:
             top -= 1
         closed, order = self.closed, self.closed_order
@@ -319,6 +309,34 @@ class MemoryStore(StoreSlots):
 
 _new_holding = tuple.__new__
 _new_store = positional_constructor(MemoryStore)
+_NO_ITEMS: Map[int, Owner] = Map()
+
+
+def _left(buckets: Map[int, Fifo[Owner]], count: int, pos: int) -> Map[int, Fifo[Owner]]:
+    """``buckets`` after the owner at ``pos`` in the bucket of ``count`` leaves it, a bucket
+    left empty deleted (``Fifo.remove``, inlined: the store's hot path)."""
+    fifo = buckets[count]
+    items = fifo.items.delete(pos)
+    if not items:
+        return buckets.delete(count)
+    head, tail = fifo.head, fifo.tail
+    if pos == head:
+        head += 1
+        while head < tail and head not in items:
+            head += 1
+    return buckets.set(count, new_fifo(items, head, tail))
+
+
+def _joined(
+    buckets: Map[int, Fifo[Owner]], count: int, owner: Owner
+) -> tuple[Map[int, Fifo[Owner]], int]:
+    """``buckets`` after ``owner`` joins the bucket of ``count``, newest, and the position it
+    took there (``Fifo.push``, inlined: the store's hot path)."""
+    fifo = buckets.get(count)
+    if fifo is None:
+        return buckets.set(count, new_fifo(_NO_ITEMS.set(0, owner), 0, 1)), 0
+    pos = fifo.tail
+    return buckets.set(count, new_fifo(fifo.items.set(pos, owner), fifo.head, pos + 1)), pos
 
 
 def _remember(
