@@ -442,7 +442,7 @@ def _open(
     key = (conn, request_id)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
-    ref = d.next_ref  # _start_worker(d, key, in_flight, job, now, out), inlined (the hot path)
+    ref = d.next_ref  # a worker starts (R-WORK-1), its bounds checked above (R-ADM-5)
     d.next_ref = ref + 1
     d.workers = d.workers.set(ref, key)
     d.in_flight_total += 1
@@ -473,20 +473,6 @@ def _open(
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
-def _start_worker(d: _Draft, key: CallKey, in_flight: int, job: Job, now: int, out: Out) -> int:
-    """Starts a worker for a connection holding ``in_flight`` of them; the caller has checked
-    the bounds (R-ADM-5, R-WORK-1). :func:`_open` does the same, inlined."""
-    ref = d.next_ref
-    d.next_ref = ref + 1
-    d.workers = d.workers.set(ref, key)
-    d.in_flight_total += 1
-    conn = key[0]
-    d.in_flight = d.in_flight.set(conn, in_flight + 1)
-    out.append(StartWorker(ref, conn, job))
-    out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
-    return ref
-
-
 def _release_worker(d: _Draft, call: Call) -> None:
     d.workers = d.workers.delete(call.worker)
     d.in_flight_total -= 1
@@ -503,16 +489,23 @@ def _next_stage(
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
     opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
-    in_flight = d.in_flight.get(call.conn, 0)
+    conn = call.conn
+    in_flight = d.in_flight.get(conn, 0)
     scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
     key = call.key
-    ref = _start_worker(d, key, in_flight, job, now, out)
+    ref = d.next_ref  # the worker starts as in _open (R-WORK-1)
+    d.next_ref = ref + 1
+    d.workers = d.workers.set(ref, key)
+    d.in_flight_total += 1
+    d.in_flight = d.in_flight.set(conn, in_flight + 1)
+    out.append(StartWorker(ref, conn, job))
+    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
-        call.conn,
+        conn,
         call.request_id,
         call.is_tool,
         call.name,
@@ -1239,18 +1232,19 @@ def _reserve(
     per_owner, total = opts.max_parked_elicitations, opts.max_parked_elicitations_total
     d.store, answer = d.store.reserve(owner, ident, deadline, per_owner, total, now, single_use)
     outcome = answer.outcome
+    if outcome == "parked":  # the usual answer, tested first
+        return True
     if outcome == "evicted":  # R-PARK-3, R-PARK-4
         _evicted(d, answer.victim, call.conn, now, out)
-    elif outcome != "parked":
-        if not call.is_tool:
-            busy = m.method_failure(call.request_id, call.name, "server_busy")
-            _close(d, call, busy, now, out, "failed")
-        elif outcome == "owner_full":  # R-PARK-1
-            _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
-        else:  # R-PARK-3
-            _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
-        return False
-    return True
+        return True
+    if not call.is_tool:
+        busy = m.method_failure(call.request_id, call.name, "server_busy")
+        _close(d, call, busy, now, out, "failed")
+    elif outcome == "owner_full":  # R-PARK-1
+        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
+    else:  # R-PARK-3
+        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
+    return False
 
 
 def _evicted(d: _Draft, victim_eid: str, evictor: ConnId, now: int, out: Out) -> None:

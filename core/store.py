@@ -206,6 +206,8 @@ class MemoryStore(StoreSlots):
         h = self.owners.get(owner)  # the owner's holding, which _hold reads too
         count = 0 if h is None else len(h) - 1  # self.count(owner), inlined
         verdict = park_verdict(count, per_owner, self.total, total, self.top)
+        if verdict == "park":  # the usual verdict, tested first
+            return self._hold(owner, h, ident, deadline, single_use), PARKED
         if verdict == "deny_connection":
             return self, OWNER_FULL
         if verdict == "deny_server":
@@ -256,15 +258,15 @@ class MemoryStore(StoreSlots):
         # ``h`` is the owner's holding (None: none). The owner moves from the bucket of its old
         # count to that of its new one, one more (R-PARK-4); the top is at least the new count
         # (no bucket above it empties).
-        buckets = self.buckets
         if h is None:
-            ids: tuple[str, ...] = (ident,)
-        else:  # a holding keeps one id or more: the owner leaves a bucket
-            ids = (*h[1:], ident)
-            buckets = _left(buckets, len(h) - 1, h[0])
-        new = len(ids)
-        buckets, pos = _joined(buckets, new, owner)
-        owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
+            new = 1
+            buckets, pos = _joined(self.buckets, 1, owner)
+            held = (pos, ident)
+        else:  # a holding keeps one id or more: the owner leaves a bucket for the next one up
+            new = len(h)
+            buckets, pos = _joined(_left(self.buckets, new - 1, h[0]), new, owner)
+            held = (pos, *h[1:], ident)
+        owners = self.owners.set(owner, _new_holding(Holding, held))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
         nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
         return _new_store(
