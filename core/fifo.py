@@ -41,7 +41,7 @@ class Fifo(FifoSlots, Generic[T]):
     def push(self, value: T) -> tuple[Fifo[T], int]:
         """Appends ``value``; returns the new queue and the position it took."""
         pos = self.tail
-        return _new_fifo(self.items.set(pos, value), self.head, pos + 1), pos
+        return new_fifo(self.items.set(pos, value), self.head, pos + 1), pos
 
     def remove(self, pos: int) -> Fifo[T]:
         """Removes the entry at ``pos`` (which must be occupied)."""
@@ -52,7 +52,7 @@ class Fifo(FifoSlots, Generic[T]):
             head += 1
             while head < tail and head not in items:
                 head += 1
-        return _new_fifo(items, head, self.tail)
+        return new_fifo(items, head, self.tail)
 
     def first(self) -> T | None:
         """The oldest entry, or ``None`` when empty."""
@@ -80,4 +80,6 @@ class Fifo(FifoSlots, Generic[T]):
             raise AssertionError("empty fifo with head != tail")
 
 
-_new_fifo = positional_constructor(Fifo)
+new_fifo = positional_constructor(Fifo)
+"""``new_fifo(items, head, tail)``: the :class:`Fifo` that ``Fifo(items, head, tail)`` builds,
+built faster (the store's hot path builds its buckets' queues with it)."""

@@ -6,6 +6,7 @@ shape. The shell only encodes them. Treat every returned dict as read-only.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 import rapidjson
@@ -87,11 +88,12 @@ def error(request_id: RequestId | None, code: int, message: str, data: object = 
     return {"jsonrpc": "2.0", "id": request_id, "error": err}
 
 
-def tool_error_result(payload: JsonObject) -> JsonObject:
-    """An ``isError`` tool result carrying ``payload`` as text and as structured content."""
+def tool_error_result(payload: JsonObject, text: str | None = None) -> JsonObject:
+    """An ``isError`` tool result carrying ``payload`` as text (``text``, when the caller has
+    it already) and as structured content."""
     return {
         "isError": True,
-        "content": [{"type": "text", "text": _text(payload)}],
+        "content": [{"type": "text", "text": _text(payload) if text is None else text}],
         "structuredContent": payload,
     }
 
@@ -116,14 +118,27 @@ def authorization_required(
 ) -> JsonObject:
     """The one deny shape for ``tools/call`` (R-DLV-4): a tool result, not a JSON-RPC error.
     ``why`` completes the sentence ``<tool> was not run: <why>``."""
-    payload = {
+    message = f"{tool} was not run: {why}"
+    payload = _deny_payload(tool, decision, detail, message)
+    text = _deny_text(tool, decision, detail, message)
+    return result(request_id, tool_error_result(payload, text))
+
+
+def _deny_payload(tool: str, decision: str, detail: str, message: str) -> JsonObject:
+    return {
         "error": "authorization_required",
         "tool": tool,
         "decision": decision,
         "detail": detail,
-        "message": f"{tool} was not run: {why}",
+        "message": message,
     }
-    return result(request_id, tool_error_result(payload))
+
+
+@functools.lru_cache(maxsize=256)
+def _deny_text(tool: str, decision: str, detail: str, message: str) -> str:
+    """The text of a deny's payload, by what it holds: the same few denies recur (a tool and a
+    path), and encoding the payload costs several times a cached lookup."""
+    return _text(_deny_payload(tool, decision, detail, message))
 
 
 def read_denied(request_id: RequestId, method: str, detail: str) -> JsonObject:

@@ -150,7 +150,14 @@ def _the_call(d: _Draft, key: CallKey) -> Call:
     return d.waiting[key] if call is None else call
 
 
-_PARKED = Stage.PARKED  # a global: a class attribute costs more to load on the hot path
+# The stages as globals: a member loaded off the Enum class goes through its metaclass's
+# __getattr__ hook (about ten times a global's load), and the hot path names one per step.
+_PARKED = Stage.PARKED
+_AUTHORIZING = Stage.AUTHORIZING
+_RUNNING = Stage.RUNNING
+_UNKNOWN_REPLY = Stage.UNKNOWN_REPLY
+_READ_AUTHORIZING = Stage.READ_AUTHORIZING
+_READ_RUNNING = Stage.READ_RUNNING
 WORKER_TIMER = "worker"
 ELICITATION_TIMER = "elicitation"
 CLIENT_REQUEST_TIMER = "client_request"
@@ -394,7 +401,8 @@ def _announce(d: _Draft, kind: str, out: Out) -> None:
 
 def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     """R-ADM-0 and R-ADM-1: a usable request id, not already in flight on this connection."""
-    if not is_request_id(request_id):
+    kind = type(request_id)  # a str or an int is an id: is_request_id asked of any other only
+    if kind is not str and kind is not int and not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
     key = (conn, request_id)
@@ -434,7 +442,13 @@ def _open(
     key = (conn, request_id)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
-    ref = _start_worker(d, key, in_flight, job, now, out)
+    ref = d.next_ref  # a worker starts (R-WORK-1), its bounds checked above (R-ADM-5)
+    d.next_ref = ref + 1
+    d.workers = d.workers.set(ref, key)
+    d.in_flight_total += 1
+    d.in_flight = d.in_flight.set(conn, in_flight + 1)
+    out.append(StartWorker(ref, conn, job))
+    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     call = _new_call(
         conn,
         request_id,
@@ -459,20 +473,6 @@ def _open(
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
-def _start_worker(d: _Draft, key: CallKey, in_flight: int, job: Job, now: int, out: Out) -> int:
-    """Starts a worker for a connection holding ``in_flight`` of them; the caller has checked
-    the bounds (R-ADM-5, R-WORK-1)."""
-    ref = d.next_ref
-    d.next_ref = ref + 1
-    d.workers = d.workers.set(ref, key)
-    d.in_flight_total += 1
-    conn = key[0]
-    d.in_flight = d.in_flight.set(conn, in_flight + 1)
-    out.append(StartWorker(ref, conn, job))
-    out.append(StartTimer((WORKER_TIMER, ref), now + d.options.callback_timeout_ms))
-    return ref
-
-
 def _release_worker(d: _Draft, call: Call) -> None:
     d.workers = d.workers.delete(call.worker)
     d.in_flight_total -= 1
@@ -489,16 +489,23 @@ def _next_stage(
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
     opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
-    in_flight = d.in_flight.get(call.conn, 0)
+    conn = call.conn
+    in_flight = d.in_flight.get(conn, 0)
     scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
     key = call.key
-    ref = _start_worker(d, key, in_flight, job, now, out)
+    ref = d.next_ref  # the worker starts as in _open (R-WORK-1)
+    d.next_ref = ref + 1
+    d.workers = d.workers.set(ref, key)
+    d.in_flight_total += 1
+    d.in_flight = d.in_flight.set(conn, in_flight + 1)
+    out.append(StartWorker(ref, conn, job))
+    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
-        call.conn,
+        conn,
         call.request_id,
         call.is_tool,
         call.name,
@@ -539,7 +546,11 @@ def _end(d: _Draft, call: Call) -> None:
         d.progress = d.progress.delete(key)  # R-CTX-2
     conn = call.conn
     if conn not in d.in_flight:  # perhaps its last open call: a worker-holding one was released
-        _freed(d, conn)  # before (a parked call's connection is subscribed, R-INV-5, and kept)
+        # before (a parked call's connection is subscribed, R-INV-5, and kept): _freed(d, conn),
+        # inlined (the hot path)
+        c = d.conns.get(conn)
+        if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
+            _put_conn(d, conn, c)
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
@@ -676,7 +687,7 @@ CONNECTION_GONE = "connection gone"
 def _drop(d: _Draft, call: Call, now: int, out: Out, *, notify: bool, why: str) -> None:
     """Ends a call with no outcome at whatever stage it is (R-DROP-1 .. R-DROP-4); a
     ``tools/call`` is recorded as dropped, ``why`` being its detail (R-LOG-2)."""
-    if call.stage is Stage.PARKED:
+    if call.stage is _PARKED:
         eid = call.elicitation_id
         _unpark(d, call, now)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
@@ -727,13 +738,16 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if not _admit(d, conn, rid, out):
         return
     # _era and _uninitialized, on one lookup of the connection (the hot path)
-    initialized = bool(d.conns.get(conn, EMPTY_CONN).version)
+    try:  # [] costs less than get: a call's connection is nearly always known
+        version = d.conns[conn].version
+    except KeyError:
+        version = ""
     meta = ev.meta  # no _meta names no version: request_era(None) is None, without its call
-    era = None if initialized or meta is None else request_era(meta)  # R-MRTR-9
-    if isinstance(era, Refusal):  # R-MRTR-10
+    era = None if version or meta is None else request_era(meta)  # R-MRTR-9
+    if era is not None and isinstance(era, Refusal):  # R-MRTR-10
         out.append(Reply(conn, rid, m.error(rid, era.code, era.message, era.data)))
         return
-    if era is None and not initialized and d.options.transport == "stdio":  # R-PROTO-22
+    if era is None and not version and d.options.transport == "stdio":  # R-PROTO-22
         out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))
         return
     if not isinstance(ev.tool, str) or not isinstance(ev.arguments, dict):  # R-PROTO-6
@@ -758,7 +772,7 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         else:  # R-MRTR-13
             st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
-    if isinstance(meta, dict) and _open_call(d, (conn, rid)) is not None:
+    if meta is not None and isinstance(meta, dict) and _open_call(d, (conn, rid)) is not None:
         token: Any = meta.get("progressToken")
         if is_request_id(token):
             d.progress = d.progress.set((conn, rid), Progress(token))  # R-CTX-2
@@ -791,7 +805,7 @@ def _tool_call(
     if tool is None:  # R-ADM-2
         if opts.has_unknown_tool_reply:
             job: Job = UnknownToolReply(name)
-            stage = Stage.UNKNOWN_REPLY
+            stage = _UNKNOWN_REPLY
         else:
             out.append(Reply(conn, rid, m.unknown_tool(rid, name)))
             out.append(_record(conn, rid, name, "", "unknown_tool", None, "", None, now, now))
@@ -804,7 +818,7 @@ def _tool_call(
             out.append(_record(conn, rid, name, "", "invalid_arguments", None, "", None, now, now))
             return
         if opts.has_authorizer:  # R-AUTH-1
-            job, stage = Authorize(name, arguments), Stage.AUTHORIZING
+            job, stage = Authorize(name, arguments), _AUTHORIZING
         elif tool.sensitive:  # R-ADM-3
             detail = m.SENSITIVE_UNGUARDED
             payload = m.authorization_required(rid, name, "deny", detail, m.WHY[detail])
@@ -812,7 +826,7 @@ def _tool_call(
             out.append(_record(conn, rid, name, "deny", "denied", detail, "", None, now, now))
             return
         else:  # R-ADM-4
-            job, stage = RunTool(name, arguments, round_), Stage.RUNNING
+            job, stage = RunTool(name, arguments, round_), _RUNNING
     _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out)
 
 
@@ -902,13 +916,13 @@ def _read(
         return
     if d.options.has_read_authorizer:  # R-READ-1
         job: Job = AuthorizeRead(method, params)
-        stage = Stage.READ_AUTHORIZING
+        stage = _READ_AUTHORIZING
     else:
         answer = _answer_read(d, conn, rid, method, params)
         if answer is not None:
             out.append(Reply(conn, rid, answer))
             return
-        job, stage = _read_job(d, method, params, round_), Stage.READ_RUNNING
+        job, stage = _read_job(d, method, params, round_), _READ_RUNNING
     _open(d, conn, rid, False, method, params, "reply", caller, stage, job, now, out)
 
 
@@ -1001,7 +1015,7 @@ def _run_tool(d: _Draft, call: Call, decision: str, now: int, out: Out) -> None:
         return
     st = d.stateless.get(call.key) if d.stateless else None  # _round_of, inlined
     job = RunTool(call.name, call.arguments, None if st is None else st.round)
-    _next_stage(d, call, Stage.RUNNING, job, now, out, decision)
+    _next_stage(d, call, _RUNNING, job, now, out, decision)
 
 
 def _authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -> None:
@@ -1064,7 +1078,7 @@ def _read_authorized(d: _Draft, call: Call, value: object, now: int, out: Out) -
             _close(d, call, answer, now, out, "result")
         else:
             job = _read_job(d, call.name, params, _round_of(d, call))
-            _next_stage(d, call, Stage.READ_RUNNING, job, now, out)
+            _next_stage(d, call, _READ_RUNNING, job, now, out)
     elif isinstance(value, Deny) and isinstance(value.reason, str):
         _read_deny(d, call, value.reason, now, out)
     elif isinstance(value, Ask) and isinstance(value.prompt, str):
@@ -1160,12 +1174,12 @@ def owner_of(conn: ConnId, principal: str | None) -> Hashable:
 
 def _unpark(d: _Draft, call: Call, now: int) -> None:
     """Frees a parked call's slot; the caller cancels or has lost its timer (R-CLOSE-3)."""
-    _release(d, call.elicitation_id, None, now)
+    eid = call.elicitation_id
+    _release(d, eid, d.parked[eid].owner, None, now)
 
 
-def _release(d: _Draft, eid: str, why: str | None, now: int) -> None:
-    """Releases the place ``eid`` this state reserved (R-STORE-4)."""
-    owner = d.parked[eid].owner
+def _release(d: _Draft, eid: str, owner: Hashable, why: str | None, now: int) -> None:
+    """Releases the place ``eid`` this state reserved for ``owner`` (R-STORE-4)."""
     d.parked = d.parked.delete(eid)
     d.store = d.store.release(eid, owner, why, now)
     c = d.conns.get(owner)  # _freed(d, owner), inlined (the hot path)
@@ -1218,18 +1232,19 @@ def _reserve(
     per_owner, total = opts.max_parked_elicitations, opts.max_parked_elicitations_total
     d.store, answer = d.store.reserve(owner, ident, deadline, per_owner, total, now, single_use)
     outcome = answer.outcome
+    if outcome == "parked":  # the usual answer, tested first
+        return True
     if outcome == "evicted":  # R-PARK-3, R-PARK-4
         _evicted(d, answer.victim, call.conn, now, out)
-    elif outcome != "parked":
-        if not call.is_tool:
-            busy = m.method_failure(call.request_id, call.name, "server_busy")
-            _close(d, call, busy, now, out, "failed")
-        elif outcome == "owner_full":  # R-PARK-1
-            _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
-        else:  # R-PARK-3
-            _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
-        return False
-    return True
+        return True
+    if not call.is_tool:
+        busy = m.method_failure(call.request_id, call.name, "server_busy")
+        _close(d, call, busy, now, out, "failed")
+    elif outcome == "owner_full":  # R-PARK-1
+        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
+    else:  # R-PARK-3
+        _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
+    return False
 
 
 def _evicted(d: _Draft, victim_eid: str, evictor: ConnId, now: int, out: Out) -> None:
@@ -1265,7 +1280,7 @@ def _park(
         call.arguments,
         call.mode,
         call.caller,
-        Stage.PARKED,
+        _PARKED,
         -1,
         eid,
         replied,
@@ -1288,12 +1303,7 @@ def _park(
 
 
 def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
-    _answer(d, ev.conn, ev.elicitation_id, ev.result, ev.error, ev.now, out)
-
-
-def _answer(
-    d: _Draft, conn: ConnId, eid: object, result: object, error: object, now: int, out: Out
-) -> None:
+    conn, eid, result, error = ev.conn, ev.elicitation_id, ev.result, ev.error
     if not isinstance(eid, str):
         return  # R-CLOSE-5
     try:  # a Map's [] costs less than its get (no argument tuple) when the id is known
@@ -1305,7 +1315,8 @@ def _answer(
     if p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     call = d.waiting[p.key]
-    _release(d, eid, None, now)  # _unpark(d, call, now), inlined
+    now = ev.now
+    _release(d, eid, p.owner, None, now)  # _unpark(d, call, now), inlined
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)
@@ -1681,10 +1692,7 @@ def _read_round_retry(
 
 
 def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
-    _cancel(d, ev.conn, ev.request_id, ev.now, out)
-
-
-def _cancel(d: _Draft, conn: ConnId, request_id: object, now: int, out: Out) -> None:
+    conn, request_id, now = ev.conn, ev.request_id, ev.now
     if not is_request_id(request_id):
         return
     if d.listens and (conn, request_id) in d.listens:
@@ -1996,7 +2004,7 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
         except KeyError:
             return
         if p.stateless:  # R-MRTR-15: silent; expired, so not remembered
-            _release(d, ident, None, ev.now)
+            _release(d, ident, p.owner, None, ev.now)
         else:
             _elicitation_timed_out(d, d.waiting[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:

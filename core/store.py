@@ -17,7 +17,7 @@ from immutables import Map
 
 from . import messages as m
 from .decide import park_verdict
-from .fifo import Fifo
+from .fifo import Fifo, new_fifo
 from .layout import positional_constructor
 
 if TYPE_CHECKING:
@@ -126,7 +126,6 @@ def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
     return Fifo(Map(enumerate(ids)), 0, len(ids))
 
 
-_NO_OWNERS: Fifo[Owner] = Fifo()
 _NO_IDS: Fifo[str] = Fifo()
 
 
@@ -207,6 +206,8 @@ class MemoryStore(StoreSlots):
         h = self.owners.get(owner)  # the owner's holding, which _hold reads too
         count = 0 if h is None else len(h) - 1  # self.count(owner), inlined
         verdict = park_verdict(count, per_owner, self.total, total, self.top)
+        if verdict == "park":  # the usual verdict, tested first
+            return self._hold(owner, h, ident, deadline, single_use), PARKED
         if verdict == "deny_connection":
             return self, OWNER_FULL
         if verdict == "deny_server":
@@ -257,19 +258,15 @@ class MemoryStore(StoreSlots):
         # ``h`` is the owner's holding (None: none). The owner moves from the bucket of its old
         # count to that of its new one, one more (R-PARK-4); the top is at least the new count
         # (no bucket above it empties).
-        buckets = self.buckets
         if h is None:
-            ids: tuple[str, ...] = (ident,)
-        else:
-            ids = (*h[1:], ident)
-            old = len(h) - 1
-            if old:
-                fifo = buckets[old].remove(h[0])
-                buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
-        new = len(ids)
-        fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
-        buckets = buckets.set(new, fifo)
-        owners = self.owners.set(owner, _new_holding(Holding, (pos, *ids)))
+            new = 1
+            buckets, pos = _joined(self.buckets, 1, owner)
+            held = (pos, ident)
+        else:  # a holding keeps one id or more: the owner leaves a bucket for the next one up
+            new = len(h)
+            buckets, pos = _joined(_left(self.buckets, new - 1, h[0]), new, owner)
+            held = (pos, *h[1:], ident)
+        owners = self.owners.set(owner, _new_holding(Holding, held))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
         nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
         return _new_store(
@@ -290,19 +287,14 @@ class MemoryStore(StoreSlots):
         bucket of its old count to that of its new one, one less (R-PARK-4), and the top comes
         down to the largest count held."""
         ids = h[1:at] + h[at + 1 :]
-        old, new = len(h) - 1, len(ids)
-        buckets = self.buckets
-        if old:
-            fifo = buckets[old].remove(h[0])
-            buckets = buckets.set(old, fifo) if fifo else buckets.delete(old)
+        buckets = _left(self.buckets, len(h) - 1, h[0])
         owners = self.owners
-        if new:
-            fifo, pos = buckets.get(new, _NO_OWNERS).push(owner)
-            buckets = buckets.set(new, fifo)
+        if ids:
+            buckets, pos = _joined(buckets, len(ids), owner)
             owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
         else:
             owners = owners.delete(owner)
-        top = new if new > self.top else self.top  # max(self.top, new), without its call
+        top = self.top  # the owner's new count is below its old one, at most the top
         while top and top not in buckets:
             top -= 1
         closed, order = self.closed, self.closed_order
@@ -319,6 +311,34 @@ class MemoryStore(StoreSlots):
 
 _new_holding = tuple.__new__
 _new_store = positional_constructor(MemoryStore)
+_NO_ITEMS: Map[int, Owner] = Map()
+
+
+def _left(buckets: Map[int, Fifo[Owner]], count: int, pos: int) -> Map[int, Fifo[Owner]]:
+    """``buckets`` after the owner at ``pos`` in the bucket of ``count`` leaves it, a bucket
+    left empty deleted (``Fifo.remove``, inlined: the store's hot path)."""
+    fifo = buckets[count]
+    items = fifo.items.delete(pos)
+    if not items:
+        return buckets.delete(count)
+    head, tail = fifo.head, fifo.tail
+    if pos == head:
+        head += 1
+        while head < tail and head not in items:
+            head += 1
+    return buckets.set(count, new_fifo(items, head, tail))
+
+
+def _joined(
+    buckets: Map[int, Fifo[Owner]], count: int, owner: Owner
+) -> tuple[Map[int, Fifo[Owner]], int]:
+    """``buckets`` after ``owner`` joins the bucket of ``count``, newest, and the position it
+    took there (``Fifo.push``, inlined: the store's hot path)."""
+    fifo = buckets.get(count)
+    if fifo is None:
+        return buckets.set(count, new_fifo(_NO_ITEMS.set(0, owner), 0, 1)), 0
+    pos = fifo.tail
+    return buckets.set(count, new_fifo(fifo.items.set(pos, owner), fifo.head, pos + 1)), pos
 
 
 def _remember(
