@@ -2345,52 +2345,53 @@ def _():
                 ))
     def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):
         _setattr = _cached_setattr_get(self)
-        _setattr('options', options)
-        _setattr('id_key', id_key)
-        _setattr('tools', tools)
-        _setattr('catalog', catalog)
-        _setattr('conns', conns)
-        _setattr('working', working)
-        _setattr('waiting', waiting)
-        _setattr('workers', workers)
-        _setattr('in_flight', in_flight)
-        _setattr('in_flight_total', in_flight_total)
-        _setattr('store', store)
-        _setattr('parked', parked)
-        _setattr('cap_unsubscribed', cap_unsubscribed)
-        _setattr('cap_live', cap_live)
-        _setattr('callers', callers)
-        _setattr('resource_subscribers', resource_subscribers)
-        _setattr('log_levels', log_levels)
-        _setattr('next_ref', next_ref)
-        _setattr('next_seq', next_seq)
-        _setattr('next_elicitation', next_elicitation)
+        _inst_dict = self.__dict__
+        _inst_dict['options'] = options
+        _inst_dict['id_key'] = id_key
+        _inst_dict['tools'] = tools
+        _inst_dict['catalog'] = catalog
+        _inst_dict['conns'] = conns
+        _inst_dict['working'] = working
+        _inst_dict['waiting'] = waiting
+        _inst_dict['workers'] = workers
+        _inst_dict['in_flight'] = in_flight
+        _inst_dict['in_flight_total'] = in_flight_total
+        _inst_dict['store'] = store
+        _inst_dict['parked'] = parked
+        _inst_dict['cap_unsubscribed'] = cap_unsubscribed
+        _inst_dict['cap_live'] = cap_live
+        _inst_dict['callers'] = callers
+        _inst_dict['resource_subscribers'] = resource_subscribers
+        _inst_dict['log_levels'] = log_levels
+        _inst_dict['next_ref'] = next_ref
+        _inst_dict['next_seq'] = next_seq
+        _inst_dict['next_elicitation'] = next_elicitation
         if client_requests is not NOTHING:
-            _setattr('client_requests', client_requests)
+            _inst_dict['client_requests'] = client_requests
         else:
-            _setattr('client_requests', __attr_factory_client_requests())
+            _inst_dict['client_requests'] = __attr_factory_client_requests()
         if worker_requests is not NOTHING:
-            _setattr('worker_requests', worker_requests)
+            _inst_dict['worker_requests'] = worker_requests
         else:
-            _setattr('worker_requests', __attr_factory_worker_requests())
+            _inst_dict['worker_requests'] = __attr_factory_worker_requests()
         if progress is not NOTHING:
-            _setattr('progress', progress)
+            _inst_dict['progress'] = progress
         else:
-            _setattr('progress', __attr_factory_progress())
-        _setattr('keyring', keyring)
+            _inst_dict['progress'] = __attr_factory_progress()
+        _inst_dict['keyring'] = keyring
         if stateless is not NOTHING:
-            _setattr('stateless', stateless)
+            _inst_dict['stateless'] = stateless
         else:
-            _setattr('stateless', __attr_factory_stateless())
+            _inst_dict['stateless'] = __attr_factory_stateless()
         if listens is not NOTHING:
-            _setattr('listens', listens)
+            _inst_dict['listens'] = listens
         else:
-            _setattr('listens', __attr_factory_listens())
+            _inst_dict['listens'] = __attr_factory_listens()
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.working,\n                self.waiting,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _setattr('options', options)\n    _setattr('id_key', id_key)\n    _setattr('tools', tools)\n    _setattr('catalog', catalog)\n    _setattr('conns', conns)\n    _setattr('working', working)\n    _setattr('waiting', waiting)\n    _setattr('workers', workers)\n    _setattr('in_flight', in_flight)\n    _setattr('in_flight_total', in_flight_total)\n    _setattr('store', store)\n    _setattr('parked', parked)\n    _setattr('cap_unsubscribed', cap_unsubscribed)\n    _setattr('cap_live', cap_live)\n    _setattr('callers', callers)\n    _setattr('resource_subscribers', resource_subscribers)\n    _setattr('log_levels', log_levels)\n    _setattr('next_ref', next_ref)\n    _setattr('next_seq', next_seq)\n    _setattr('next_elicitation', next_elicitation)\n    if client_requests is not NOTHING:\n        _setattr('client_requests', client_requests)\n    else:\n        _setattr('client_requests', __attr_factory_client_requests())\n    if worker_requests is not NOTHING:\n        _setattr('worker_requests', worker_requests)\n    else:\n        _setattr('worker_requests', __attr_factory_worker_requests())\n    if progress is not NOTHING:\n        _setattr('progress', progress)\n    else:\n        _setattr('progress', __attr_factory_progress())\n    _setattr('keyring', keyring)\n    if stateless is not NOTHING:\n        _setattr('stateless', stateless)\n    else:\n        _setattr('stateless', __attr_factory_stateless())\n    if listens is not NOTHING:\n        _setattr('listens', listens)\n    else:\n        _setattr('listens', __attr_factory_listens())\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.working,\n                self.waiting,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _inst_dict = self.__dict__\n    _inst_dict['options'] = options\n    _inst_dict['id_key'] = id_key\n    _inst_dict['tools'] = tools\n    _inst_dict['catalog'] = catalog\n    _inst_dict['conns'] = conns\n    _inst_dict['working'] = working\n    _inst_dict['waiting'] = waiting\n    _inst_dict['workers'] = workers\n    _inst_dict['in_flight'] = in_flight\n    _inst_dict['in_flight_total'] = in_flight_total\n    _inst_dict['store'] = store\n    _inst_dict['parked'] = parked\n    _inst_dict['cap_unsubscribed'] = cap_unsubscribed\n    _inst_dict['cap_live'] = cap_live\n    _inst_dict['callers'] = callers\n    _inst_dict['resource_subscribers'] = resource_subscribers\n    _inst_dict['log_levels'] = log_levels\n    _inst_dict['next_ref'] = next_ref\n    _inst_dict['next_seq'] = next_seq\n    _inst_dict['next_elicitation'] = next_elicitation\n    if client_requests is not NOTHING:\n        _inst_dict['client_requests'] = client_requests\n    else:\n        _inst_dict['client_requests'] = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        _inst_dict['worker_requests'] = worker_requests\n    else:\n        _inst_dict['worker_requests'] = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        _inst_dict['progress'] = progress\n    else:\n        _inst_dict['progress'] = __attr_factory_progress()\n    _inst_dict['keyring'] = keyring\n    if stateless is not NOTHING:\n        _inst_dict['stateless'] = stateless\n    else:\n        _inst_dict['stateless'] = __attr_factory_stateless()\n    if listens is not NOTHING:\n        _inst_dict['listens'] = listens\n    else:\n        _inst_dict['listens'] = __attr_factory_listens()\n"] = _
 
 
 def _():
@@ -2552,42 +2553,6 @@ def _():
 
 
 SCRIPTS['def make(method, params, round=_default2):\n    self = _builder()\n    self.method = method\n    self.params = params\n    self.round = round\n    self.__class__ = _cls\n    return self'] = _
-
-
-def _():
-    def make(source):
-        target = _blank()
-        target.options = source.options
-        target.id_key = source.id_key
-        target.tools = source.tools
-        target.catalog = source.catalog
-        target.conns = source.conns
-        target.working = source.working
-        target.waiting = source.waiting
-        target.workers = source.workers
-        target.in_flight = source.in_flight
-        target.in_flight_total = source.in_flight_total
-        target.store = source.store
-        target.parked = source.parked
-        target.cap_unsubscribed = source.cap_unsubscribed
-        target.cap_live = source.cap_live
-        target.callers = source.callers
-        target.resource_subscribers = source.resource_subscribers
-        target.log_levels = source.log_levels
-        target.next_ref = source.next_ref
-        target.next_seq = source.next_seq
-        target.next_elicitation = source.next_elicitation
-        target.client_requests = source.client_requests
-        target.worker_requests = source.worker_requests
-        target.progress = source.progress
-        target.keyring = source.keyring
-        target.stateless = source.stateless
-        target.listens = source.listens
-        return target
-    return locals()
-
-
-SCRIPTS['def make(source):\n    target = _blank()\n    target.options = source.options\n    target.id_key = source.id_key\n    target.tools = source.tools\n    target.catalog = source.catalog\n    target.conns = source.conns\n    target.working = source.working\n    target.waiting = source.waiting\n    target.workers = source.workers\n    target.in_flight = source.in_flight\n    target.in_flight_total = source.in_flight_total\n    target.store = source.store\n    target.parked = source.parked\n    target.cap_unsubscribed = source.cap_unsubscribed\n    target.cap_live = source.cap_live\n    target.callers = source.callers\n    target.resource_subscribers = source.resource_subscribers\n    target.log_levels = source.log_levels\n    target.next_ref = source.next_ref\n    target.next_seq = source.next_seq\n    target.next_elicitation = source.next_elicitation\n    target.client_requests = source.client_requests\n    target.worker_requests = source.worker_requests\n    target.progress = source.progress\n    target.keyring = source.keyring\n    target.stateless = source.stateless\n    target.listens = source.listens\n    return target'] = _
 
 
 def _():

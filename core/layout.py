@@ -39,9 +39,8 @@ def _field_names(cls: type[AttrsInstance]) -> list[str]:
 
 def _mutable_layout(cls: type[AttrsInstance], names: list[str]) -> type | None:
     """The mutable class that declares every slot of ``cls`` (its *layout*), when ``cls`` adds
-    no slot to its first base and that base's instances take plain attribute stores: a mutable
-    attrs class (as :class:`~askgate.core.state.Variables` is
-    :class:`~askgate.core.state.State`'s) or a class of bare ``__slots__``. Else ``None``."""
+    no slot to its first base and that base's instances take plain attribute stores into
+    slots: a mutable, slotted attrs class or a class of bare ``__slots__``. Else ``None``."""
     if cls.__dict__.get("__slots__") != () or not cls.__bases__:
         return None
     base, *others = cls.__bases__
@@ -68,9 +67,10 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
 
     When ``cls`` has a mutable layout (:func:`_mutable_layout`), the object is built as an
     instance of a mutable subclass of that layout, whose plain attribute stores Python runs
-    fastest, and then takes ``cls`` as its class (same slots, nothing copied). Otherwise each
-    slot is set through its descriptor, which costs less than the ``object.__setattr__`` attrs'
-    ``__init__`` calls for a frozen class.
+    fastest, and then takes ``cls`` as its class (same slots, nothing copied). A class without
+    slots (as :class:`~askgate.core.state.State`) gets its ``__dict__`` built in one display.
+    Otherwise each slot is set through its descriptor, which costs less than the
+    ``object.__setattr__`` attrs' ``__init__`` calls for a frozen class.
     """
     names = _field_names(cls)
     layout = _mutable_layout(cls, names)
@@ -92,20 +92,16 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
         first = "self = _builder()" if bare else "self = _new(_builder)"
         body = [first, *(f"self.{name} = {name}" for name in names)]
         body.append("self.__class__ = _cls")
+    elif "__slots__" not in vars(cls) and not any(
+        isinstance(getattr(cls, name, None), types.MemberDescriptorType) for name in names
+    ):  # no slots: the fields live in the instance's __dict__
+        scope["_set_dict"] = _own(cls, "__dict__").__set__  # past a frozen __setattr__
+        pairs = ", ".join(f"{name!r}: {name}" for name in names)
+        body = ["self = _new(_cls)", f"_set_dict(self, {{{pairs}}})"]
     else:
         body = ["self = _new(_cls)"]
         for i, name in enumerate(names):
             scope[f"_set{i}"] = getattr(cls, name).__set__
             body.append(f"_set{i}(self, {name})")
     make: Callable[..., T] = _generate("make", params, [*body, "return self"], scope)
-    return make
-
-
-def field_copy_maker(cls: type[AttrsInstance], blank: Callable[[], Any]) -> Callable[[Any], Any]:
-    """``make(source)``: a new ``blank()`` with every field of the attrs class ``cls`` set to its
-    value on ``source``: one plain attribute copy per field, spelled out in the generated source
-    rather than looped."""
-    body = ["target = _blank()", *(f"target.{name} = source.{name}" for name in _field_names(cls))]
-    body.append("return target")
-    make: Callable[[Any], Any] = _generate("make", ["source"], body, {"_blank": blank})
     return make

@@ -67,7 +67,7 @@ from .events import (
 )
 from .fifo import Fifo
 from .jobs import FilterTools, Job, Round, UnknownToolReply
-from .layout import field_copy_maker, positional_constructor
+from .layout import positional_constructor
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -174,17 +174,22 @@ class _Draft(Variables):
     __init__ = object.__init__  # built empty (no arguments: less than ``object.__new__``)
 
     def freeze(self) -> State:
-        """This draft, now a :class:`State`: the two classes share :class:`Variables`' slots
-        and add none, so the object changes class and nothing is copied. The draft is not used
-        afterwards."""
+        """This draft, now a :class:`State`: the two classes share :class:`Variables`' layout
+        (the variables in the instance's ``__dict__``), so the object changes class and nothing
+        is copied. The draft is not used afterwards."""
         draft: Any = self
         draft.__class__ = State
         state: State = draft
         return state
 
 
-_new_draft = field_copy_maker(State, _Draft)
-"""``_new_draft(state)``: a :class:`_Draft` holding every variable of ``state``, in one call."""
+def _new_draft(state: State) -> _Draft:
+    """A :class:`_Draft` holding every variable of ``state``: a copy of its ``__dict__`` (one
+    C-level copy of a dict that shares nothing mutable with the state's; the maps in it are
+    persistent)."""
+    draft: _Draft = _Draft()
+    draft.__dict__ = {**state.__dict__}
+    return draft
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2150,7 +2155,8 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _new_draft(state)
+    draft = _Draft()  # _new_draft(state), without the call
+    draft.__dict__ = {**state.__dict__}
     out: Out = []
     handler(draft, event, out)
     frozen: Any = draft  # draft.freeze(), without the call

@@ -241,12 +241,13 @@ EMPTY_CONN = Conn()
 _new_call = positional_constructor(Call)
 
 
-@attrs.define(slots=True)
+@attrs.define(slots=False)
 class Variables:
     """The reducer's state variables, each named and typed here once (spec/rules.md gives each
     one's meaning). :class:`State` is their frozen form, what a step takes and returns; the
-    reducer's draft (core/reducer.py) is a mutable subclass that one step edits. Both add no
-    slot, so they share this class's layout.
+    reducer's draft (core/reducer.py) is a mutable subclass that one step edits. The variables
+    live in the instance's ``__dict__`` (no slots), so a step copies them all in one dict copy,
+    and both subclasses share this class's layout.
     """
 
     options: Options
@@ -290,7 +291,7 @@ class Variables:
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=False)
 class State(Variables):
     """Everything the reducer decides from: the :class:`Variables`, frozen."""
 
