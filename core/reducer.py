@@ -438,7 +438,11 @@ def _open(
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
     opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
     in_flight = d.in_flight.get(conn, 0)
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
+    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
+    if share is None:
+        half = opts.max_in_flight // 2
+        share = half if half > 1 else 1
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         if is_tool:
@@ -496,7 +500,11 @@ def _next_stage(
     opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
     conn = call.conn
     in_flight = d.in_flight.get(conn, 0)
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, opts.in_flight_share)
+    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
+    if share is None:
+        half = opts.max_in_flight // 2
+        share = half if half > 1 else 1
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
