@@ -120,7 +120,10 @@ def authorization_required(
     ``why`` completes the sentence ``<tool> was not run: <why>``."""
     message = f"{tool} was not run: {why}"
     payload = _deny_payload(tool, decision, detail, message)
-    text = _deny_text(tool, decision, detail, message)
+    # A canned deny (a registered tool's name and askgate's words) comes from the cache; an
+    # authorizer's reason or an Ask prompt, which may quote the arguments, is kept by no one.
+    canned = WHY.get(detail) == why
+    text = _deny_text(tool, decision, detail, message) if canned else _text(payload)
     return result(request_id, tool_error_result(payload, text))
 
 
@@ -136,8 +139,11 @@ def _deny_payload(tool: str, decision: str, detail: str, message: str) -> JsonOb
 
 @functools.lru_cache(maxsize=256)
 def _deny_text(tool: str, decision: str, detail: str, message: str) -> str:
-    """The text of a deny's payload, by what it holds: the same few denies recur (a tool and a
-    path), and encoding the payload costs several times a cached lookup."""
+    """The text of a canned deny's payload, by what it holds: the same few denies recur (a tool
+    and a path), and encoding the payload costs several times a cached lookup. Only denies whose
+    detail and sentence are askgate's own (``WHY``) come here: an authorizer's reason or an Ask
+    prompt may quote a client's arguments (up to the line limit), and a cache would keep them
+    for the life of the process."""
     return _text(_deny_payload(tool, decision, detail, message))
 
 

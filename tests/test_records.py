@@ -74,6 +74,30 @@ def test_R_DLV_4_every_deny_carries_a_sentence_saying_what_happened() -> None:
     )
 
 
+def test_R_DLV_4_a_deny_quoting_the_arguments_is_kept_by_nothing_after_its_reply() -> None:
+    from askgate.core import messages  # noqa: PLC0415 (the deny texts' cache)
+
+    h = Harness(has_authorizer=True)
+    h.connect("a")
+    h.connect("mute", {})  # declares no elicitation: an Ask is denied with its prompt
+    held = messages._deny_text.cache_info().currsize
+    for i in range(3):
+        h.call("a", i, "delete_file", {"path": f"/secret/{i}"})
+        h.finish(h.worker(), Deny(f"no deleting /secret/{i}"))
+        assert "/secret/" in deny_payload(only_reply(h.effects))["message"]
+        h.call("mute", i, "delete_file", {"path": f"/secret/{i}"})
+        h.finish(h.worker(), Ask(f"Delete /secret/{i}?"))
+        assert deny_payload(only_reply(h.effects))["detail"] == f"Delete /secret/{i}?"
+    assert messages._deny_text.cache_info().currsize == held
+    # A canned deny is what the cache is for: the same text, encoded once.
+    hits = messages._deny_text.cache_info().hits
+    for i in (10, 11):
+        h.call("a", i)
+        h.feed(WorkerFailed(h.worker(), 0))
+        assert deny_payload(only_reply(h.effects))["detail"] == "authorizer failed"
+    assert messages._deny_text.cache_info().hits > hits
+
+
 def test_R_LOG_1_exactly_one_call_ended_per_tools_call_after_its_answer() -> None:
     h = Harness(has_authorizer=True)
     h.connect("a")
