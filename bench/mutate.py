@@ -454,8 +454,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "worker-deadline-not-from-now",
         REDUCER,
-        "StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))\n    call = _new_call(",
-        "StartTimer((WORKER_TIMER, ref), opts.callback_timeout_ms))\n    call = _new_call(",
+        "StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))\n",
+        "StartTimer((WORKER_TIMER, ref), opts.callback_timeout_ms))\n",
         ("R-WORK-1",),
         "the worker deadline ignores the event's clock",
     ),

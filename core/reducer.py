@@ -436,28 +436,15 @@ def _open(
     out: Out,
 ) -> None:
     """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
-    opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
-    in_flight = d.in_flight.get(conn, 0)
-    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
-    if share is None:
-        half = opts.max_in_flight // 2
-        share = half if half > 1 else 1
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
+    key = (conn, request_id)
+    scope = _start_worker(d, conn, key, job, now, out)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         if is_tool:
             out.append(_record(conn, request_id, name, "", "busy", scope, "", None, now, now))
         return
-    key = (conn, request_id)
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
-    ref = d.next_ref  # a worker starts (R-WORK-1), its bounds checked above (R-ADM-5)
-    d.next_ref = ref + 1
-    d.workers = d.workers.set(ref, key)
-    d.in_flight_total += 1
-    d.in_flight = d.in_flight.set(conn, in_flight + 1)
-    out.append(StartWorker(ref, conn, job))
-    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     call = _new_call(
         conn,
         request_id,
@@ -467,7 +454,7 @@ def _open(
         mode,
         caller,
         stage,
-        ref,
+        d.next_ref - 1,  # the worker just started
         "",
         False,
         d.next_seq,
@@ -480,6 +467,30 @@ def _open(
     d.working = d.working.set(key, call)
     if caller is not None:
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
+
+
+def _start_worker(d: _Draft, conn: ConnId, key: CallKey, job: Job, now: int, out: Out) -> str:
+    """Starts a worker for the call ``key`` (R-WORK-1: ``StartWorker`` and its deadline), unless
+    a bound of R-ADM-5 forbids it: then starts nothing and answers that bound's scope. The
+    worker's ref is ``d.next_ref - 1`` once started. One place for every worker start (a call's
+    first stage and every later one), inline on the hot path of both."""
+    opts = d.options
+    in_flight = d.in_flight.get(conn, 0)
+    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
+    if share is None:
+        half = opts.max_in_flight // 2
+        share = half if half > 1 else 1
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
+    if scope:
+        return scope
+    ref = d.next_ref
+    d.next_ref = ref + 1
+    d.workers = d.workers.set(ref, key)
+    d.in_flight_total += 1
+    d.in_flight = d.in_flight.set(conn, in_flight + 1)
+    out.append(StartWorker(ref, conn, job))
+    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
+    return ""
 
 
 def _release_worker(d: _Draft, call: Call) -> None:
@@ -497,28 +508,14 @@ def _next_stage(
 
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
-    opts = d.options  # which bound a new worker would break (R-ADM-5), inline: the hot path
-    conn = call.conn
-    in_flight = d.in_flight.get(conn, 0)
-    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
-    if share is None:
-        half = opts.max_in_flight // 2
-        share = half if half > 1 else 1
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
+    key = call.key
+    scope = _start_worker(d, call.conn, key, job, now, out)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
-    key = call.key
-    ref = d.next_ref  # the worker starts as in _open (R-WORK-1)
-    d.next_ref = ref + 1
-    d.workers = d.workers.set(ref, key)
-    d.in_flight_total += 1
-    d.in_flight = d.in_flight.set(conn, in_flight + 1)
-    out.append(StartWorker(ref, conn, job))
-    out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
-        conn,
+        call.conn,
         call.request_id,
         call.is_tool,
         call.name,
@@ -526,7 +523,7 @@ def _next_stage(
         call.mode,
         call.caller,
         stage,
-        ref,
+        d.next_ref - 1,  # the worker just started
         "",
         call.replied,
         call.seq,
