@@ -548,6 +548,7 @@ async def test_R_HTTP_19_the_replay_buffer_is_bounded_in_count_bytes_and_time() 
                 stream = await post_stream(tg, session, call(1, "poll", logs=5))
                 await stream.done.wait()
                 tag = stream.events[0]["id"].rpartition(".")[0]
+                await gate.started.wait()  # its five logs are issued: event 3 exists
                 gate.open()
                 # Resumed while the call may still run, this GET ends when the stream does: once
                 # its reply is in. (Not a poll of the state between waits for every task to
