@@ -166,30 +166,14 @@ CLIENT_REQUEST_TIMER = "client_request"
 class _Draft(Variables):
     """A mutable copy of a :class:`State`'s variables for the length of one step.
 
-    The variables hold persistent maps, so changing a draft never changes the state it came
-    from. :meth:`freeze` turns the draft itself into the step's new :class:`State`.
+    ``step`` builds one empty and gives it a copy of the state's ``__dict__`` (one C-level copy;
+    the maps in it are persistent, so changing a draft never changes the state it came from),
+    and, once the handler is done, makes the draft itself the new :class:`State` by assigning
+    its class: both share :class:`Variables`' layout, so nothing is copied twice.
     """
 
     __slots__ = ()
     __init__ = object.__init__  # built empty (no arguments: less than ``object.__new__``)
-
-    def freeze(self) -> State:
-        """This draft, now a :class:`State`: the two classes share :class:`Variables`' layout
-        (the variables in the instance's ``__dict__``), so the object changes class and nothing
-        is copied. The draft is not used afterwards."""
-        draft: Any = self
-        draft.__class__ = State
-        state: State = draft
-        return state
-
-
-def _new_draft(state: State) -> _Draft:
-    """A :class:`_Draft` holding every variable of ``state``: a copy of its ``__dict__`` (one
-    C-level copy of a dict that shares nothing mutable with the state's; the maps in it are
-    persistent)."""
-    draft: _Draft = _Draft()
-    draft.__dict__ = {**state.__dict__}
-    return draft
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2160,10 +2144,10 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _Draft()  # _new_draft(state), without the call
+    draft = _Draft()  # the draft (see _Draft), inline: every event
     draft.__dict__ = {**state.__dict__}
     out: Out = []
     handler(draft, event, out)
-    frozen: Any = draft  # draft.freeze(), without the call
+    frozen: Any = draft  # the draft becomes the new State
     frozen.__class__ = State
     return frozen, out

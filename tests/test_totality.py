@@ -70,7 +70,6 @@ from askgate.core import (
 from askgate.core.decide import is_request_id
 from askgate.core.fifo import Fifo
 from askgate.core.layout import positional_constructor
-from askgate.core.reducer import _Draft, _new_draft
 from askgate.core.state import EMPTY_CONN, Call, Progress
 
 CONNS = ("a", "b", "c")
@@ -524,23 +523,17 @@ def test_positional_constructors_build_the_same_frozen_objects() -> None:
 
 
 def test_a_draft_freezes_into_an_equal_frozen_state_and_leaves_its_source_alone() -> None:
-    """The reducer's draft copies every variable of a state (``_new_draft``, as step makes it), and
-    ``freeze`` makes the draft itself a State: equal to one built by attrs, frozen;
-    editing a draft never changes the state it was copied from."""
+    """``step`` edits a draft holding every variable of a state and turns that draft itself
+    into the new State: equal to one built by attrs, frozen; editing a draft never changes the
+    state it was copied from."""
     for state in STATES[::40]:
-        draft = _new_draft(state)
-        assert type(draft) is _Draft
-        assert draft.freeze() == state
-        draft = _new_draft(state)
-        assert draft.__dict__ is not state.__dict__
-        seq = state.next_seq
-        draft.next_seq = seq + 1
-        draft.conns = draft.conns.set("draft-only", EMPTY_CONN)
-        frozen = draft.freeze()
-        assert type(frozen) is State
-        assert frozen == attrs.evolve(state, next_seq=seq + 1, conns=frozen.conns)
-        assert "draft-only" in frozen.conns
+        source = repr(state)
+        new, _ = step(state, SubscriberAttached("draft-only", 0))  # it writes `conns` only
+        assert type(new) is State
+        assert new.__dict__ is not state.__dict__
+        assert new == attrs.evolve(state, conns=new.conns)
+        assert "draft-only" in new.conns
         assert "draft-only" not in state.conns
-        assert state.next_seq == seq
+        assert repr(state) == source
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
-            frozen.next_seq = 0  # type: ignore[misc]
+            new.next_seq = 0  # type: ignore[misc]
