@@ -73,8 +73,8 @@ class WireError(ValueError):
 def _checker(hint: object) -> Callable[[object], bool] | None:
     """A test for the values of a field of type ``hint`` that the shell controls and the
     reducer trusts (R-EMB-8): integers (``now``, worker refs, deadlines), hashable ids and keys,
-    timer keys, modes. ``None`` for every other type: the reducer takes those values as they
-    come and answers bad ones itself."""
+    timer keys, modes, principals and logger names (text or null, R-EMB-21). ``None`` for
+    every other type: the reducer takes those values as they come and answers bad ones itself."""
     if hint is int:
         return lambda v: type(v) is int
     if hint is Hashable:
@@ -87,6 +87,8 @@ def _checker(hint: object) -> Callable[[object], bool] | None:
         return lambda v: type(v) is tuple and _hashable(v)
     if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(inner) == 1 and inner[0] is str:  # a principal, a logger's name (R-EMB-21)
+            return lambda v: v is None or type(v) is str
         check = _checker(inner[0]) if len(inner) == 1 and inner[0] is Hashable else None
         if check is not None:
             return lambda v: v is None or check(v)
