@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from askgate import sidecar
+from askgate.transports.auth import ApiKeyAuth, BearerAuth, TokenFileError, load_tokens
 from tests.test_embedding import GUARDED, _call, _line, _reply
 
 # -- R-EMB-21: the sidecar's JSON door ------------------------------------------------------------
@@ -70,3 +74,31 @@ def test_R_EMB_21_a_principal_that_is_not_text_is_refused_at_the_door() -> None:
     answer = replies[2]["effects"][0]["fields"]["message"]
     assert answer["id"] == 1
     assert "result" in answer
+
+
+# -- R-HTTP-43: a tokens file ---------------------------------------------------------------------
+
+
+def test_R_HTTP_43_a_token_given_to_two_principals_is_refused(tmp_path: Path) -> None:
+    shared = "shared-token-0123456789"
+    path = tmp_path / "tokens"
+    path.write_text(f"# who\nalice {shared}\ncarol carol-token-0123456789\n\nbob {shared}\n")
+    with pytest.raises(TokenFileError) as refused:
+        load_tokens(path)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "'alice'" in message
+    assert "'bob'" in message
+    assert "line 5" in message
+    assert "line 2" in message
+    assert shared not in message
+    assert "shared" not in message
+    for provider in (BearerAuth, ApiKeyAuth):
+        with pytest.raises(ValueError, match="'alice' and 'bob'") as mapped:
+            provider({"alice": shared, "bob": shared})
+        assert shared not in str(mapped.value)
+    # one principal per token, as before: each token is its own principal's
+    path.write_text(f"alice {shared}\nbob bob-token-0123456789-xx\n")
+    bearer = BearerAuth(load_tokens(path))
+    assert bearer({"authorization": f"Bearer {shared}"}, None) == "alice"
+    assert bearer({"authorization": "Bearer bob-token-0123456789-xx"}, None) == "bob"

@@ -53,6 +53,7 @@ class TokenFileError(ValueError):
 def load_tokens(path: str | Path) -> dict[str, str]:
     """``principal token`` lines (blank lines and ``#`` comments skipped) as principal -> token."""
     tokens: dict[str, str] = {}
+    owners: dict[str, tuple[str, int]] = {}  # token -> its principal and line (R-HTTP-43)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as bad:
@@ -72,10 +73,30 @@ def load_tokens(path: str | Path) -> dict[str, str]:
             raise TokenFileError(f"{path} line {number}: a token must be at least 16 characters")
         if principal in tokens:
             raise TokenFileError(f"{path} line {number}: principal {principal!r} given twice")
+        first = owners.setdefault(token, (principal, number))
+        if first[0] != principal:
+            raise TokenFileError(
+                f"{path} line {number}: principal {principal!r} is given the token that line "
+                f"{first[1]} gives to {first[0]!r}: a token belongs to one principal"
+            )
         tokens[principal] = token
     if not tokens:
         raise TokenFileError(f"{path} holds no tokens")
     return tokens
+
+
+def _one_owner(tokens: Mapping[str, str]) -> dict[str, str]:
+    """``tokens`` as a dict; raises ValueError, naming the principals and never the token, when
+    two principals have the same token (R-HTTP-43)."""
+    owners: dict[str, str] = {}
+    for principal, token in tokens.items():
+        first = owners.setdefault(token, principal)
+        if first != principal:
+            raise ValueError(
+                f"principals {first!r} and {principal!r} have the same token: a token belongs "
+                "to one principal"
+            )
+    return dict(tokens)
 
 
 def _match(tokens: Mapping[str, str], given: str) -> str | None:
@@ -98,7 +119,7 @@ class BearerAuth:
     def __init__(self, tokens: Mapping[str, str]) -> None:
         if not tokens:
             raise ValueError("BearerAuth needs at least one token")
-        self._tokens = dict(tokens)
+        self._tokens = _one_owner(tokens)
 
     def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
         scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -118,7 +139,7 @@ class ApiKeyAuth:
     def __init__(self, tokens: Mapping[str, str]) -> None:
         if not tokens:
             raise ValueError("ApiKeyAuth needs at least one key")
-        self._tokens = dict(tokens)
+        self._tokens = _one_owner(tokens)
 
     def __call__(self, headers: Mapping[str, str], client: str | None) -> str | None:  # noqa: ARG002
         key = headers.get("x-api-key", "").strip()
