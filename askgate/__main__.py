@@ -335,8 +335,8 @@ def _audit_command(args: argparse.Namespace) -> int:
         paths = [path for head, steps in runs for path in explain(head, steps, call=args.call)]
         print(render(paths, fmt=args.format))
         return 0
-    except (OSError, TraceError, KeyError, TypeError, ValueError) as bad:
-        print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)
+    except (OSError, TraceError, KeyError, TypeError, ValueError, RecursionError) as bad:
+        print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)  # R-AUD-13
         return 2
 
 

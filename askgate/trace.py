@@ -47,6 +47,7 @@ from askgate.ruleids import rules_of
 __all__ = [
     "CLASSES",
     "FORMAT",
+    "MAX_DEPTH",
     "Difference",
     "Redacted",
     "TraceError",
@@ -68,6 +69,12 @@ FORMAT = 1
 
 class TraceError(ValueError):
     """A trace that cannot be read: names the line."""
+
+
+MAX_DEPTH = 200
+"""The deepest nesting of a trace line read (R-AUD-13): a recorded message is at most
+:data:`askgate.core.codec.MAX_DEPTH` deep, and what reads a line (decoding, replaying,
+comparing, explaining) recurses once or twice per level, far within Python's limit."""
 
 
 class Redacted(dict[str, Any]):
@@ -320,10 +327,16 @@ def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str,
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if line.count("[") + line.count("{") > MAX_DEPTH and codec._deeper_than(
+            line.encode("utf-8", "surrogatepass"), MAX_DEPTH
+        ):
+            raise TraceError(f"line {number}: nested deeper than {MAX_DEPTH} levels (R-AUD-13)")
         try:
             data = json.loads(line)
         except ValueError as bad:
             raise TraceError(f"line {number}: not JSON ({bad})") from None
+        except RecursionError:
+            raise TraceError(f"line {number}: nested too deeply to read (R-AUD-13)") from None
         if not isinstance(data, dict):
             raise TraceError(f"line {number}: not a JSON object")
         if "askgate_trace" in data:

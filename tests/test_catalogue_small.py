@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from askgate import sidecar
+from askgate import core, sidecar, trace
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, TokenFileError, load_tokens
 from tests.test_embedding import GUARDED, _call, _line, _reply
 
@@ -102,3 +104,57 @@ def test_R_HTTP_43_a_token_given_to_two_principals_is_refused(tmp_path: Path) ->
     bearer = BearerAuth(load_tokens(path))
     assert bearer({"authorization": f"Bearer {shared}"}, None) == "alice"
     assert bearer({"authorization": "Bearer bob-token-0123456789-xx"}, None) == "bob"
+
+
+# -- R-AUD-13: replay and explain of a trace nested too deep --------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for level in range(depth):
+        value = {"a": value} if level % 2 else [value]
+    return value
+
+
+def _trace_of(*events: Any) -> list[str]:
+    """A trace of one run stepping ``events`` from a fresh state, as the recorder writes it."""
+    state = core.initial_state(core.Options(), id_key=b"k" * 32)
+    lines = [json.dumps(trace.header(state, redacted=False))]
+    for n, event in enumerate(events, 1):
+        state, out = core.step(state, event)
+        encoded = [trace.encode(effect) for effect in out]
+        lines.append(json.dumps({"n": n, "event": trace.encode(event), "effects": encoded}))
+    return lines
+
+
+def _askgate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "askgate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_R_AUD_13_a_trace_line_nested_too_deep_is_one_line_of_error(tmp_path: Path) -> None:
+    deep = core.ToolCallReceived("a", 1, "nope", {"x": _nested(150)}, 0)
+    lines = _trace_of(deep)
+    path = tmp_path / "fine.trace"
+    path.write_text("\n".join(lines) + "\n")
+    fine = _askgate("replay", str(path))  # a line deeper than any message, within the limit
+    assert fine.returncode == 0, fine.stderr
+    assert "1 steps replayed, every effect identical" in fine.stdout
+    hostile = "[" * 100_000 + "]" * 100_000
+    over = json.dumps({"n": 2, "event": _nested(200), "effects": []})
+    for bad, number in ((hostile, 4), (over, 4), ("{" + hostile, 4)):
+        path.write_text("\n".join([*lines, "", bad]) + "\n")
+        for command in ("replay", "explain"):
+            done = _askgate(command, str(path))
+            assert done.returncode == 2, done
+            assert done.stdout == ""
+            assert "Traceback" not in done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr[:2000]
+            assert done.stderr.startswith(f"askgate {command}: {path}: line {number}: ")
+            assert "nested" in done.stderr
+    assert getattr(trace, "MAX_DEPTH", None) == 200  # the line above is one level deeper
