@@ -12,6 +12,12 @@
     prompt = "Allow {tool} to delete {args.path}?"
 
     [[tools]]
+    match = "rm[1]"             # the tool named rm[1] exactly, not the glob (rm1)
+    literal = true
+    decision = "deny"
+    reason = "never"
+
+    [[tools]]
     match = "*"
     decision = "deny"
     reason = "not in the policy"
@@ -21,7 +27,8 @@
     decision = "allow"
 
 The rules are spec/policy.md's (R-POL-*). Entries are tried in file order and the first whose
-``match`` fits decides; a name no entry fits is denied. ``tools/list`` shows a tool when the
+``match`` fits decides (an entry with ``literal = true`` fits exactly the name its ``match``
+says, R-POL-11); a name no entry fits is denied. ``tools/list`` shows a tool when the
 first ``[[tools]]`` entry fitting its name allows or asks (:meth:`Policy.visible`, the
 visibility hook). A file without ``[[reads]]`` allows the list methods and denies every other
 read. A prompt may quote the call: ``{tool}`` is the tool's name and ``{args.NAME}`` the
@@ -65,6 +72,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Rule",
+    "literal_glob",
     "load_policy",
     "parse_policy",
     "quote",
@@ -79,7 +87,7 @@ _ARG_NAME = re.compile(r"args\.([A-Za-z_][A-Za-z0-9_\-]*)")
 _DECISIONS = ("allow", "ask", "deny")
 _ALLOW: Final = Allow()
 """The one ``Allow`` the policy answers (immutable, with no fields: one serves every call)."""
-_KEYS: Final = {"match", "decision", "prompt", "reason"}
+_KEYS: Final = {"match", "decision", "prompt", "reason", "literal"}
 
 
 class PolicyError(ValueError):
@@ -91,15 +99,37 @@ Verdict = Literal["allow", "ask", "deny"]
 
 @attrs.frozen(slots=True)
 class Rule:
-    """One entry: names fitting ``match`` get ``decision`` (with ``text``: the prompt or reason)."""
+    """One entry: names fitting ``match`` get ``decision`` (with ``text``: the prompt or reason).
+    ``literal`` is the entry's ``literal`` key (``None`` when it has none): when true, ``match``
+    is a name fitting itself alone, glob characters and spaces included (R-POL-11)."""
 
     match: str
     decision: Verdict
     text: str
     line: int
+    literal: bool | None = None
 
     def fits(self, name: str) -> bool:
+        if self.literal:
+            return self.match == name
         return bool(_matcher(self.match)(name))
+
+    @property
+    def glob(self) -> str:
+        """The ``fnmatch`` glob that fits the names this entry fits: ``match``, or for a literal
+        entry :func:`literal_glob` of it (the analysis reads globs, R-POL-11)."""
+        return literal_glob(self.match) if self.literal else self.match
+
+    @property
+    def label(self) -> str:
+        """``match = '...'`` as messages name the entry, ``(literal)`` after a literal one."""
+        return f"match = {self.match!r}" + (" (literal)" if self.literal else "")
+
+
+def literal_glob(name: str) -> str:
+    """The ``fnmatch`` glob that fits ``name`` alone: each ``*``, ``?`` and ``[`` of it in
+    brackets (a ``]`` outside brackets is itself)."""
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in name)
 
 
 _MATCHERS: dict[str, Callable[[str], object]] = {}
@@ -274,13 +304,16 @@ class Policy:
         matchers = _MATCHERS
         for rule in rules:
             pattern = rule.match
-            fits = matchers.get(pattern) or _matcher(pattern)
-            if fits(name):
-                if rule.decision == "allow":
-                    return _ALLOW
-                if rule.decision == "deny":
-                    return Deny(rule.text)
-                return Ask(render_prompt(rule.text, name, arguments))
+            if rule.literal:  # R-POL-11: the name itself
+                if pattern != name:
+                    continue
+            elif not (matchers.get(pattern) or _matcher(pattern))(name):
+                continue
+            if rule.decision == "allow":
+                return _ALLOW
+            if rule.decision == "deny":
+                return Deny(rule.text)
+            return Ask(render_prompt(rule.text, name, arguments))
         return Deny("no policy rule matches")
 
     @ignores_context  # the shell may pass None as the context
@@ -342,7 +375,7 @@ class _Layout:
         return self.key_line(section) or 1
 
 
-_KEY_LIST: Final = "match, decision, prompt, reason"
+_KEY_LIST: Final = "match, decision, prompt, reason, literal"
 
 
 def _rule(entry: object, section: str, index: int, layout: _Layout, source: str) -> Rule:
@@ -366,6 +399,13 @@ def _rule(entry: object, section: str, index: int, layout: _Layout, source: str)
             f"match = {match!r}: match must be a non-empty string (a name, or a glob such as "
             '"fs.*")',
             "match",
+        )
+    literal = entry.get("literal")
+    if literal is not None and type(literal) is not bool:
+        raise fail(
+            f"literal = {literal!r}: literal must be true (match is a name, read exactly) or "
+            "false (match is a glob)",
+            "literal",
         )
     if "decision" not in entry:
         raise fail("has no decision (one of allow, ask, deny)")
@@ -400,7 +440,7 @@ def _rule(entry: object, section: str, index: int, layout: _Layout, source: str)
         for key in ("prompt", "reason"):
             if key in entry:
                 raise fail(f"an allow takes neither a prompt nor a reason (found {key})", key)
-    return Rule(match, decision, text, start)
+    return Rule(match, decision, text, start, literal)
 
 
 def _rules(data: dict[str, Any], section: str, layout: _Layout, source: str) -> tuple[Rule, ...]:
@@ -419,11 +459,11 @@ def _shadowing(rules: tuple[Rule, ...], section: str, source: str) -> list[str]:
     found = []
     for later_index, later in enumerate(rules):
         for index, earlier in enumerate(rules[:later_index]):
-            if earlier.match in ("*", later.match):
+            if earlier.glob in ("*", later.glob):
                 found.append(
                     f"{source}, line {later.line}: [[{section}]] entry {later_index + 1} "
-                    f"(match = {later.match!r}) never applies: entry {index + 1} on line "
-                    f"{earlier.line} (match = {earlier.match!r}) comes first and matches every "
+                    f"({later.label}) never applies: entry {index + 1} on line "
+                    f"{earlier.line} ({earlier.label}) comes first and matches every "
                     "name it matches"
                 )
                 break
@@ -450,8 +490,8 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
     for index, rule in enumerate(reads):
         if rule.decision == "ask":
             warnings.append(
-                f"{source}, line {rule.line}: [[reads]] entry {index + 1} (match = "
-                f"{rule.match!r}) asks, but a read is never parked: the client is denied "
+                f"{source}, line {rule.line}: [[reads]] entry {index + 1} ({rule.label}) "
+                "asks, but a read is never parked: the client is denied "
                 f"({READ_ASK!r}); write allow or deny"
             )
     if not tools:

@@ -29,7 +29,7 @@ from typing import Any, Final
 import attrs
 
 from askgate.core.protocol import READ_METHODS
-from askgate.policy import LIST_METHODS, Policy, Rule
+from askgate.policy import LIST_METHODS, Policy, Rule, literal_glob
 
 __all__ = [
     "GUARDED_READS",
@@ -45,6 +45,7 @@ __all__ = [
     "explain",
     "is_literal",
     "name_classes",
+    "name_problem",
     "shadowed",
     "unguarded_reads",
 ]
@@ -242,15 +243,15 @@ def _first(flags: Sequence[bool]) -> int | None:
 
 def _entry(source: str, section: str, index: int, rule: Rule) -> str:
     if rule.line == 0:
-        return f"{source}: the default of a file without [[reads]] (match = {rule.match!r})"
-    return f"{source}, line {rule.line}: [[{section}]] entry {index + 1} (match = {rule.match!r})"
+        return f"{source}: the default of a file without [[reads]] ({rule.label})"
+    return f"{source}, line {rule.line}: [[{section}]] entry {index + 1} ({rule.label})"
 
 
 def shadowed(rules: Sequence[Rule]) -> list[tuple[int, tuple[int, ...]]]:
     """Each entry that can never decide (R-POL-7): ``(its index, the indexes of the earlier
     entries that decide every name it matches)``; the second is empty for a glob that matches
     no name at all."""
-    classes = name_classes([rule.match for rule in rules])
+    classes = name_classes([rule.glob for rule in rules])  # a literal entry's too (R-POL-11)
     found = []
     for k in range(len(rules)):
         winners = {_first(flags) for flags in classes if flags[k]}
@@ -315,7 +316,8 @@ one of them without naming it leaves it unguarded (R-POL-9)."""
 @attrs.frozen(slots=True)
 class Finding:
     """One thing ``askgate policy check`` reports; ``kind`` is ``shadowed``, ``argument``,
-    ``unguarded``, or ``warning`` (the loader's other warnings, R-POL-5)."""
+    ``unguarded``, ``name`` (a match that looks like a name but reads as a glob, R-POL-12), or
+    ``warning`` (the loader's other warnings, R-POL-5)."""
 
     kind: str
     line: int
@@ -334,6 +336,69 @@ def unguarded_reads(policy: Policy) -> list[tuple[int, Rule, tuple[str, ...]]]:
         if rule.decision == "allow" and rule.match != method:
             found.setdefault(index, []).append(method)
     return [(k, policy.reads[k], tuple(methods)) for k, methods in sorted(found.items())]
+
+
+def _name_like(match: str) -> list[str]:
+    """The glob syntax in ``match`` that a name could hold as well (R-POL-12): a ``?``, a ``*``
+    between two characters, brackets around one character that is not a glob character
+    (``read[1]``: as a glob, pointless). Not a leading or trailing ``*``, nor a bracket
+    expression of a range, a negation or several characters (no name reads so), nor ``[*]``
+    (a glob character written as itself), nor a ``[`` without its ``]`` (itself)."""
+    found: dict[str, None] = {}
+    lead, end = len(match) - len(match.lstrip("*")), len(match.rstrip("*"))
+    i, n = 0, len(match)
+    while i < n:
+        c = match[i]
+        i += 1
+        if c == "?":
+            found["a ?"] = None
+        elif c == "*" and lead < i <= end:
+            found["a * between two characters"] = None
+        elif c == "[":
+            j = i + 1 if i < n and match[i] == "!" else i
+            j = j + 1 if j < n and match[j] == "]" else j
+            while j < n and match[j] != "]":
+                j += 1
+            if j < n:
+                inner = match[i:j]
+                if len(inner) == 1 and inner not in "*?[]":
+                    found[f"[{inner}], which matches {inner!r} alone"] = None
+                i = j + 1
+    return list(found)
+
+
+def name_problem(rule: Rule, section: str = "tools") -> str | None:
+    """What is odd about an entry's ``match`` read as a name (R-POL-12), or ``None``: leading or
+    trailing whitespace, or glob syntax a name could hold as well (:func:`_name_like`), said
+    with what the glob matches instead. An entry with a
+    ``literal`` key (either value) said what it means and has none."""
+    match = rule.match
+    if rule.literal is not None or rule.line == 0:
+        return None
+    said = []
+    stripped = match.strip()
+    if stripped != match:
+        ends = [
+            end
+            for end, kept in (("starts", match.lstrip()), ("ends", match.rstrip()))
+            if kept != match
+        ]
+        who = "a tool name should not have" if section == "tools" else "no method has"
+        said.append(f"{' and '.join(ends)} with whitespace, which {who}")
+    syntax = _name_like(match)
+    if syntax:
+        example = name_classes([match, literal_glob(match)]).get((True, False))
+        effects = [] if fnmatch.fnmatchcase(match, match) else [f"not the name {match!r} itself"]
+        if example is not None:
+            effects.append(f"{'' if effects else 'names other than it, such as '}{example!r}")
+        matches = f": it matches {' but '.join(effects)}" if effects else ""
+        said.append(f"reads as a glob ({', '.join(syntax)}){matches}")
+    if not said:
+        return None
+    return (
+        f"{'; '.join(said)} (write literal = true if it is a name, literal = false to keep "
+        "the glob)"
+    )
 
 
 _ARGS = re.compile(r"\{args\.([A-Za-z_][A-Za-z0-9_\-]*)\}")
@@ -364,17 +429,23 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
                 first = rules[winners[0]]
                 said = (
                     f"{where} never applies: entry {winners[0] + 1} on line {first.line} "
-                    f"(match = {first.match!r}) comes first and matches every name it matches"
+                    f"({first.label}) comes first and matches every name it matches"
                 )
             else:
                 named = ", ".join(
-                    f"{w + 1} on line {rules[w].line} (match = {rules[w].match!r})" for w in winners
+                    f"{w + 1} on line {rules[w].line} ({rules[w].label})" for w in winners
                 )
                 said = (
                     f"{where} never applies: every name it matches is matched first by "
                     f"entries {named}"
                 )
             found.append(Finding("shadowed", rule.line, said))
+    for section, rules in (("tools", policy.tools), ("reads", policy.reads)):
+        for index, rule in enumerate(rules):
+            problem = name_problem(rule, section)
+            if problem is not None:
+                where = _entry(source, section, index, rule)
+                found.append(Finding("name", rule.line, f"{where} {problem}"))
     found += [  # the loader's other warnings; its own, weaker, shadowing check is left out
         Finding("warning", _line(warning), warning)
         for warning in policy.warnings
@@ -462,7 +533,7 @@ def diff(old: Policy, new: Policy) -> list[Change]:
     for section in ("tools", "reads"):
         before: tuple[Rule, ...] = getattr(old, section)
         after: tuple[Rule, ...] = getattr(new, section)
-        patterns = [r.match for r in (*before, *after)]
+        patterns = [r.glob for r in (*before, *after)]
         classes = name_classes(patterns)
         methods: dict[tuple[bool, ...], list[str]] = {}
         for method in sorted(READ_METHODS) if section == "reads" else ():
@@ -474,7 +545,7 @@ def diff(old: Policy, new: Policy) -> list[Change]:
             was, now = _decision(before, o), _decision(after, n)
             if was == now:
                 continue
-            literal = [r.match for r, hit in zip((*before, *after), flags, strict=True) if hit]
+            literal = [r.glob for r, hit in zip((*before, *after), flags, strict=True) if hit]
             name = example if any(is_literal(p) for p in literal) else None
             changes.append(
                 Change(
@@ -501,8 +572,8 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
     if change.name is not None:
         head = f"{change.name}"
     else:
-        globs = [f"{before[k].match!r} ({_where('old', before[k])})" for k in change.matched_old]
-        globs += [f"{after[k].match!r} ({_where('new', after[k])})" for k in change.matched_new]
+        globs = [f"{_glob(before[k])} ({_where('old', before[k])})" for k in change.matched_old]
+        globs += [f"{_glob(after[k])} ({_where('new', after[k])})" for k in change.matched_new]
         matched = " and ".join(globs) if globs else "no entry of either file"
         head = (
             f"names matched by {matched} and by no other entry, e.g. {json.dumps(change.example)}"
@@ -513,6 +584,10 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
     if change.methods and change.name is None:
         said.append(f"  the read methods in it: {', '.join(change.methods)}")
     return said
+
+
+def _glob(rule: Rule) -> str:
+    return f"{rule.match!r}" + (" (literal)" if rule.literal else "")
 
 
 def _where(which: str, rule: Rule) -> str:

@@ -3188,7 +3188,8 @@ def _():
             self.match == other.match and
             self.decision == other.decision and
             self.text == other.text and
-            self.line == other.line
+            self.line == other.line and
+            self.literal == other.literal
         )
     def __hash__(self):
             return hash((
@@ -3197,18 +3198,20 @@ def _():
                     self.decision,
                     self.text,
                     self.line,
+                    self.literal,
                 ))
-    def __init__(self, match, decision, text, line):
+    def __init__(self, match, decision, text, line, literal=attr_dict['literal'].default):
         _setattr = _cached_setattr_get(self)
         _setattr('match', match)
         _setattr('decision', decision)
         _setattr('text', text)
         _setattr('line', line)
+        _setattr('literal', literal)
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.match == other.match and\n        self.decision == other.decision and\n        self.text == other.text and\n        self.line == other.line\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.match,\n                self.decision,\n                self.text,\n                self.line,\n            ))\ndef __init__(self, match, decision, text, line):\n    _setattr = _cached_setattr_get(self)\n    _setattr('match', match)\n    _setattr('decision', decision)\n    _setattr('text', text)\n    _setattr('line', line)\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.match == other.match and\n        self.decision == other.decision and\n        self.text == other.text and\n        self.line == other.line and\n        self.literal == other.literal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.match,\n                self.decision,\n                self.text,\n                self.line,\n                self.literal,\n            ))\ndef __init__(self, match, decision, text, line, literal=attr_dict['literal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('match', match)\n    _setattr('decision', decision)\n    _setattr('text', text)\n    _setattr('line', line)\n    _setattr('literal', literal)\n"] = _
 
 
 def _():

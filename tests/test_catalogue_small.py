@@ -4,6 +4,7 @@ replay (R-AUD-13), and policy names that look like globs or carry spaces (R-POL-
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import subprocess
@@ -14,6 +15,10 @@ from typing import Any
 import pytest
 
 from askgate import core, sidecar, trace
+from askgate import policy_analysis as analysis
+from askgate.__main__ import main
+from askgate.core import Allow, Ask, Deny
+from askgate.policy import PolicyError, load_policy, parse_policy
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, TokenFileError, load_tokens
 from tests.test_embedding import GUARDED, _call, _line, _reply
 
@@ -158,3 +163,101 @@ def test_R_AUD_13_a_trace_line_nested_too_deep_is_one_line_of_error(tmp_path: Pa
             assert done.stderr.startswith(f"askgate {command}: {path}: line {number}: ")
             assert "nested" in done.stderr
     assert getattr(trace, "MAX_DEPTH", None) == 200  # the line above is one level deeper
+
+
+# -- R-POL-11, R-POL-12: policy names with glob characters or spaces ------------------------------
+
+LITERAL = """[[tools]]
+match = "del*te"
+literal = true
+decision = "deny"
+reason = "the tool named del*te"
+
+[[tools]]
+match = "read[1]"
+literal = true
+decision = "ask"
+prompt = "Read with {tool}?"
+
+[[tools]]
+match = "*"
+decision = "allow"
+"""
+
+
+def test_R_POL_11_a_literal_entry_matches_exactly_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = parse_policy(LITERAL, "p.toml")
+    assert policy.warnings == ()
+
+    def verdict(name: str) -> object:
+        return asyncio.run(policy.authorize(name, {}, None))
+
+    assert verdict("del*te") == Deny("the tool named del*te")
+    assert verdict("read[1]") == Ask('Read with "read[1]"?')
+    for other in ("delete", "delXte", "del*te ", " del*te", "del**te", "read1", "read[1] "):
+        assert verdict(other) == Allow(), other
+    assert asyncio.run(policy.visible("del*te", None)) is False
+    assert asyncio.run(policy.visible("delete", None)) is True
+    # the analysis reads it as the name too: explain, shadowing, diff
+    found = analysis.explain(policy, "del*te")
+    assert (found.index, found.decision) == (0, "deny")
+    assert analysis.explain(policy, "delete").index == 2
+    assert analysis.check(policy) == []
+    after_glob = parse_policy(
+        '[[tools]]\nmatch = "fs.*"\ndecision = "allow"\n\n'
+        '[[tools]]\nmatch = "fs.*"\nliteral = true\ndecision = "deny"\nreason = "r"\n'
+        '[[tools]]\nmatch = "*"\nliteral = true\ndecision = "deny"\nreason = "r"\n',
+        "s.toml",
+    )
+    shadowed = analysis.check(after_glob)
+    assert [f.line for f in shadowed] == [5]  # the literal fs.* is a name fs.* already fits
+    assert "(match = 'fs.*' (literal)) never applies" in shadowed[0].message
+    globbing = parse_policy('[[tools]]\nmatch = "del*te"\ndecision = "allow"\n', "g.toml")
+    changes = analysis.diff(globbing, policy)
+    named = {c.name for c in changes if c.name is not None}
+    assert {"del*te", "read[1]"} <= named
+    # a literal key that is not a boolean is refused, naming its line
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(LITERAL.replace("literal = true", 'literal = "yes"', 1), "p.toml")
+    assert str(refused.value).startswith("p.toml, line 3: [[tools]] entry 1: literal = 'yes'")
+    path = tmp_path / "literal.toml"
+    path.write_text(LITERAL, encoding="utf-8")
+    assert main(["policy", "explain", str(path), "del*te"]) == 0
+    assert "(match = 'del*te' (literal)) decides del*te: deny" in capsys.readouterr().out
+
+
+def test_R_POL_12_check_warns_about_names_that_read_as_globs_or_carry_spaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def entry(match: str, extra: str = "") -> str:
+        return f'[[tools]]\nmatch = {json.dumps(match)}\n{extra}decision = "allow"\n\n'
+
+    reported = ["del*te ", "read[1]", " fs.*", "a?c", "x**y"]
+    quiet = ["*", "fs.*", "*_admin", "net.[a-m]*", "[!x]y", "del[*]te", "a[b", "x]", "e"]
+    text = "".join(entry(m) for m in reported + quiet)
+    path = tmp_path / "names.toml"
+    path.write_text(text, encoding="utf-8")
+    policy = load_policy(path)
+    names = [f for f in analysis.check(policy) if f.kind == "name"]
+    assert [f.line for f in names] == [1, 5, 9, 13, 17]
+    first, second, third = (f.message for f in names[:3])
+    assert first.startswith(f"{path}, line 1: [[tools]] entry 1 (match = 'del*te ') ends with ")
+    assert "whitespace" in first
+    assert "a * between two characters" in first
+    assert "'delte '" in first  # a name the glob matches that is not the one written
+    assert "literal = true" in first
+    assert "does not match" not in first
+    assert "not the name 'read[1]' itself but 'read1'" in second
+    assert "starts with whitespace" in third
+    assert "glob" not in third.split("(write")[0]
+    assert main(["policy", "check", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].endswith("findings")
+    assert sum(" (write literal = true if it is a name" in line for line in out) == 5
+    marked = tmp_path / "marked.toml"  # an entry with a literal key said what it means
+    said = entry("del*te ", "literal = true\n") + entry("a?c", "literal = false\n")
+    marked.write_text(said + entry("*"), encoding="utf-8")
+    assert main(["policy", "check", str(marked)]) == 0
+    assert capsys.readouterr().out == "no findings\n"

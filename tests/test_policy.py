@@ -449,7 +449,7 @@ def test_R_POL_4_every_message_names_file_line_entry_key_and_what_is_allowed() -
         parse_policy('[[reads]]\nmatch = "*"\n"decision" = "allow"\nwhy = "x"\n', "p.toml")
     assert str(unknown.value) == (
         "p.toml, line 4: [[reads]] entry 1: unknown key 'why' (the keys are match, decision, "
-        "prompt, reason)"
+        "prompt, reason, literal)"
     )
     with pytest.raises(PolicyError) as section:
         parse_policy('[[tool]]\nmatch = "*"\n', "p.toml")

@@ -92,7 +92,7 @@ def test_R_POL_7_check_finds_a_planted_shadowed_entry(
                 ("[z-a]x", "allow"),  # 6: matches no name
                 ("net.", "allow"),  # 7: decides the name "net." itself
             ]
-        ),
+        ).replace('"net.[g-q]?"\n', '"net.[g-q]?"\nliteral = false\n'),  # a glob, said (R-POL-12)
         encoding="utf-8",
     )
     policy = load_policy(planted)
