@@ -73,10 +73,15 @@ class WireError(ValueError):
 def _checker(hint: object) -> Callable[[object], bool] | None:
     """A test for the values of a field of type ``hint`` that the shell controls and the
     reducer trusts (R-EMB-8): integers (``now``, worker refs, deadlines), hashable ids and keys,
-    timer keys, modes, principals and logger names (text or null, R-EMB-21). ``None`` for
-    every other type: the reducer takes those values as they come and answers bad ones itself."""
+    timer keys, modes, principals and logger names (text or null, R-EMB-21), the shell's names
+    and flags (text, booleans, R-EMB-22). ``None`` for every other type: the reducer takes those
+    values as they come and answers bad ones itself."""
     if hint is int:
         return lambda v: type(v) is int
+    if hint is str:
+        return lambda v: type(v) is str
+    if hint is bool:
+        return lambda v: type(v) is bool
     if hint is Hashable:
         return _hashable
     origin = typing.get_origin(hint)
@@ -115,6 +120,11 @@ class _Shape:
     checks: dict[str, tuple[Callable[[object], bool], str]]
 
 
+_PEER_FIELDS: Final = frozenset({("ToolCallReceived", "tool"), ("ReadRequested", "method")})
+"""Text fields of events that a peer controls (the tool a call names, the method of a read):
+taken as they come, the reducer answers a bad one itself (R-EMB-8, R-EMB-22)."""
+
+
 def _shape(cls: type[Any], checked: bool) -> _Shape:
     """How to build ``cls`` from its fields; ``checked``: the types of the fields the shell
     controls are checked (the fields of events and effects, not of the values they hold)."""
@@ -122,7 +132,8 @@ def _shape(cls: type[Any], checked: bool) -> _Shape:
     fields = attrs.fields(cls)
     checks = {}
     for f in fields:
-        check = _checker(hints[f.name]) if checked else None
+        peer = (cls.__name__, f.name) in _PEER_FIELDS
+        check = _checker(hints[f.name]) if checked and not peer else None
         if check is not None:
             checks[f.name] = (check, _describe(hints[f.name]))
     return _Shape(

@@ -83,6 +83,39 @@ def test_R_EMB_21_a_principal_that_is_not_text_is_refused_at_the_door() -> None:
     assert "result" in answer
 
 
+def test_R_EMB_22_the_shells_names_and_flags_of_another_type_are_refused_at_the_door() -> None:
+    session = sidecar.Session(init=GUARDED)
+    current = session.current
+    bad = [
+        (_line("ToolRegistered", name=7), "fields.name"),
+        (_line("ToolRegistered", name="ls", sensitive="yes"), "fields.sensitive"),
+        (_line("ToolRegistered", name="ls", derived=1), "fields.derived"),
+        (_line("ToolUnregistered", name=["rm"]), "fields.name"),
+        (_line("ResourceUpdated", uri=[7], now=0), "fields.uri"),
+        (_line("LogEmitted", level=7, data="x", now=0), "fields.level"),
+    ]
+    for number, (line, field) in enumerate(bad, start=1):
+        reply = _reply(session, line)
+        assert reply["kind"] == "error", reply
+        assert reply["line"] == number
+        assert field in reply["error"]
+        assert session.current == current
+    # the next line is served, and a listing names the tools registered as text
+    listing = _reply(
+        session,
+        _line("ReadRequested", conn="c", request_id=2, method="tools/list", params={}, now=0),
+    )
+    assert listing["kind"] == "effects", listing
+    tools = listing["effects"][0]["fields"]["message"]["result"]["tools"]
+    assert [t["name"] for t in tools] == ["rm"]
+    # what a peer controls is the reducer's to answer: a tool named 7 is an error reply
+    odd = _reply(
+        session, _line("ToolCallReceived", conn="a", request_id=1, tool=7, arguments={}, now=0)
+    )
+    assert odd["kind"] == "effects"
+    assert "error" in odd["effects"][0]["fields"]["message"]
+
+
 # -- R-HTTP-43: a tokens file ---------------------------------------------------------------------
 
 
