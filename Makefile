@@ -81,12 +81,14 @@ fuzz: $(STAMP)
 # The flood, measured (bench/flood.py): victims' sessions parking one call each, a crowd of
 # sessions asking past their caps, one session asking ten times the total cap, then one principal
 # spreading ten times the total cap over many sessions, then one principal sending ten times the
-# total cap of 2026-07-28 ASKs, three rounds on one server in debug mode; RSS and descriptors
+# total cap of 2026-07-28 ASKs, then two principals over legacy /sse sessions and over stateless
+# requests (the victims must be served in every round), three rounds on one server in debug mode; RSS and descriptors
 # before, at the peak and after each round (a few minutes).
 flood: $(STAMP)
 	$(BIN)/python bench/flood.py --out bench/results/flood.json
 	$(BIN)/python bench/flood.py --mallory --out bench/results/flood_mallory.json
 	$(BIN)/python bench/flood.py --modern --out bench/results/flood_modern.json
+	$(BIN)/python bench/flood.py --legacy --stateless --out bench/results/flood_two_principals.json
 
 # A soak: random clients (approve, decline, time out, cancel, error, drop a stream and resume
 # it, end a session and open another) against `askgate serve --demo` over stdio and HTTP at

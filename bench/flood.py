@@ -2,12 +2,17 @@
 (``ASKGATE_CHECK_INVARIANTS=1``: every step checked, caps included), under the clients of
 tests/flood_clients.py: sessions that park one call each (the victims), a crowd of sessions each
 asking three times its cap, one session asking ten times the total cap, (``--mallory``) one
-principal spreading ten times the total cap over as many sessions as the total cap, and
+principal spreading ten times the total cap over as many sessions as the total cap,
 (``--modern``) one principal sending ten times the total cap of stateless 2026-07-28 ASKs at once
-(each answered at once with an input-required result or a deny, never retried). Each victim and
-crowd session is a principal of its own; parking places are counted by principal (R-PARK-1).
+(each answered at once with an input-required result or a deny, never retried), (``--legacy``)
+one principal spreading ten times the total cap over as many 2024-11-05 ``/sse`` sessions as the
+total cap, uninitialized, in both eras' shapes, and (``--stateless``) one principal sending more
+slow stateless ``sleep`` calls than the server has workers while each victim principal's
+stateless ``echo`` must be served. Each victim and crowd session is a principal of its own;
+parking places are counted by principal (R-PARK-1). It exits 1 when a round leaves a victim
+unserved.
 
-    python bench/flood.py --per-conn 4 --total 32 --victims 8 --crowd 16 --mallory --modern
+    python bench/flood.py --per-conn 4 --total 32 --victims 8 --crowd 16 --legacy --stateless
 
 It prints the calls parked and denied by detail, the victims served after the flood, the largest
 state the server saw, and the server's RSS before (after a warm-up session), at its peak
@@ -38,6 +43,9 @@ sys.path.insert(0, str(ROOT))
 from soak import LARGEST, proc_figures, wait_listening  # noqa: E402
 
 from tests.flood_clients import TOKENS, Session, flood  # noqa: E402
+
+MAX_IN_FLIGHT = 32  # the server's default max_in_flight (Options)
+SLOW_CALLS = MAX_IN_FLIGHT + 8  # more slow calls than the server has workers
 
 
 def free_port() -> int:
@@ -137,6 +145,9 @@ async def main(args: argparse.Namespace) -> int:
                         deadline=120,
                         during=phases.append,
                         modern_asks=10 * args.total if args.modern else 0,
+                        legacy_sessions=args.total if args.legacy else 0,
+                        slow_calls=SLOW_CALLS if args.stateless else 0,
+                        max_in_flight=MAX_IN_FLIGHT,
                     )
                     took = time.monotonic() - started
                     sampling = False
@@ -171,6 +182,8 @@ async def main(args: argparse.Namespace) -> int:
         "crowd_sessions": args.crowd,
         "mallory_sessions": args.total if args.mallory else 0,
         "modern_asks": 10 * args.total if args.modern else 0,
+        "legacy_sessions": args.total if args.legacy else 0,
+        "slow_calls": SLOW_CALLS if args.stateless else 0,
         "before": {"rss_kib": before[0], "fds": before[1]},
         "rounds": rounds,
         "largest_state": largest,
@@ -180,7 +193,13 @@ async def main(args: argparse.Namespace) -> int:
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    return 1 if result["invariant_failures"] or result["server_exit"] not in (0, None) else 0
+    unserved = any(
+        r["victims_served"] != args.victims
+        or (args.stateless and r["stateless_victims_served"] != args.victims)
+        for r in rounds
+    )
+    failed = result["invariant_failures"] or result["server_exit"] not in (0, None) or unserved
+    return 1 if failed else 0
 
 
 def parse() -> argparse.Namespace:
@@ -196,6 +215,16 @@ def parse() -> argparse.Namespace:
         "--modern",
         action="store_true",
         help="add one principal sending ten times --total stateless 2026-07-28 ASKs at once",
+    )
+    parser.add_argument(
+        "--legacy",
+        action="store_true",
+        help="add one principal asking ten times --total over --total legacy /sse sessions",
+    )
+    parser.add_argument(
+        "--stateless",
+        action="store_true",
+        help=f"add one principal sending {SLOW_CALLS} slow stateless calls beside the victims'",
     )
     parser.add_argument(
         "--rounds", type=int, default=3, help="floods in a row on the same server (default 3)"

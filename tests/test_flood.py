@@ -27,7 +27,11 @@ def anyio_backend() -> str:
 
 
 async def run_flood(
-    mallory_sessions: int, modern_asks: int = 0, crowd: int = 4
+    mallory_sessions: int,
+    modern_asks: int = 0,
+    crowd: int = 4,
+    legacy_sessions: int = 0,
+    slow_calls: int = 0,
 ) -> tuple[list[tuple[str, int, int]], Figures]:
     """The flood against the demo (caps 2 per session, 8 in total) in debug mode; checks that
     the caps held at every step and that everything is back to empty once the sessions end.
@@ -62,13 +66,18 @@ async def run_flood(
             deadline=60,
             during=during,
             modern_asks=modern_asks,
+            legacy_sessions=legacy_sessions,
+            slow_calls=slow_calls,
+            max_in_flight=server.options.max_in_flight,
         )
         state = runtime.state
         # What stays parked is the modern nonces, each waiting for a retry or its timeout
         # (R-MRTR-12); every 2025 parked call ended with its session.
         nonces = sum(1 for p in state.parked.values() if p.stateless)
         assert (len(state.calls), state.parked_total) == (0, nonces)
-        assert nonces == figures.parked["modern"], figures.as_dict()
+        assert nonces == figures.parked["modern"] + figures.other["legacy nonces"], (
+            figures.as_dict()
+        )
         assert len(app.sessions) == 0
         assert runtime.steps_checked > 0
         assert runtime.largest["parked"] == TOTAL  # the cap was reached, never passed
@@ -131,3 +140,33 @@ async def test_R_MRTR_12_a_modern_flood_from_one_principal_does_not_evict_the_ot
     assert figures.victims_served == VICTIMS, figures.as_dict()
     assert figures.parked["modern"] == PER_CONN, figures.as_dict()
     assert figures.denied["too many elicitations pending"] > 0, figures.as_dict()
+
+
+@pytest.mark.anyio
+async def test_R_PARK_1_one_principal_over_legacy_sessions_holds_its_cap_and_no_victim_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R-PARK-1, R-PARK-3 over the 2024-11-05 pair: one principal opening as many /sse sessions
+    as the total cap and posting, uninitialized, ten times the total cap of ASKs in both eras'
+    shapes is one owner: it holds at most its cap, and every victim keeps its place and is
+    served."""
+    monkeypatch.setenv(CHECK_ENV, "1")
+    phases, figures = await run_flood(mallory_sessions=0, crowd=2, legacy_sessions=TOTAL)
+    assert phases[-1][0] == "legacy", phases
+    assert all(victims == VICTIMS for _, _, victims in phases), phases
+    assert figures.parked["legacy"] <= PER_CONN, figures.as_dict()
+    assert figures.victims_served == VICTIMS, figures.as_dict()
+
+
+@pytest.mark.anyio
+async def test_R_ADM_5_one_principals_stateless_calls_leave_workers_for_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R-ADM-5 for stateless 2026-07-28 requests: one principal sending more slow calls than
+    the server has workers holds its share only, and each victim's stateless echo is served."""
+    monkeypatch.setenv(CHECK_ENV, "1")
+    phases, figures = await run_flood(mallory_sessions=0, crowd=2, slow_calls=40)
+    assert phases[-1][0] == "stateless", phases
+    assert figures.stateless_victims_served == VICTIMS, figures.as_dict()
+    assert figures.denied["server_busy"] >= 40 - 16, figures.as_dict()
+    assert figures.victims_served == VICTIMS, figures.as_dict()
