@@ -16,18 +16,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from askgate.__main__ import main
 from askgate.audit import Auditor, Trace
-from askgate.core import Event, Options, initial_state
+from askgate.core import Effect, Event, Options, State, initial_state
 from askgate.core import reducer as core_reducer
 from askgate.core.sealing import Key, Keyring
-from askgate.trace import read_keys, read_trace, replay
+from askgate.trace import key_lines, read_keys, read_trace, replay
 
 from .harness import APPROVE, Harness
+from .test_model import STEPS, ApprovedRounds, Context
 from .test_modern import APPROVE as MODERN_APPROVE
 from .test_modern import TOOLS, ask
 from .test_modern import call as modern_call
@@ -298,3 +301,64 @@ def test_R_AUD_12_replay_without_keys_names_the_steps_it_could_not_verify(
     assert changed.difference is not None
     assert changed.difference.n == minted[0]
     assert main(["replay", str(trace)]) == 1
+
+
+def _traced(base: type[Any]) -> type[Any]:
+    """``base``, a machine of tests/test_model.py, recording each history through the tap and
+    replaying it at its end with the keys (exact, nothing unverified) and without them (no
+    difference: what the stand-ins change is learned, R-AUD-12)."""
+
+    class Traced(base):  # type: ignore[misc]
+        tally: ClassVar[dict[str, int]] = {"runs": 0, "steps": 0, "unverified": 0}
+
+        def initial_state_fn(self, options: Options, tools: Any) -> Any:
+            state = super().initial_state_fn(options, tools)
+            self.text = io.StringIO()
+            self.auditor = Auditor(trace=Trace(self.text, redact=False), key=b"k" * 32)
+            self.auditor.start(state, lambda _conn: None)
+            self.keys = read_keys(key_lines(state))
+            return state
+
+        def _step(self, ev: Event) -> list[Effect]:
+            before: State = self.state
+            effects: list[Effect] = super()._step(ev)
+            self.auditor(before, ev, self.state, effects)
+            return effects
+
+        def teardown(self) -> None:
+            if not hasattr(self, "auditor"):
+                return
+            self.auditor.close()
+            head, steps = read_trace(self.text.getvalue().splitlines())
+            keyed = replay(head, steps, keys=self.keys)
+            assert keyed.difference is None, keyed.difference.text()
+            assert keyed.unverified == ()
+            bare = replay(head, steps)
+            assert bare.difference is None, bare.difference.text()
+            Traced.tally["runs"] += 1
+            Traced.tally["steps"] += len(steps)
+            Traced.tally["unverified"] += len(bare.unverified)
+
+    return Traced
+
+
+@pytest.mark.parametrize("base", [Context, ApprovedRounds], ids=["context", "approved-rounds"])
+def test_R_AUD_12_random_histories_replay_without_keys_with_no_false_difference(
+    base: type[Any],
+) -> None:
+    """Histories of the model's machines (running tools asking their clients; modern approvals
+    and rounds, retried, forged, replayed, expired), 25 of up to 40 steps each."""
+    machine = _traced(base)
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=STEPS,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+    tally = machine.tally
+    assert tally["runs"] >= 20
+    assert tally["unverified"] > 0, tally  # the histories minted ids and sealed states
