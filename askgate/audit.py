@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import errno
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from askgate.core.state import Stage
 from askgate.policy import Policy
 from askgate.ruleids import STEP_RULES, ended_rules
 from askgate.trace import (
+    UnsafeFileError,
     digest,
     encode,
     header,
@@ -264,6 +266,18 @@ class Trace:
         except BaseException:
             self.close_keys()
             raise
+        if self._own_keys and self.sink._owned and self._same_file():
+            self.sink.close()
+            self.close_keys()
+            why = "it is the trace itself (refused: the keys go apart from it, R-AUD-10)"
+            raise UnsafeFileError(errno.EINVAL, why, keys)
+
+    def _same_file(self) -> bool:
+        """Whether the key file and the trace are one file (two names, or one given twice)."""
+        keys, trace = self.keys, self.sink._stream
+        assert keys is not None
+        assert trace is not None
+        return os.path.samestat(os.fstat(keys.fileno()), os.fstat(trace.fileno()))
 
     def write_keys(self, state: State) -> None:
         """Writes the keys of a run that starts from ``state`` to the key file, if there is

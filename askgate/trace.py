@@ -1,10 +1,10 @@
 """Traces: every event the shell fed the reducer, with the effects it got back, as JSON lines;
 and replay, which re-runs the reducer over a trace and finds the first step whose effects differ
-(spec/audit.md, R-AUD-3 .. R-AUD-6).
+(spec/audit.md, R-AUD-3 .. R-AUD-6, R-AUD-9 .. R-AUD-12).
 
 A trace's first line is its header: the trace format's version, whether arguments are redacted,
-and the reducer's initial state (its options, its tools, its catalog and the run's keys, so that
-elicitation ids and sealed approval states come out the same). Every further line is one step:
+and the reducer's initial state (its options, its tools, its catalog, and the run's keys named
+by key id: see "Keys" below). Every further line is one step:
 ``{"n": 1, "event": ..., "effects": [...]}``; an event carries its ``now``.
 
 Values are written by :func:`encode`, a small codec over attrs classes: an attrs object is

@@ -267,6 +267,11 @@ def test_R_AUD_11_replay_with_the_key_file_verifies_every_step(
     assert main(["serve", "--demo", "--trace-keys", str(tmp_path / "alone.keys")]) == 2
     assert "--trace-keys needs --trace" in capsys.readouterr().err
     assert not (tmp_path / "alone.keys").exists()
+    # Nor into the trace itself.
+    same = tmp_path / "same.trace"
+    assert main(["serve", "--demo", "--trace", str(same), "--trace-keys", str(same)]) == 2
+    assert "it is the trace itself" in _one_line(capsys.readouterr().err)
+    assert same.read_text() == ""
 
 
 def test_R_AUD_12_replay_without_keys_names_the_steps_it_could_not_verify(
