@@ -151,6 +151,16 @@ def test_R_AUD_9_an_existing_file_others_can_read_is_refused_in_one_line(
     assert str(path) in line
     assert "0644" in line
     assert path.read_text() == "old\n"
+    # Another user's file, however private (only root can make one here).
+    if os.geteuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.write_text("theirs\n")
+        theirs.chmod(0o600)
+        os.chown(theirs, 65534, 65534)
+        done = _serve(*_flags(flags, theirs))
+        assert done.returncode == 2
+        assert "belongs to another user" in _one_line(done.stderr)
+        assert theirs.read_text() == "theirs\n"
     # A FIFO is not a regular file: refused at once, never waited on for a reader.
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo, 0o600)
