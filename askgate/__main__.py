@@ -256,6 +256,13 @@ def _add_audit_flags(serve: argparse.ArgumentParser) -> None:
         "`askgate replay` and `askgate explain` (default: off)",
     )
     serve.add_argument(
+        "--trace-keys",
+        metavar="FILE",
+        help="with --trace: append the run's keys (its id key and sealing keys, which the "
+        "trace names by key id only) to FILE, created 0600, for `askgate replay --keys` "
+        "(default: off: the keys are written nowhere)",
+    )
+    serve.add_argument(
         "--trace-arguments",
         action="store_true",
         help="the trace keeps tools/call arguments as they came (default: off: redacted to "
@@ -276,20 +283,30 @@ def _add_audit_commands(commands: Any) -> None:
         help="re-run the reducer over a trace and check it reproduces the recorded effects",
         description="Re-runs the reducer from the trace's initial state over every recorded "
         "event and compares the effects. Exit status 0: identical; 1: the first step that "
-        "differs is printed, with the rule ids on both sides; 2: the trace cannot be read.",
+        "differs is printed, with the rule ids on both sides; 2: the trace or the key file "
+        "cannot be read; 3: identical, but some steps needed keys not given (--keys) and are "
+        "named in one line: their ids and sealed states were taken as recorded.",
     )
     replay.add_argument("trace", metavar="TRACE")
+    keys_help = (
+        "the key file `serve --trace-keys` wrote, for the steps that need the run's keys "
+        "(default: none: those steps are named, not verified)"
+    )
+    replay.add_argument("--keys", metavar="FILE", help=keys_help)
     explain = commands.add_parser(
         "explain",
         help="the path each tools/call of a trace took, with times and rule ids",
     )
     explain.add_argument("trace", metavar="TRACE")
+    explain.add_argument("--keys", metavar="FILE", help=keys_help)
     explain.add_argument("--call", metavar="ID", help="only the call with this request id")
     explain.add_argument("--format", choices=["text", "json"], default="text")
 
 
 def _configure_audit(server: Server, args: argparse.Namespace) -> None:
     """Applies serve's --trace and --audit-log flags to ``server`` (after its authorizers)."""
+    if args.trace_keys and not args.trace:
+        raise StartError("askgate refuses to start: --trace-keys needs --trace")
     if not args.trace and not args.audit_log:
         return
     from askgate.audit import AuditLog, Trace
@@ -299,7 +316,10 @@ def _configure_audit(server: Server, args: argparse.Namespace) -> None:
     try:
         if args.trace:
             trace = Trace(
-                args.trace, redact=not args.trace_arguments, on_failure=args.audit_failure
+                args.trace,
+                redact=not args.trace_arguments,
+                keys=args.trace_keys,
+                on_failure=args.audit_failure,
             )
         if args.audit_log:
             log = AuditLog(
@@ -315,24 +335,58 @@ def _configure_audit(server: Server, args: argparse.Namespace) -> None:
     server.audit(trace=trace, log=log)
 
 
+def _steps_text(numbers: tuple[int, ...], most: int = 12) -> str:
+    """Step numbers as ranges, ``4, 7-9, 12``, the first ``most`` of them, then how many more."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in spans[:most]]
+    more = f" and {len(spans) - most} more" if len(spans) > most else ""
+    return ", ".join(shown) + more
+
+
 def _audit_command(args: argparse.Namespace) -> int:
     """``askgate replay`` and ``askgate explain``."""
     from askgate.explain import explain, render
-    from askgate.trace import TraceError, read_runs, replay
+    from askgate.trace import TraceError, read_keys, read_runs, replay
 
+    keys: dict[str, bytes] = {}
+    if args.keys:
+        try:
+            with open(args.keys, encoding="utf-8") as lines:
+                keys = read_keys(lines)
+        except (OSError, TraceError, UnicodeDecodeError) as bad:
+            why = bad.strerror if isinstance(bad, OSError) and bad.strerror else bad
+            print(f"askgate {args.command}: {args.keys}: {why}", file=sys.stderr)
+            return 2
     try:
         with open(args.trace, encoding="utf-8") as lines:
             runs = read_runs(lines)
         if args.command == "replay":
+            status = 0
             for number, (head, steps) in enumerate(runs, 1):
                 run = f" run {number} of {len(runs)}" if len(runs) > 1 else ""
-                count, difference = replay(head, steps)
-                if difference is not None:
-                    print(f"{args.trace}{run}: {difference.text()}")
+                done = replay(head, steps, keys=keys)
+                if done.difference is not None:
+                    print(f"{args.trace}{run}: {done.difference.text()}")
                     return 1
-                print(f"{args.trace}{run}: {count} steps replayed, every effect identical")
-            return 0
-        paths = [path for head, steps in runs for path in explain(head, steps, call=args.call)]
+                said = f"{args.trace}{run}: {done.count} steps replayed, every effect identical"
+                if done.unverified:  # R-AUD-12
+                    print(
+                        f"{said}, but steps {_steps_text(done.unverified)} could not be "
+                        f"verified: their ids and sealed states need the run's keys "
+                        f"{', '.join(done.missing)} (give --keys FILE)"
+                    )
+                    status = 3
+                else:
+                    print(said)
+            return status
+        paths = [
+            path for head, steps in runs for path in explain(head, steps, call=args.call, keys=keys)
+        ]
         print(render(paths, fmt=args.format))
         return 0
     except (OSError, TraceError, KeyError, TypeError, ValueError, RecursionError) as bad:

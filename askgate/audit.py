@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import errno
 import json
 import logging
 import os
@@ -43,7 +44,16 @@ from askgate.core.jobs import Authorize, RunTool
 from askgate.core.state import Stage
 from askgate.policy import Policy
 from askgate.ruleids import STEP_RULES, ended_rules
-from askgate.trace import digest, encode, header, open_private, redact_effect, redact_event
+from askgate.trace import (
+    UnsafeFileError,
+    digest,
+    encode,
+    header,
+    key_lines,
+    open_private,
+    redact_effect,
+    redact_event,
+)
 from askgate.transports.calllog import conn_text
 
 __all__ = [
@@ -231,21 +241,56 @@ class AuditLog:
 
 
 class Trace:
-    """Where a trace goes and whether its arguments are redacted (the default)."""
+    """Where a trace goes, whether its arguments are redacted (the default), and where the
+    run's keys go: nowhere by default (the trace names them by key id, R-AUD-10), or ``keys``,
+    a key file (a path, opened as the trace is, R-AUD-9; or an open text stream) that
+    ``askgate replay --keys`` reads to replay the steps that need them (R-AUD-11)."""
 
     def __init__(
         self,
         target: str | TextIO,
         *,
         redact: bool = True,
+        keys: str | TextIO | None = None,
         on_failure: OnFailure = "stop",
         capacity: int = 65_536,
         stop: Callable[[], None] = _stop_process,
     ) -> None:
         self.redact = redact
-        self.sink = LineSink(
-            target, what="trace", on_failure=on_failure, capacity=capacity, stop=stop
-        )
+        self.keys: TextIO | None = open_private(keys) if isinstance(keys, str) else keys
+        self._own_keys = isinstance(keys, str)
+        try:
+            self.sink = LineSink(
+                target, what="trace", on_failure=on_failure, capacity=capacity, stop=stop
+            )
+        except BaseException:
+            self.close_keys()
+            raise
+        if self._own_keys and self.sink._owned and self._same_file():
+            self.sink.close()
+            self.close_keys()
+            why = "it is the trace itself (refused: the keys go apart from it, R-AUD-10)"
+            raise UnsafeFileError(errno.EINVAL, why, keys)
+
+    def _same_file(self) -> bool:
+        """Whether the key file and the trace are one file (two names, or one given twice)."""
+        keys, trace = self.keys, self.sink._stream
+        assert keys is not None
+        assert trace is not None
+        return os.path.samestat(os.fstat(keys.fileno()), os.fstat(trace.fileno()))
+
+    def write_keys(self, state: State) -> None:
+        """Writes the keys of a run that starts from ``state`` to the key file, if there is
+        one, at once (before the first step)."""
+        if self.keys is None:
+            return
+        self.keys.write("".join(line + "\n" for line in key_lines(state)))
+        self.keys.flush()
+
+    def close_keys(self) -> None:
+        if self._own_keys and self.keys is not None:
+            self.keys.close()
+            self.keys = None
 
 
 _CALL_JOBS = (Authorize, RunTool)
@@ -297,6 +342,7 @@ class Auditor:
         """Writes the trace's header for a run that starts from ``state``."""
         self.principal = principal
         if self.trace is not None:
+            self.trace.write_keys(state)
             head = header(state, redacted=self.trace.redact)
             self.trace.sink.put(json.dumps, head)
 
@@ -304,6 +350,8 @@ class Auditor:
         for part in (self.trace, self.log):
             if part is not None:
                 part.sink.close()
+        if self.trace is not None:
+            self.trace.close_keys()
 
     def __call__(self, before: State, event: Event, after: State, effects: list[Effect]) -> None:
         """One step: queued for the trace; its decisions and records for the decision log."""

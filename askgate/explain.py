@@ -6,15 +6,15 @@ from :mod:`askgate.ruleids`.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from askgate.core import Effect, Emit, Push, Reply, StartWorker, State, step
+from askgate.core import Effect, Emit, Push, Reply, StartWorker, State
 from askgate.core import messages as m
 from askgate.core.jobs import Authorize, RunTool, UnknownToolReply
 from askgate.core.state import Stage
 from askgate.ruleids import STEP_RULES, ended_rules
-from askgate.trace import decode, state_of
+from askgate.trace import Walker, decode
 from askgate.transports.calllog import conn_text
 
 __all__ = ["explain", "render"]
@@ -42,13 +42,18 @@ def _admission(call_worker: int, effects: Sequence[Effect], had_authorizer: bool
 
 
 def explain(
-    head: dict[str, Any], steps: list[dict[str, Any]], *, call: str | None = None
+    head: dict[str, Any],
+    steps: list[dict[str, Any]],
+    *,
+    call: str | None = None,
+    keys: Mapping[str, bytes] | None = None,
 ) -> list[dict[str, Any]]:
     """For each ``tools/call`` of the trace (or only those whose request id is ``call``), its
     path: ``{"call", "conn", "request_id", "tool", "steps": [{"step", "now", "what", "rules",
     ...}]}``, in the order the calls were admitted. Built from the recorded effects; the states
-    between steps come from re-running the reducer (R-AUD-7)."""
-    state = state_of(head)
+    between steps come from re-running the reducer (R-AUD-7), with the run's ``keys`` or stand-ins
+    for them (R-AUD-12)."""
+    walker = Walker(head, keys=keys)
     paths: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
 
     def path(key: tuple[Hashable, Hashable], tool: object) -> dict[str, Any]:
@@ -64,11 +69,10 @@ def explain(
         return found
 
     for number, record in enumerate(steps, 1):
-        event = decode(record["event"])
-        recorded = [decode(e) for e in record["effects"]]
-        before = state
-        state, _ = step(state, event)
         n = int(record.get("n", number))
+        recorded = [decode(e) for e in record["effects"]]
+        before, event, _, _ = walker.step(record, n)
+        state = walker.state
         now = getattr(event, "now", None)
 
         def add(

@@ -1,10 +1,10 @@
 """Traces: every event the shell fed the reducer, with the effects it got back, as JSON lines;
 and replay, which re-runs the reducer over a trace and finds the first step whose effects differ
-(spec/audit.md, R-AUD-3 .. R-AUD-6).
+(spec/audit.md, R-AUD-3 .. R-AUD-6, R-AUD-9 .. R-AUD-12).
 
 A trace's first line is its header: the trace format's version, whether arguments are redacted,
-and the reducer's initial state (its options, its tools, its catalog and the run's keys, so that
-elicitation ids and sealed approval states come out the same). Every further line is one step:
+and the reducer's initial state (its options, its tools, its catalog, and the run's keys named
+by key id: see "Keys" below). Every further line is one step:
 ``{"n": 1, "event": ..., "effects": [...]}``; an event carries its ``now``.
 
 Values are written by :func:`encode`, a small codec over attrs classes: an attrs object is
@@ -20,25 +20,42 @@ fed, a ``ToolCallReceived``, and the ``Authorize`` and ``RunTool`` jobs of ``Sta
 written as ``{"$redacted": digest, "problem": ...}``: their keyed digest (R-AUD-2) and what the
 input schema check made of them (R-PROTO-6), so replay can compare them and take the same
 schema verdict. What a callback made of arguments (a prompt quoting them, a result) is recorded
-as it is: a trace is as secret as the run's traffic, and is created readable by its owner only.
+as it is: a trace is as secret as the run's traffic, and is created readable by its owner only,
+never through a link (R-AUD-9: :func:`open_private`).
+
+Keys (R-AUD-10 .. R-AUD-12): a trace holds no key material. The header names the run's
+``id_key`` and each sealing key's secret by a key id, ``{"$key": fingerprint}`` (:func:`key_id`:
+an HMAC of a fixed label under the key, which says nothing of it); the secrets go, if the embedder
+asks, to a separate key file (``--trace-keys``: one ``key-id hex-secret`` line each,
+:func:`key_lines`, :func:`read_keys`). Replay given the keys is exact; without them it stands
+substitutes in, and takes the values only the keys derive (elicitation and request ids, nonces,
+sealed request states) as recorded, learning at each step the recorded value its own stands for:
+every other value of every step is still compared, and the steps whose effects needed a key are
+named (:class:`Replayed`).
 """
 
 from __future__ import annotations
 
 import base64
 import enum
+import errno
 import hashlib
+import hmac
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TextIO
 
 import attrs
 import rapidjson
 from immutables import Map
 
-from askgate.core import codec, decisions, effects, events, jobs, step
+from askgate.core import codec, decisions, effects, events, jobs, sealing, step
+from askgate.core import messages as m
 from askgate.core.options import Options
+from askgate.core.reducer import _keyed_digest, mint_elicitation_id, nonce_id
 from askgate.core.sealing import Key, Keyring
 from askgate.core.state import Catalog, State, initial_state
 from askgate.core.tools import ToolInfo, argument_problem
@@ -50,11 +67,18 @@ __all__ = [
     "MAX_DEPTH",
     "Difference",
     "Redacted",
+    "Replayed",
     "TraceError",
+    "UnsafeFileError",
+    "Walker",
     "decode",
     "digest",
     "encode",
     "header",
+    "key_id",
+    "key_lines",
+    "open_private",
+    "read_keys",
     "read_runs",
     "read_trace",
     "redact_effect",
@@ -63,8 +87,11 @@ __all__ = [
     "state_of",
 ]
 
-FORMAT = 1
-"""The version of the trace format written in every header (``"askgate_trace": 1``)."""
+FORMAT = 2
+"""The version of the trace format written in every header (``"askgate_trace": 2``): 2 names
+keys by their key id (R-AUD-10); format 1, which held them, is still read."""
+
+FORMATS = (1, 2)
 
 
 class TraceError(ValueError):
@@ -147,6 +174,9 @@ def encode(value: object) -> Any:
     if kind is Redacted:
         redacted: Redacted = value  # type: ignore[assignment]
         return {"$redacted": redacted.digest, "problem": redacted.problem}
+    if kind is Key:  # its secret is named, never written (R-AUD-10)
+        key: Key = value  # type: ignore[assignment]
+        return {"$type": "Key", "key_id": key.key_id, "secret": {"$key": key_id(key.secret)}}
     if kind in _FIELDS or attrs.has(kind):
         out: dict[str, Any] = {"$type": kind.__name__}
         for name in _fields(kind):
@@ -199,6 +229,8 @@ def decode(data: Any) -> Any:
         return {decode(k): decode(v) for k, v in data["$dict"]}
     if "$enum" in data:
         raise TraceError(f"unknown enum {data['$enum']!r}")
+    if "$key" in data:
+        raise TraceError(f"the secret of key {data['$key']!r} is not in the trace (R-AUD-10)")
     return {k: decode(v) for k, v in data.items()}
 
 
@@ -250,8 +282,56 @@ def redact_effect(key: bytes, tools: Map[str, ToolInfo], effect: object) -> obje
 # -- the header: the initial state ----------------------------------------------------------------
 
 
+def key_id(secret: bytes) -> str:
+    """The key id a trace names ``secret`` by (R-AUD-10): 16 hex digits of HMAC-SHA256, keyed
+    with the secret, of a fixed label. It tells which key; it tells nothing of the key."""
+    return hmac.digest(secret, b"askgate/trace/key-id", "sha256")[:8].hex()
+
+
+def _secrets(state: State) -> list[bytes]:
+    secrets = [state.id_key]
+    ring = state.keyring
+    if ring is not None:
+        secrets.append(ring.current.secret)
+        if ring.previous is not None:
+            secrets.append(ring.previous.secret)
+    return secrets
+
+
+KEY_FILE_HEAD = "# askgate trace keys (spec/audit.md, R-AUD-11): key-id hex-secret"
+
+
+def key_lines(state: State) -> list[str]:
+    """The lines of a key file that holds the keys of a run starting from ``state``
+    (R-AUD-11): ``key-id hex-secret``, the run's ``id_key`` first, then the sealing keys."""
+    return [KEY_FILE_HEAD, *(f"{key_id(secret)} {secret.hex()}" for secret in _secrets(state))]
+
+
+def read_keys(lines: Iterable[str]) -> dict[str, bytes]:
+    """The keys of a key file, by key id; raises TraceError naming the line (never quoting a
+    secret) for a line that is not ``key-id hex-secret`` or whose secret is not that key's."""
+    keys: dict[str, bytes] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        parts = text.split()
+        if len(parts) != 2:
+            raise TraceError(f"line {number}: not `key-id hex-secret`")
+        name, hexed = parts
+        try:
+            secret = bytes.fromhex(hexed)
+        except ValueError:
+            raise TraceError(f"line {number}: the secret is not hexadecimal") from None
+        if not secret or not hmac.compare_digest(key_id(secret), name):
+            raise TraceError(f"line {number}: the secret is not that of key {name[:16]!r}")
+        keys[name] = secret
+    return keys
+
+
 def header(state: State, *, redacted: bool) -> dict[str, Any]:
-    """The first line of a trace of a run that starts from ``state`` (R-AUD-3)."""
+    """The first line of a trace of a run that starts from ``state`` (R-AUD-3); its keys are
+    named by key id, never written (R-AUD-10)."""
     tools = [
         [info.name, info.sensitive, info.derived, encode(info.definition)]
         for info in state.tools.values()
@@ -260,11 +340,41 @@ def header(state: State, *, redacted: bool) -> dict[str, Any]:
         "askgate_trace": FORMAT,
         "redacted": redacted,
         "options": encode(state.options),
-        "id_key": encode(state.id_key),
+        "id_key": {"$key": key_id(state.id_key)},
         "keyring": encode(state.keyring),
         "tools": tools,
         "catalog": encode(state.catalog),
     }
+
+
+def _stand_in(name: str) -> bytes:
+    """The secret replay stands in for the key ``name`` it was not given (R-AUD-12)."""
+    return hmac.digest(b"askgate/replay/stand-in", name.encode(), "sha256")
+
+
+def _with_keys(data: Any, keys: Mapping[str, bytes], missing: list[str]) -> Any:
+    """``data`` (a header's keys) with each ``{"$key": id}`` the secret ``keys`` has for it, or
+    a stand-in (its id added to ``missing``)."""
+    if isinstance(data, list):
+        return [_with_keys(v, keys, missing) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "$key" in data:
+        name = str(data["$key"])
+        secret = keys.get(name)
+        if secret is None:
+            secret = _stand_in(name)
+            if name not in missing:
+                missing.append(name)
+        return {"$bytes": base64.b64encode(secret).decode("ascii")}
+    return {k: _with_keys(v, keys, missing) for k, v in data.items()}
+
+
+def missing_keys(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> tuple[str, ...]:
+    """The ids of the keys a trace's header names that ``keys`` does not hold."""
+    missing: list[str] = []
+    _with_keys([head.get("id_key"), head.get("keyring")], keys or {}, missing)
+    return tuple(missing)
 
 
 class _Witness:
@@ -300,19 +410,21 @@ def _witnessed(state: State) -> State:
     return state if tools is state.tools else attrs.evolve(state, tools=tools)
 
 
-def state_of(head: dict[str, Any]) -> State:
-    """The initial state a trace's header describes."""
-    if head.get("askgate_trace") != FORMAT:
+def state_of(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> State:
+    """The initial state a trace's header describes, its keys taken from ``keys`` (by key id),
+    each key ``keys`` does not hold replaced by a stand-in (R-AUD-12)."""
+    if head.get("askgate_trace") not in FORMATS:
         raise TraceError(f"line 1: not an askgate trace of format {FORMAT}")
     tools = tuple(
         ToolInfo(name, sensitive, derived, decode(definition))
         for name, sensitive, derived, definition in head["tools"]
     )
+    id_key, keyring = _with_keys([head["id_key"], head["keyring"]], keys or {}, [])
     state = initial_state(
         decode(head["options"]),
-        id_key=decode(head["id_key"]),
+        id_key=decode(id_key),
         tools=tools,
-        keyring=decode(head["keyring"]),
+        keyring=decode(keyring),
     )
     state = attrs.evolve(state, catalog=decode(head["catalog"]))
     return _witnessed(state) if head.get("redacted") else state
@@ -402,26 +514,164 @@ SEALED_HINT = (
     "(R-AUD-4): record with --trace-arguments"
 )
 
+KEYS_HINT = (
+    "replayed without the run's keys {names}: if this step opens an approval state sealed "
+    "before the trace began, give them with --keys FILE (R-AUD-12)"
+)
+
 
 Stepper = Callable[[State, Any], tuple[State, list[Any]]]
 
+_RUN = re.compile(r"[A-Za-z0-9_-]{16,}")
+"""A run of the characters an id or a sealed state is spelled with, as long as the shortest."""
+_RUNS = re.compile(f"({_RUN.pattern})")
+
+
+def _renamed(data: Any, table: Mapping[str, str]) -> Any:
+    """``data`` with every run of :data:`_RUN` that ``table`` names replaced by its value."""
+    if isinstance(data, str):
+        if len(data) < 16:
+            return data
+        return _RUN.sub(lambda run: table.get(run.group(0), run.group(0)), data)
+    if isinstance(data, list):
+        return [_renamed(v, table) for v in data]
+    if isinstance(data, dict):
+        return {_renamed(k, table): _renamed(v, table) for k, v in data.items()}
+    return data
+
+
+class Walker:
+    """Steps the reducer from a trace's initial state over its recorded events (R-AUD-5).
+
+    Given every key the header names (``keys``, by key id), the replay is exact. For each key it
+    lacks it steps with a stand-in (R-AUD-12): the ids and nonces the stand-in ``id_key``
+    derives and the request states the stand-in sealing keys seal are not the recorded ones.
+    Where a step's effects differ from the recorded ones only in such values, it learns which
+    recorded value each of its own stands for, names the step in :attr:`unverified`, and from
+    then on gives the reducer its own value wherever an event carries the recorded one (an
+    answer to that elicitation, a retry with that state) and compares effects with the recorded
+    value put back. Every other value of every step is compared as it is."""
+
+    def __init__(
+        self,
+        head: dict[str, Any],
+        *,
+        keys: Mapping[str, bytes] | None = None,
+        stepper: Stepper | None = None,
+    ) -> None:
+        self.missing = missing_keys(head, keys)
+        self.state = state_of(head, keys)
+        self.redacted = bool(head.get("redacted"))
+        self.unverified: list[int] = []
+        self._run = stepper or step
+        self._stand_ins = frozenset(_stand_in(name) for name in self.missing)
+        self._to_replayed: dict[str, str] = {}
+        self._to_recorded: dict[str, str] = {}
+
+    def step(self, record: dict[str, Any], n: int) -> tuple[State, Any, list[Any], list[Any]]:
+        """Feeds step ``n``'s recorded event: the state before, the event as fed, the effects
+        the reducer gave and their encoding, with recorded values put back for learned ones."""
+        data = record["event"]
+        if self._to_replayed:
+            data = _renamed(data, self._to_replayed)
+        event = decode(data)
+        before = self.state
+        after, out = self._run(before, event)
+        if self.redacted and isinstance(event, events.ToolRegistered):
+            after = _witnessed(after)
+        self.state = after
+        mine = [encode(effect) for effect in out]
+        got = _renamed(mine, self._to_recorded) if self._to_recorded else mine
+        want = record["effects"]
+        if got != want and self._stand_ins and self._learn(before, after, want, got):
+            got = _renamed(mine, self._to_recorded)
+            if got == want:
+                self.unverified.append(n)
+        return before, event, out, got
+
+    def _learn(self, before: State, after: State, want: Any, got: Any) -> bool:
+        """Learns the recorded value each of ``got``'s stand-in derived values is, when the two
+        differ in those values and nothing else; says whether it learned any."""
+        recorded = _RUNS.split(json.dumps(want, sort_keys=True, ensure_ascii=False))
+        replayed = _RUNS.split(json.dumps(got, sort_keys=True, ensure_ascii=False))
+        if len(recorded) != len(replayed):
+            return False
+        pairs: dict[str, str] = {}
+        for i, (theirs, mine) in enumerate(zip(recorded, replayed, strict=True)):
+            if theirs == mine:
+                continue
+            if i % 2 == 0 or not self._derived(mine, before, after):
+                return False  # a difference no stand-in key made
+            if pairs.setdefault(mine, theirs) != theirs:
+                return False
+        new = {
+            mine: theirs
+            for mine, theirs in pairs.items()
+            if mine not in self._to_recorded and theirs not in self._to_replayed
+        }
+        self._to_recorded.update(new)
+        self._to_replayed.update((theirs, mine) for mine, theirs in new.items())
+        return bool(new)
+
+    def _derived(self, value: str, before: State, after: State) -> bool:
+        """Whether the step could have derived ``value`` from a stand-in key: an elicitation
+        or request id or a nonce's parking id of a counter it used (R-ID-1), or a request
+        state whose MAC a stand-in sealing key makes."""
+        id_key = before.id_key
+        if id_key in self._stand_ins:
+            for counter in range(before.next_elicitation, after.next_elicitation + 1):
+                if value in (
+                    mint_elicitation_id(id_key, counter),
+                    mint_elicitation_id(id_key, counter, m.CLIENT_REQUEST_ID_PREFIX),
+                    nonce_id(_keyed_digest(id_key, counter)),
+                ):
+                    return True
+        if sealing.token_version(value) not in (sealing.TOKEN_VERSION, sealing.ROUND_VERSION):
+            return False
+        try:
+            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        except ValueError:  # binascii.Error: a length no base64 text has
+            return False
+        body, mac = raw[: -sealing.MAC_BYTES], raw[-sealing.MAC_BYTES :]
+        return any(
+            hmac.compare_digest(sealing._mac(secret, body), mac)  # the one MAC (core/sealing.py)
+            for secret in self._stand_ins
+        )
+
+
+@attrs.frozen
+class Replayed:
+    """What replaying a run found: how many steps it replayed, the first :class:`Difference`
+    (``None``: every step reproduced its effects), the steps whose effects needed a key it
+    lacked (their key-derived values taken as recorded, R-AUD-12) and the ids of those keys.
+    Unpacks and indexes as the pair ``count, difference`` replay returned before it."""
+
+    count: int
+    difference: Difference | None
+    unverified: tuple[int, ...] = ()
+    missing: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.count, self.difference))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.count, self.difference)[index]
+
 
 def replay(
-    head: dict[str, Any], steps: list[dict[str, Any]], *, stepper: Stepper | None = None
-) -> tuple[int, Difference | None]:
+    head: dict[str, Any],
+    steps: list[dict[str, Any]],
+    *,
+    stepper: Stepper | None = None,
+    keys: Mapping[str, bytes] | None = None,
+) -> Replayed:
     """Re-runs the reducer from the header's state over every recorded event and compares the
-    effects, encoded as they were recorded (R-AUD-5): the number of steps replayed and the first
-    :class:`Difference`, or ``None`` when every step reproduced its effects."""
-    run = stepper or step
-    state = state_of(head)
-    redacted = bool(head.get("redacted"))
+    effects, encoded as they were recorded (R-AUD-5), with the run's keys from ``keys`` (by key
+    id; each one missing is stood in for, R-AUD-12)."""
+    walker = Walker(head, keys=keys, stepper=stepper)
     for count, record in enumerate(steps, 1):
-        event = decode(record["event"])
-        before = state
-        state, out = run(state, event)
-        if redacted and isinstance(event, events.ToolRegistered):
-            state = _witnessed(state)
-        got = [encode(effect) for effect in out]
+        n = int(record.get("n", count))
+        before, event, out, got = walker.step(record, n)
         want = record["effects"]
         if got != want:
             index = next(
@@ -432,9 +682,13 @@ def replay(
             mine = want[index] if index < len(want) else None
             theirs = got[index] if index < len(got) else None
             where = first_difference(mine, theirs)
-            sealed = redacted and "requestState" in where
-            return count, Difference(
-                n=int(record.get("n", count)),
+            hint = ""
+            if walker.redacted and "requestState" in where:
+                hint = SEALED_HINT
+            elif walker.missing:
+                hint = KEYS_HINT.format(names=", ".join(walker.missing))
+            difference = Difference(
+                n=n,
                 event=type(event).__name__,
                 index=index,
                 recorded=mine,
@@ -442,12 +696,46 @@ def replay(
                 recorded_rules=rules_of(before, event, recorded),
                 replayed_rules=rules_of(before, event, out),
                 where=where,
-                hint=SEALED_HINT if sealed else "",
+                hint=hint,
             )
-    return len(steps), None
+            return Replayed(count, difference, tuple(walker.unverified), walker.missing)
+    return Replayed(len(steps), None, tuple(walker.unverified), walker.missing)
 
 
-def open_private(path: str) -> Any:
-    """Opens ``path`` to append text, created readable and writable by its owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    return os.fdopen(fd, "a", encoding="utf-8")
+class UnsafeFileError(OSError):
+    """A trace, log or key file refused before it is written (R-AUD-9): a link, not a regular
+    file, another user's, or readable or writable by others."""
+
+
+def open_private(path: str) -> TextIO:
+    """Opens ``path`` to append text (R-AUD-9): created readable and writable by its owner only
+    (0600, whatever the umask), never through a symbolic link (``O_NOFOLLOW``); an existing file
+    is refused (:class:`UnsafeFileError`, one line) unless it is a regular file of this user that no
+    one else may read or write. The checks are made on the opened descriptor, so no rename
+    between a check and the open can slip another file in."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as bad:
+        if bad.errno == errno.ELOOP:
+            raise UnsafeFileError(bad.errno, "it is a symbolic link (refused)", path) from None
+        if bad.errno == errno.ENXIO:  # a FIFO no one reads: O_NONBLOCK says so, never waits
+            raise UnsafeFileError(bad.errno, "it is not a regular file (refused)", path) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        why = None
+        if not stat.S_ISREG(info.st_mode):
+            why = "it is not a regular file (refused)"
+        elif info.st_uid != os.geteuid():
+            why = "it belongs to another user (refused)"
+        elif info.st_mode & 0o077:
+            mode = stat.S_IMODE(info.st_mode)
+            why = f"its mode {mode:04o} lets others read or write it (refused: chmod 600 it)"
+        if why is not None:
+            raise UnsafeFileError(errno.EPERM, why, path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise

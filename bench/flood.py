@@ -103,8 +103,9 @@ async def main(args: argparse.Namespace) -> int:
         "--elicitation-timeout-ms",
         "600000",
     ]
-    if args.trace:  # spec/audit.md: every event and effect, for `askgate replay`
+    if args.trace:  # spec/audit.md: every event and effect, for `askgate replay --keys`
         command += ["--trace", args.trace, "--trace-arguments"]
+        command += ["--trace-keys", f"{args.trace}.keys"]
     if args.audit_log:
         command += ["--audit-log", args.audit_log]
     env = {**os.environ, "ASKGATE_CHECK_INVARIANTS": "1"}
@@ -230,7 +231,9 @@ def parse() -> argparse.Namespace:
         "--rounds", type=int, default=3, help="floods in a row on the same server (default 3)"
     )
     parser.add_argument("--out", help="write the figures as JSON here")
-    parser.add_argument("--trace", help="the server records its trace here (arguments kept)")
+    parser.add_argument(
+        "--trace", help="the server records its trace here (arguments kept), its keys in TRACE.keys"
+    )
     parser.add_argument("--audit-log", help="the server writes its decision log here")
     return parser.parse_args()
 

@@ -149,7 +149,9 @@ def server_command(http_port: int | None, tokens: Path | None = None) -> list[st
     command = [sys.executable, "-m", "askgate", "serve", "--demo", *CAPS]
     if TRACES:  # every event and effect, arguments kept, for `askgate replay` and `explain`
         name = "stdio" if http_port is None else "http"
-        command += ["--trace", str(TRACES[0] / f"{name}.trace"), "--trace-arguments"]
+        trace = TRACES[0] / f"{name}.trace"
+        keys = ["--trace-keys", str(trace.with_suffix(".keys"))]  # `replay --keys` (R-AUD-11)
+        command += ["--trace", str(trace), "--trace-arguments", *keys]
     if http_port is not None:
         command += ["--http", f"127.0.0.1:{http_port}"]
     if tokens is not None:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -44,7 +45,7 @@ from askgate.core.events import MessageReceived
 from askgate.core.tools import tool_info
 from askgate.explain import explain, render
 from askgate.ruleids import DENY_RULES, all_rule_ids
-from askgate.trace import digest, read_trace, replay
+from askgate.trace import digest, read_keys, read_trace, replay
 
 from .harness import APPROVE, Harness
 
@@ -273,6 +274,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             str(ROOT / "examples" / "demo_walkthrough.py"),
             "--trace",
             str(trace),
+            "--trace-keys",
+            str(trace.with_suffix(".keys")),
             "--audit-log",
             str(log),
         ],
@@ -288,13 +291,18 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return read_trace(path.read_text(encoding="utf-8").splitlines())
 
 
+def _keys(trace: Path) -> dict[str, bytes]:
+    """The keys the demo wrote beside its trace (``--trace-keys``, R-AUD-11)."""
+    return read_keys(trace.with_suffix(".keys").read_text(encoding="utf-8").splitlines())
+
+
 def test_R_AUD_3_the_demo_is_traced_at_the_one_door_with_its_initial_state(
     demo: tuple[Path, Path],
 ) -> None:
     trace, _ = demo
     assert os.stat(trace).st_mode & 0o777 == 0o600
     head, steps = _read(trace)
-    assert head["askgate_trace"] == 1
+    assert head["askgate_trace"] == 2
     assert head["redacted"] is True
     assert {t[0] for t in head["tools"]} >= {"echo", "guarded_echo", "forbidden"}
     assert [s["n"] for s in steps] == list(range(1, len(steps) + 1))
@@ -314,10 +322,10 @@ def test_R_AUD_3_the_demo_is_traced_at_the_one_door_with_its_initial_state(
 
 def test_R_AUD_5_the_demo_replays_with_identical_effects(demo: tuple[Path, Path]) -> None:
     head, steps = _read(demo[0])
-    count, difference = replay(head, steps)
+    count, difference = replay(head, steps, keys=_keys(demo[0]))
     assert difference is None, difference and difference.text()
     assert count == len(steps)
-    assert main(["replay", str(demo[0])]) == 0
+    assert main(["replay", str(demo[0]), "--keys", str(demo[0].with_suffix(".keys"))]) == 0
 
 
 def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
@@ -325,7 +333,7 @@ def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
 ) -> None:
     twice = tmp_path / "twice.trace"
     twice.write_text(demo[0].read_text() * 2)
-    assert main(["replay", str(twice)]) == 0
+    assert main(["replay", str(twice), "--keys", str(demo[0].with_suffix(".keys"))]) == 0
     out = capsys.readouterr().out
     assert "run 1 of 2" in out
     assert "run 2 of 2" in out
@@ -345,7 +353,7 @@ def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_s
     ]
     assert parks, "the demo parks a call"
     monkeypatch.setattr(core_reducer, "can_elicit", lambda _caps: False)  # planted
-    _, difference = replay(head, steps)
+    _, difference = replay(head, steps, keys=_keys(demo[0]))
     assert difference is not None
     assert difference.n == parks[0]
     assert difference.event == "WorkerFinished"
@@ -354,7 +362,7 @@ def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_s
     assert difference.replayed_rules == ("R-AUTH-3",)  # denied: the client cannot be asked
     assert difference.recorded["$type"] != difference.replayed["$type"]
     assert difference.hint == ""
-    assert main(["replay", str(demo[0])]) == 1
+    assert main(["replay", str(demo[0]), "--keys", str(demo[0].with_suffix(".keys"))]) == 1
     out = capsys.readouterr().out
     assert f"step {parks[0]} (WorkerFinished)" in out
     assert "rules: R-AUTH-3" in out
@@ -478,12 +486,21 @@ def test_replay_and_explain_refuse_a_trace_they_cannot_read(
     assert "line 1: not JSON" in capsys.readouterr().err
 
 
-def test_R_AUD_8_a_full_disk_stops_the_served_demo_as_sigterm_does() -> None:
-    """``--audit-log /dev/full``: the first flush fails with ENOSPC, which is logged, and the
-    server stops (its stdin still open) with every call answered, exit status 0."""
-    argv = ["serve", "--demo", "--audit-log", "/dev/full", "--log-level", "info"]
+def _no_file_space() -> None:
+    """The child may write no byte to a file (RLIMIT_FSIZE 0; Python ignores SIGXFSZ): each
+    write to one fails with EFBIG, as on a full disk."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_R_AUD_8_a_full_disk_stops_the_served_demo_as_sigterm_does(tmp_path: Path) -> None:
+    """A decision log that cannot grow (once ``--audit-log /dev/full``, which R-AUD-9 now
+    refuses: not a regular file): the first flush fails, which is logged, and the server stops
+    (its stdin still open) with every call answered, exit status 0."""
+    log = tmp_path / "audit.log"
+    argv = ["serve", "--demo", "--audit-log", str(log), "--log-level", "info"]
     server = subprocess.Popen(
         [sys.executable, "-m", "askgate", *argv],
+        preexec_fn=_no_file_space,  # noqa: PLW1509 (sets a limit, starts no thread)
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -519,7 +536,7 @@ def test_R_AUD_8_a_full_disk_stops_the_served_demo_as_sigterm_does() -> None:
             server.kill()
             server.wait(timeout=30)
         server.stdin.close()
-    assert "the decision log cannot be written: OSError: [Errno 28] No space left" in err
+    assert "the decision log cannot be written: OSError: [Errno 27] File too large" in err
     assert "stopping the server" in err
     assert "stopped by SIGTERM" in err
     assert '"id":2' in out.replace(" ", "")  # the call was answered
