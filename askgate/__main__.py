@@ -55,6 +55,12 @@ _OPTION_FLAGS = (
         "max_client_requests_per_call",
         "a running tool's requests to its client outstanding at once",
     ),
+    (
+        "--max-listens",
+        "max_listens_per_owner",
+        "open subscriptions/listen streams per owner (principal or connection)",
+    ),
+    ("--max-listens-total", "max_listens_total", "open subscriptions/listen streams in total"),
 )
 
 HTTP_ONLY = ("--auth", "--tokens", "--allow-origin", "--allow-host", "--banner")

@@ -136,6 +136,8 @@ _USER_OPTIONS = frozenset(
         "callback_timeout_ms",
         "page_size",
         "max_client_requests_per_call",
+        "max_listens_per_owner",
+        "max_listens_total",
     }
 )
 

@@ -156,6 +156,8 @@ _NOT_DRAWN = (
 )
 
 _LISTEN = "subscriptions/listen (R-MRTR-19) is not modelled: the machines send no listen"
+_LISTEN_TESTS = ("tests/test_catalogue_listen.py", "tests/test_modern.py")
+"""What kills a listen-bound mutant (R-MRTR-25 .. 27): not in REDUCER_SUITE, a file of its own."""
 
 _READ_ROUNDS = (
     "the rounds of a modern prompts/get or resources/read (R-MRTR-24) are not modelled: the "
@@ -1423,6 +1425,47 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-MRTR-19",),
         "a list change sent on a listen does not name its subscription",
         outside_model=_LISTEN,
+    ),
+    # --- listen bounds (spec/modern.md, R-MRTR-25 .. R-MRTR-27) --------------------------------
+    Mutant(
+        "listen-ignores-the-owner-cap",
+        REDUCER,
+        "    elif held >= options.max_listens_per_owner:  # R-MRTR-25\n",
+        "    elif False:  # R-MRTR-25\n",
+        ("R-MRTR-25",),
+        "one principal opens listens past max_listens_per_owner, a stateless request at a time",
+        outside_model=_LISTEN,
+        files=_LISTEN_TESTS,
+    ),
+    Mutant(
+        "listen-ignores-the-total-cap",
+        REDUCER,
+        "    if len(d.listens) >= options.max_listens_total:  # R-MRTR-25\n",
+        "    if False:  # R-MRTR-25\n",
+        ("R-MRTR-25",),
+        "owners under their quota open listens past max_listens_total",
+        outside_model=_LISTEN,
+        files=_LISTEN_TESTS,
+    ),
+    Mutant(
+        "listen-end-keeps-its-place",
+        REDUCER,
+        "    held = d.owner_listens[owner] - 1\n",
+        "    held = d.owner_listens[owner]\n",
+        ("R-MRTR-26",),
+        "an ended listen still counts against its owner: a client is locked out by gone streams",
+        outside_model=_LISTEN,
+        files=_LISTEN_TESTS,
+    ),
+    Mutant(
+        "listen-counts-by-scanning",
+        REDUCER,
+        "    mine = d.conn_listens.get(conn, ())\n",
+        "    mine = tuple((key[1], owner) for key in d.listens if key[0] == conn)\n",
+        ("R-MRTR-27",),
+        "a listen's connection share is counted by scanning every open listen (the same answer)",
+        outside_model=_LISTEN,
+        files=_LISTEN_TESTS,
     ),
     # --- a callback's own input-required rounds (spec/modern.md, R-MRTR-20 ..) ----------------
     Mutant(

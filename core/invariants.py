@@ -166,6 +166,7 @@ def check_invariants(state: State) -> None:
         _fail("R-INV-2", "a caller with calls has no index entry")
     _check_client_requests(state)
     _check_stateless(state)
+    _check_listens(state)
 
 
 def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
@@ -219,6 +220,23 @@ def _check_stateless(state: State) -> None:
         entry = store.closed.get(nid)
         if entry is None or entry[2] != pos or nid in store.nonces:
             _fail("R-INV-3", f"closed nonce {nid} is not indexed once, or is still parked")
+
+
+def _check_listens(state: State) -> None:
+    """R-MRTR-25, R-MRTR-27: each connection's index of listens and each owner's count agree
+    with the listens, and no bound is passed."""
+    opts = state.options
+    indexed = {(conn, rid) for conn, mine in state.conn_listens.items() for rid, _ in mine}
+    entries = sum(map(len, state.conn_listens.values()))
+    if indexed != set(state.listens) or entries != len(indexed):
+        _fail("R-INV-3", "the connections' listens disagree with the open listens")
+    owners = Counter(owner for mine in state.conn_listens.values() for _, owner in mine)
+    if owners != Counter(dict(state.owner_listens)) or 0 in state.owner_listens.values():
+        _fail("R-INV-2", "the owners' listen counts disagree with the open listens")
+    if len(state.listens) > opts.max_listens_total:
+        _fail("R-INV-1", f"{len(state.listens)} listens over max_listens_total")
+    if any(n > opts.max_listens_per_owner for n in state.owner_listens.values()):
+        _fail("R-INV-1", "an owner holds listens over max_listens_per_owner")
 
 
 def _check_client_requests(state: State) -> None:

@@ -169,6 +169,21 @@ def method_failure(request_id: RequestId, method: str, kind: str) -> JsonObject:
     )
 
 
+LISTEN_FULL: Final[dict[str, str]] = {
+    "server": "Too many open listens on this server",
+    "owner": "Too many open listens for this client",
+    "connection": "Too many open listens on this connection",
+}
+"""What a refused ``subscriptions/listen`` says, by the bound it met (R-MRTR-25)."""
+
+
+def listen_busy(request_id: RequestId, scope: str) -> JsonObject:
+    """R-MRTR-25: a ``subscriptions/listen`` past a bound: R-ADM-5's ``server_busy`` failure,
+    naming the bound's ``scope`` (``server``, ``owner`` or ``connection``)."""
+    data = {"error": "server_busy", "method": "subscriptions/listen", "scope": scope}
+    return error(request_id, INTERNAL_ERROR, LISTEN_FULL[scope], data)
+
+
 def unknown_tool(request_id: RequestId, tool: str) -> JsonObject:
     return error(request_id, METHOD_NOT_FOUND, f"Tool not found: {tool}")
 

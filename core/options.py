@@ -68,6 +68,8 @@ class Options:
     instructions: str | None = None
     max_client_requests_per_call: int = 4
     catalog_complete: bool = False
+    max_listens_per_owner: int = 16
+    max_listens_total: int = 1024
 
     @property
     def in_flight_share(self) -> int:
@@ -96,6 +98,8 @@ _POSITIVE = (
     "callback_timeout_ms",
     "page_size",
     "max_client_requests_per_call",
+    "max_listens_per_owner",
+    "max_listens_total",
 )
 
 
@@ -143,6 +147,12 @@ def option_refusal(options: Options) -> tuple[str, object, str] | None:
             "may not exceed max_parked_elicitations_total "
             f"({options.max_parked_elicitations_total})",
         )
+    if options.max_listens_per_owner > options.max_listens_total:
+        return (
+            "max_listens_per_owner",
+            options.max_listens_per_owner,
+            f"may not exceed max_listens_total ({options.max_listens_total})",
+        )
     return None
 
 
@@ -173,7 +183,8 @@ def _obeys(options: Options, name: str) -> bool:
 
     An integer of at least 1; the per-connection share may also be None (the default) and may
     not exceed ``max_in_flight``; ``max_parked_elicitations`` may not exceed
-    ``max_parked_elicitations_total``. A bound that is not an integer breaks its own rule.
+    ``max_parked_elicitations_total``, nor ``max_listens_per_owner`` ``max_listens_total``. A
+    bound that is not an integer breaks its own rule.
     """
     value = getattr(options, name)
     if name == "max_in_flight_per_connection" and value is None:
@@ -184,5 +195,8 @@ def _obeys(options: Options, name: str) -> bool:
         return not (_is_int(options.max_in_flight) and value > options.max_in_flight)
     if name == "max_parked_elicitations":
         total = options.max_parked_elicitations_total
+        return not (_is_int(total) and value > total)
+    if name == "max_listens_per_owner":
+        total = options.max_listens_total
         return not (_is_int(total) and value > total)
     return True

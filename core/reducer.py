@@ -327,9 +327,10 @@ def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
 
 def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     """The connection went away: drop every call it owns and forget it (R-DROP-3, R-CAP-2);
-    its listens end with nothing sent (R-MRTR-19)."""
-    for key in [key for key in d.listens if key[0] == conn]:
-        d.listens = d.listens.delete(key)
+    its listens end with nothing sent (R-MRTR-19), through its own index (R-MRTR-27)."""
+    if d.conn_listens and conn in d.conn_listens:
+        for rid, _ in d.conn_listens[conn]:
+            _end_listen(d, conn, rid)
     c = d.conns.get(conn)
     if c is None:
         return
@@ -860,7 +861,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         out.append(Reply(conn, rid, complete(found, _server_info(d), True)))
         return
     if method == LISTEN:  # R-MRTR-19
-        _listen(d, conn, rid, params, out)
+        _listen(d, conn, rid, params, owner, out)
         return
     sub: Out = []
     if method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
@@ -1386,21 +1387,46 @@ def _served_statelessly(
             out.append(effect)
 
 
-def _listen(d: _Draft, conn: ConnId, rid: Any, params: JsonObject | None, out: Out) -> None:
-    """R-MRTR-19: a modern ``subscriptions/listen`` opens a listen of ``conn``, acknowledged
-    at once with the list changes it honours; or it is refused."""
+def _listen(
+    d: _Draft, conn: ConnId, rid: Any, params: JsonObject | None, owner: Hashable, out: Out
+) -> None:
+    """R-MRTR-19: a modern ``subscriptions/listen`` opens a listen of ``conn`` for ``owner``,
+    acknowledged at once with the list changes it honours; or it is refused. The bounds are
+    read off counts kept for them, not off the other listens (R-MRTR-25, R-MRTR-27)."""
     notifications = None if params is None else params.get("notifications")
     if not isinstance(notifications, dict):
         problem = "subscriptions/listen requires an object of notifications"
         out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
         return
-    held = sum(1 for key in d.listens if key[0] == conn)
-    if held >= d.options.in_flight_share:  # R-ADM-5's failure, no listen opened
-        out.append(Reply(conn, rid, _busy(rid, False, LISTEN, "")))
+    options = d.options
+    mine = d.conn_listens.get(conn, ())
+    held = d.owner_listens.get(owner, 0)
+    if len(d.listens) >= options.max_listens_total:  # R-MRTR-25
+        scope = "server"
+    elif held >= options.max_listens_per_owner:  # R-MRTR-25
+        scope = "owner"
+    elif len(mine) >= options.in_flight_share:  # R-MRTR-19
+        scope = "connection"
+    else:
+        kinds = listen_kinds(notifications)
+        d.listens = d.listens.set((conn, rid), kinds)
+        d.conn_listens = d.conn_listens.set(conn, (*mine, (rid, owner)))
+        d.owner_listens = d.owner_listens.set(owner, held + 1)
+        out.append(Push(conn, acknowledged(rid, kinds), rid))
         return
-    kinds = listen_kinds(notifications)
-    d.listens = d.listens.set((conn, rid), kinds)
-    out.append(Push(conn, acknowledged(rid, kinds), rid))
+    out.append(Reply(conn, rid, m.listen_busy(rid, scope)))
+
+
+def _end_listen(d: _Draft, conn: ConnId, rid: Any) -> None:
+    """Forgets the open listen ``(conn, rid)`` and frees its places in its connection's and
+    its owner's counts (R-MRTR-26), touching no other connection's listens (R-MRTR-27)."""
+    d.listens = d.listens.delete((conn, rid))
+    mine = d.conn_listens[conn]
+    owner = next(who for key, who in mine if key == rid)
+    rest = tuple(entry for entry in mine if entry[0] != rid)
+    d.conn_listens = d.conn_listens.set(conn, rest) if rest else d.conn_listens.delete(conn)
+    held = d.owner_listens[owner] - 1
+    d.owner_listens = d.owner_listens.set(owner, held) if held else d.owner_listens.delete(owner)
 
 
 def nonce_id(nonce: bytes) -> str:
@@ -1690,7 +1716,7 @@ def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
     if not is_request_id(request_id):
         return
     if d.listens and (conn, request_id) in d.listens:
-        d.listens = d.listens.delete((conn, request_id))  # R-MRTR-19: ended, answered nothing
+        _end_listen(d, conn, request_id)  # R-MRTR-19: ended, answered nothing
         return
     call = _open_call(d, (conn, request_id))
     if call is not None:
@@ -1715,7 +1741,7 @@ def _on_server_stopping(d: _Draft, ev: ServerStopping, out: Out) -> None:
         _stop(d, _the_call(d, key), ev.now, out)
     for conn, rid in d.listens:  # R-MRTR-19: each listen ends with its answer
         out.append(Reply(conn, rid, listen_ended(rid, _server_info(d))))
-    d.listens = Map()
+    d.listens, d.conn_listens, d.owner_listens = Map(), Map(), Map()  # R-MRTR-26
 
 
 def _stop(d: _Draft, call: Call, now: int, out: Out) -> None:

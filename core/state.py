@@ -287,8 +287,12 @@ class Variables:
     # the open calls served statelessly and how (R-MRTR-9).
     keyring: Keyring | None = None
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
-    # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
+    # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19); each
+    # connection's listens (request id and owner, in opening order) and how many listens each
+    # owner holds, so that opening or ending one reads no other (R-MRTR-25, R-MRTR-27).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
+    conn_listens: Map[ConnId, tuple[tuple[Any, Hashable], ...]] = attrs.field(factory=Map)
+    owner_listens: Map[Hashable, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=False)

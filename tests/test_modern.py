@@ -598,7 +598,11 @@ def test_R_MRTR_19_a_bad_filter_or_too_many_listens_are_refused() -> None:
     listen(h, "c", 2, {})
     listen(h, "c", 3, {})
     busy = only_reply(listen(h, "c", 4, {"toolsListChanged": True}))
-    assert busy["error"]["data"] == {"error": "server_busy", "method": "subscriptions/listen"}
+    assert busy["error"]["data"] == {
+        "error": "server_busy",
+        "method": "subscriptions/listen",
+        "scope": "connection",
+    }
     assert sorted(str(key[1]) for key in h.state.listens) == ["2", "3"]
     # Without modern _meta (or on a 2025 connection) the method does not exist.
     bare = {
