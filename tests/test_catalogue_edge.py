@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from askgate.__main__ import main
 from askgate.core import http as rules
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
@@ -196,6 +197,40 @@ def test_R_HTTP_36_mint_refuses_a_principal_at_its_quota_and_no_one_else() -> No
     table, again = rules.mint(table, random(), "alice", 0, options)
     assert isinstance(again, rules.Session)
     assert again.principal == "alice"
+
+
+def test_R_HTTP_34_R_HTTP_35_R_HTTP_36_the_bounds_are_flags_and_limits_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``askgate serve --http`` takes each bound as a flag, its default in ``--help``;
+    ``Server.run_http`` takes them as ``limits``; a value under 1 or an unknown name is refused
+    in one line, exit status 2, before anything is served."""
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for flag, default in (
+        ("--max-header-bytes", 16384),
+        ("--max-headers", 100),
+        ("--max-connections", 1000),
+        ("--max-sessions-per-principal", 128),
+    ):
+        assert flag in help_text
+        assert (
+            help_text.split(flag + " N ", 1)[1].split(" --", 1)[0].endswith(f"(default: {default})")
+        ), flag
+        assert main(["serve", "--demo", "--http", "127.0.0.1:0", flag, "0"]) == 2
+        assert capsys.readouterr().err == f"askgate: {flag} wants N >= 1, got 0\n"
+        assert main(["serve", "--demo", flag, "5"]) == 2
+        assert capsys.readouterr().err == (
+            f"askgate: {flag} applies to --http only (stdio has no network)\n"
+        )
+    server = build_demo(configured=True)
+    assert server.run_http(port=0, limits={"max_bogus": 1}) == 2
+    assert capsys.readouterr().err == (
+        "askgate refuses to start: limits: no such bound 'max_bogus'\n"
+    )
+    assert server.run_http(port=0, limits={"max_connections": 0}) == 2
+    assert capsys.readouterr().err == ("askgate refuses to start: max_connections=0 must be >= 1\n")
 
 
 # -- the bounds, live ----------------------------------------------------------------------------

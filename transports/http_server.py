@@ -918,6 +918,18 @@ def serve_http(
         print(bound, file=sys.stderr)
         return 2
     port = bound.getsockname()[1]  # the port bound, when 0 asked for any
+    import attrs  # noqa: PLC0415
+
+    bounds = set(attrs.fields_dict(rules.HttpOptions)) - {
+        "port",
+        "allowed_hosts",
+        "allowed_origins",
+    }
+    unknown = sorted(set(limits or {}) - bounds)
+    if unknown:
+        bound.close()
+        print(f"askgate refuses to start: limits: no such bound {unknown[0]!r}", file=sys.stderr)
+        return 2
     try:
         options = rules.HttpOptions(
             port=port,
