@@ -284,6 +284,41 @@ async def test_R_HTTP_34_more_header_fields_than_the_bound_is_431_and_the_next_i
 
 
 @pytest.mark.anyio
+async def test_R_HTTP_34_a_trailer_section_over_the_bound_closes_the_connection() -> None:
+    """A chunked POST whose trailer section never ends (httptools would hold the line whole
+    until the body deadline) has its connection closed once a read of it passes the bound; a
+    small trailer section is served."""
+    async with served(body_timeout_ms=60_000) as (app, port):
+        chunked = head(port).replace(
+            b"Content-Length: %d\r\n" % len(INIT), b"Transfer-Encoding: chunked\r\n"
+        )
+        body = b"%x\r\n%b\r\n0\r\n" % (len(INIT), INIT)
+
+        def endless_trailer() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(chunked + body + b"X-Trailer: ")
+                answer = b""
+                try:
+                    for _ in range(64):  # at most 4 MiB: the bound is 16 KiB
+                        client.sendall(b"a" * 65536)
+                    while chunk := client.recv(65536):
+                        answer += chunk
+                except (ConnectionResetError, BrokenPipeError):  # the close, as a reset: the
+                    pass  # client was still writing (a timeout is no close: it fails)
+                return answer
+
+        with anyio.fail_after(DEADLINE):
+            status, _, answer = await anyio.to_thread.run_sync(
+                exchange, port, chunked + body + b"X-Small: 1\r\n\r\n"
+            )
+            assert status == 200, answer
+            assert await anyio.to_thread.run_sync(endless_trailer) == b""  # closed, unanswered
+            status, _, answer = await anyio.to_thread.run_sync(exchange, port, head(port) + INIT)
+            assert status == 200, answer
+        assert len(app.sessions) == 2
+
+
+@pytest.mark.anyio
 async def test_R_HTTP_35_connections_past_the_bound_are_refused_503_until_one_closes() -> None:
     async with served(max_connections=2) as (app, port):
         with anyio.fail_after(DEADLINE):

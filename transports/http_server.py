@@ -337,7 +337,8 @@ def header_deadline_protocol(
         _head_bytes = 0  # of the head being read: its target and whole lines (R-HTTP-34)
         _head_fields = 0  # of the head being read: its header fields
         _head_read = 0  # of the head being read: the bytes of reads that neither began nor ended it
-        _head_began = False  # the read being parsed began a head
+        _head_began = False  # the read being parsed began a head (or a trailer section)
+        _trailer = False  # a chunked body's last chunk may have begun: its trailer section
         _refusal: rules.Rejection | None = None  # what a parser callback refused (R-HTTP-34)
         _refused = False  # answered a refusal: what comes is discarded until the close
         _admitted = False  # counted among the admitted connections (R-HTTP-35)
@@ -416,6 +417,8 @@ def header_deadline_protocol(
                 if refused is not None:
                     self._refuse(refused)
                     return
+            elif self._trailer and not self._head_began and not self.transport.is_closing():
+                self._trailer_read(len(data))
             cycle = self._deferred
             if cycle is not None:  # its body did not come whole in this read
                 self._deferred = None
@@ -446,6 +449,33 @@ def header_deadline_protocol(
                 self._deferred = cycle  # started at the read's end unless answered before
                 return
             super()._start_asgi_task(cycle, app)
+
+        def _trailer_read(self, nbytes: int) -> None:
+            """A read inside a chunked body's trailer section, bounded as a head is (R-HTTP-34);
+            the request's answer may have begun, so one over the bound closes the
+            connection, as a late head does."""
+            self._head_read += nbytes
+            refused = rules.header_block_too_large(
+                max(self._head_read, self._head_bytes), self._head_fields, bounds
+            )
+            if refused is not None:
+                self._trailer = False
+                logger.info("closed a connection: %s (its trailer section)", refused.reason)
+                self.transport.close()
+
+        def on_chunk_header(self) -> None:
+            # httptools' own callback (uvicorn has none): a chunk's size line was read; when
+            # no body byte follows, it was the last chunk and its trailer section comes.
+            self._trailer = True
+            self._head_began = True  # this read's bytes before it are body: not counted
+            self._head_bytes = self._head_fields = self._head_read = 0
+
+        def on_chunk_complete(self) -> None:
+            self._trailer = False
+
+        def on_body(self, body: bytes) -> None:
+            self._trailer = False  # the chunk carries data: not the last
+            super().on_body(body)
 
         def on_url(self, url: bytes) -> None:
             self._head_bytes += len(url)  # R-HTTP-34
