@@ -271,10 +271,10 @@ def body_too_large(received: int, options: HttpOptions) -> bool:
 
 
 def header_block_too_large(received: int, fields: int, options: HttpOptions) -> Rejection | None:
-    """R-HTTP-34: the answer to a request head of which ``received`` bytes (the request target
-    and each header line as ``name: value`` and its line end, or the bytes read of a head not
-    yet whole) and ``fields`` header fields have arrived, when that is over a bound; else
-    ``None``."""
+    """R-HTTP-34: the answer to a request head of which ``received`` bytes (of a whole head:
+    its request line, ``name: value`` lines and blank line; of a head not yet whole: the bytes
+    read of it) and ``fields`` header fields have arrived, when that is over a bound; else
+    ``None``. Also the verdict on a chunked body's trailer section."""
     if received > options.max_header_bytes:
         return Rejection(
             431,

@@ -273,12 +273,14 @@ def header_deadline_protocol(
 
     It bounds each request head by ``limits``' ``max_header_bytes`` and ``max_headers``
     (R-HTTP-34, :func:`askgate.core.http.header_block_too_large`; default
-    :class:`~askgate.core.http.HttpOptions`'): the bytes of the target and of each header line
-    (as ``name: value`` and its line end) and the fields are counted as httptools hands them
-    over and judged when the head is whole; the bytes of every read that neither begins nor ends
-    a head are counted too, judged after each such read, so a line that never ends is refused
-    at most one read past the bound (httptools holds an unfinished line whole). It admits at
-    most ``max_connections`` connections at once (R-HTTP-35,
+    :class:`~askgate.core.http.HttpOptions`'): a whole head is judged on the bytes of the reads
+    that brought it (a request in one read costs no counting), and when they are over, on its
+    own size (request line, ``name: value`` lines, blank line), with its fields; the bytes of
+    every read that neither begins nor ends a head are counted too, judged after each such read,
+    so a line that never ends is refused at most one read past the bound (httptools holds an
+    unfinished line whole). A chunked body's trailer section is judged the same way, read by
+    read (``on_chunk_header``: what follows a chunk with no data), and closes the connection.
+    It admits at most ``max_connections`` connections at once (R-HTTP-35,
     :func:`askgate.core.http.connection_refused`). A refusal is written at once with
     ``connection: close``, then what the client still sends is read and discarded (not parsed,
     not copied) until it leaves or the header deadline passes.
@@ -334,11 +336,12 @@ def header_deadline_protocol(
         _idle_due: float | None = None  # when the idle connection is closed; None: not idle
         _proxied = False  # the request has an X-Forwarded-* header (uvicorn's proxy middleware)
         _sink: _ChunkSink | None = None  # the SSE response written without a task, if any
-        _head_bytes = 0  # of the head being read: its target and whole lines (R-HTTP-34)
-        _head_fields = 0  # of the head being read: its header fields
+        _read_len = 0  # the bytes of the read being parsed (R-HTTP-34)
+        _head_first = 0  # the bytes of the read that began the head being read
         _head_read = 0  # of the head being read: the bytes of reads that neither began nor ended it
         _head_began = False  # the read being parsed began a head (or a trailer section)
         _trailer = False  # a chunked body's last chunk may have begun: its trailer section
+        _trailer_from = 0  # the fields before the trailer section (uvicorn appends to them)
         _refusal: rules.Rejection | None = None  # what a parser callback refused (R-HTTP-34)
         _refused = False  # answered a refusal: what comes is discarded until the close
         _admitted = False  # counted among the admitted connections (R-HTTP-35)
@@ -402,23 +405,22 @@ def header_deadline_protocol(
             if self._refused:
                 return
             self._head_began = False
+            self._read_len = len(data)
             super().data_received(data)
-            if self._refused:
-                return
-            if (
-                self._due is not None  # R-HTTP-34: a read inside one head
-                and not self._head_began
-                and not self.transport.is_closing()
-            ):
+            if self._refused or self._head_began or self.transport.is_closing():
+                pass  # refused, or the read that began a head is judged when it is whole
+            elif self._due is not None:  # R-HTTP-34: a read inside one head, still unfinished
                 self._head_read += len(data)
                 refused = rules.header_block_too_large(
-                    max(self._head_read, self._head_bytes), self._head_fields, bounds
+                    self._head_read, len(self.headers or ()), bounds
                 )
                 if refused is not None:
                     self._refuse(refused)
                     return
-            elif self._trailer and not self._head_began and not self.transport.is_closing():
+            elif self._trailer:
                 self._trailer_read(len(data))
+            if self._refused:
+                return
             cycle = self._deferred
             if cycle is not None:  # its body did not come whole in this read
                 self._deferred = None
@@ -455,9 +457,8 @@ def header_deadline_protocol(
             the request's answer may have begun, so one over the bound closes the
             connection, as a late head does."""
             self._head_read += nbytes
-            refused = rules.header_block_too_large(
-                max(self._head_read, self._head_bytes), self._head_fields, bounds
-            )
+            fields = len(self.headers) - self._trailer_from
+            refused = rules.header_block_too_large(self._head_read, fields, bounds)
             if refused is not None:
                 self._trailer = False
                 logger.info("closed a connection: %s (its trailer section)", refused.reason)
@@ -468,35 +469,28 @@ def header_deadline_protocol(
             # no body byte follows, it was the last chunk and its trailer section comes.
             self._trailer = True
             self._head_began = True  # this read's bytes before it are body: not counted
-            self._head_bytes = self._head_fields = self._head_read = 0
+            self._head_read = 0
+            self._trailer_from = len(self.headers)
 
         def on_chunk_complete(self) -> None:
             self._trailer = False
 
-        def on_body(self, body: bytes) -> None:
+        def on_body(self, body: bytes, _on_body: Any = HttpToolsProtocol.on_body) -> None:
             self._trailer = False  # the chunk carries data: not the last
-            super().on_body(body)
-
-        def on_url(self, url: bytes) -> None:
-            self._head_bytes += len(url)  # R-HTTP-34
-            super().on_url(url)
+            _on_body(self, body)
 
         def on_header(self, name: bytes, value: bytes) -> None:
             # uvicorn's own (whatever the installed version does with the pair), noting an
             # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
-            # POST) and counting it (R-HTTP-34). Replaced below by _on_header_inline when that
-            # does what the installed uvicorn's does.
-            self._head_bytes += len(name) + len(value) + 4
-            self._head_fields += 1
+            # POST). Replaced below by _on_header_inline when that does what the installed
+            # uvicorn's does.
             super().on_header(name, value)
             if name[:12].lower() == b"x-forwarded-":
                 self._proxied = True
 
         def _on_header_inline(self, name: bytes, value: bytes) -> None:
             # uvicorn 0.55's on_header and the X-Forwarded-* note in one call (a request's
-            # every header comes through here), and its count (R-HTTP-34)
-            self._head_bytes += len(name) + len(value) + 4
-            self._head_fields += 1
+            # every header comes through here)
             name = name.lower()
             value = value.rstrip(b" \t")
             if name == b"expect" and value.lower() == b"100-continue":
@@ -508,7 +502,8 @@ def header_deadline_protocol(
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._proxied = False
-            self._head_bytes = self._head_fields = self._head_read = 0
+            self._head_read = 0
+            self._head_first = self._read_len
             self._head_began = True
             self._idle_due = None  # a request began: the connection is not idle (a response
             # answered at once, before the read's next request was parsed, may have set it)
@@ -518,8 +513,15 @@ def header_deadline_protocol(
                     self._timer = self.loop.call_at(due, self._expired)
 
         def on_headers_complete(self) -> None:
-            refused = rules.header_block_too_large(self._head_bytes, self._head_fields, bounds)
-            if refused is not None:  # R-HTTP-34: parsing stops; send_400_response answers it
+            # R-HTTP-34: judged first on the bytes of the reads that brought the head (more
+            # than the head: a request in one read is judged once, without counting), then,
+            # when that is over, on the head itself.
+            fields = len(self.headers)
+            read = self._head_first + self._head_read + self._read_len
+            refused = rules.header_block_too_large(read, fields, bounds)
+            if refused is not None:
+                refused = rules.header_block_too_large(self._head_size(), fields, bounds)
+            if refused is not None:  # parsing stops; send_400_response answers it
                 self._refusal = refused
                 raise _HeadRefusedError(refused.reason)
             self._due = None
@@ -530,6 +532,12 @@ def header_deadline_protocol(
                 super().on_headers_complete()
             finally:
                 self._deferring = False
+
+        def _head_size(self) -> int:
+            """The bytes of the whole head just parsed as a client writing it plainly sends
+            them: request line, ``name: value`` lines, blank line (R-HTTP-34)."""
+            line = len(self.parser.get_method()) + len(self.url) + len(b"  HTTP/1.1\r\n")
+            return line + sum(len(n) + len(v) + 4 for n, v in self.headers) + 2
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
@@ -816,10 +824,6 @@ _HEADER_PROBES: Final = (
 that they make the same headers and the same ``Expect`` verdict."""
 
 
-_OURS: Final = frozenset({"_proxied", "_head_bytes", "_head_fields"})
-"""What askgate's ``on_header`` notes besides uvicorn's: left out of the comparison."""
-
-
 def _same_headers(
     uvicorn_on_header: Callable[[Any, bytes, bytes], None],
     inline: Callable[[Any, bytes, bytes], None],
@@ -827,15 +831,13 @@ def _same_headers(
     """Whether ``inline`` does with every probe pair what the installed uvicorn's
     ``on_header`` does: every attribute it sets on the probe (the headers list,
     ``expect_100_continue``, and any a newer uvicorn adds), leaving out our own X-Forwarded-*
-    note and count."""
+    note."""
 
     class Probe:
         def __init__(self) -> None:
             self.headers: list[tuple[bytes, bytes]] = []
             self.expect_100_continue = False
             self._proxied = False
-            self._head_bytes = 0
-            self._head_fields = 0
 
     for pairs in (_HEADER_PROBES, _HEADER_PROBES[3:], _HEADER_PROBES[:1]):
         theirs, ours = Probe(), Probe()
@@ -845,8 +847,8 @@ def _same_headers(
                 inline(ours, name, value)
         except Exception:  # any difference, even a failure, means "not the same"
             return False
-        set_by_them = {k: v for k, v in vars(theirs).items() if k not in _OURS}
-        if set_by_them != {k: v for k, v in vars(ours).items() if k not in _OURS}:
+        set_by_them = {k: v for k, v in vars(theirs).items() if k != "_proxied"}
+        if set_by_them != {k: v for k, v in vars(ours).items() if k != "_proxied"}:
             return False
     return True
 
