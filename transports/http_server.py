@@ -375,6 +375,11 @@ def header_deadline_protocol(
             assert out is not None
             self._refused = True
             self._deferred = self._polled = None
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:  # a pipelined request's:
+                logger.info("closed a connection: %s", rejection.reason)  # no answer can go
+                out.close()  # between the bytes of the one being written
+                return
             status, body, content_type, extra = refusal(rejection, [(b"connection", b"close")])
             content = [STATUS_LINE[status]]
             for name, value in (
