@@ -63,8 +63,30 @@ _OPTION_FLAGS = (
     ("--max-listens-total", "max_listens_total", "open subscriptions/listen streams in total"),
 )
 
+_HTTP_LIMIT_FLAGS = (
+    (
+        "--max-header-bytes",
+        "max_header_bytes",
+        "HTTP: the bytes of a request's head (target and header lines); past them 431",
+    ),
+    ("--max-headers", "max_headers", "HTTP: the header fields of a request; past them 431"),
+    (
+        "--max-connections",
+        "max_connections",
+        "HTTP: connections open at once; one more is answered 503 and closed",
+    ),
+    (
+        "--max-sessions-per-principal",
+        "max_sessions_per_principal",
+        "HTTP: sessions one principal holds at once; its next initialize is 429",
+    ),
+)
+"""``askgate serve --http``'s bounds (spec/http.md R-HTTP-34 .. R-HTTP-36): flag, the
+:class:`askgate.core.http.HttpOptions` field it sets, what it bounds."""
+
 HTTP_ONLY = ("--auth", "--tokens", "--allow-origin", "--allow-host", "--banner")
-"""Flags that mean something over ``--http`` only; given without it they are refused."""
+"""Flags that mean something over ``--http`` only; given without it they are refused (and
+so are those of :data:`_HTTP_LIMIT_FLAGS`)."""
 
 EXIT_STATUS = """\
 exit status:
@@ -87,6 +109,13 @@ def _option_default(dest: str) -> str:
     if default is None and dest == "max_in_flight_per_connection":
         return "half of --max-in-flight, at least 1"
     return str(default)
+
+
+def _http_default(dest: str) -> str:
+    """The default of HTTP option ``dest`` (``askgate.core.http.HttpOptions``), for --help."""
+    from askgate.core import http as rules
+
+    return str(getattr(rules, "DEFAULT_" + dest.upper()))
 
 
 _columns: list[int] = []
@@ -196,6 +225,14 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
             type=int,
             metavar="N",
             help=f"{text} (default: {_option_default(dest)})",
+        )
+    for flag, dest, text in _HTTP_LIMIT_FLAGS:
+        serve.add_argument(
+            flag,
+            dest=dest,
+            type=int,
+            metavar="N",
+            help=f"{text} (default: {_http_default(dest)})",
         )
     serve.add_argument(
         "--backend",
@@ -609,7 +646,8 @@ def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
             "--allow-host": args.allow_host is not None,
             "--banner": args.banner,
         }
-        for flag in HTTP_ONLY:
+        given |= {flag: getattr(args, dest) is not None for flag, dest, _ in _HTTP_LIMIT_FLAGS}
+        for flag in (*HTTP_ONLY, *(flag for flag, _, _ in _HTTP_LIMIT_FLAGS)):
             if given[flag]:
                 raise StartError(f"askgate: {flag} applies to --http only (stdio has no network)")
     elif args.backend not in _http_backends():
@@ -723,6 +761,15 @@ def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:
     if isinstance(where, str):  # R-HTTP-13
         print(where, file=sys.stderr)
         return 2
+    limits = {}
+    for flag, dest, _ in _HTTP_LIMIT_FLAGS:
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if value < 1:
+            print(f"askgate: {flag} wants N >= 1, got {value}", file=sys.stderr)
+            return 2
+        limits[dest] = value
     auth: Any = None
     if auth_kind != "none":
         auth = BearerAuth(tokens) if auth_kind == "bearer" else ApiKeyAuth(tokens)
@@ -735,6 +782,7 @@ def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:
         allowed_hosts=args.allow_host or (),
         log_level=args.log_level,
         banner=what if args.banner else None,
+        limits=limits,
     )
 
 

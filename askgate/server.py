@@ -950,6 +950,7 @@ class Server:
         backend: str = "asyncio",
         log_level: str = "warning",
         banner: bool = False,
+        limits: Mapping[str, int] | None = None,
     ) -> int:
         """Serves Streamable HTTP on ``host:port`` (endpoint ``/mcp``, and the 2024-11-05
         HTTP+SSE pair) with uvicorn until SIGINT (Ctrl-C) or SIGTERM, the code path of
@@ -966,7 +967,11 @@ class Server:
         ``ApiKeyAuth(tokens)``); ``allowed_origins`` and ``allowed_hosts`` add to the loopback
         names the Origin and Host checks admit. ``backend`` is ``"asyncio"`` (uvicorn runs on
         nothing else); ``log_level`` is uvicorn's and ``banner`` prints the URL and an MCP
-        client configuration on standard error.
+        client configuration on standard error. ``limits`` sets the transport's bounds by
+        :class:`askgate.core.http.HttpOptions` field name, e.g. ``{"max_header_bytes": 16384,
+        "max_headers": 100, "max_connections": 1000, "max_sessions_per_principal": 128}`` (the
+        defaults; spec/http.md R-HTTP-34 .. R-HTTP-36); an unknown name or a value under 1 is
+        refused as above.
         """
         # uvicorn is imported when HTTP is served, not by every `import askgate`
         from askgate.transports.http_server import run_http  # noqa: PLC0415
@@ -995,6 +1000,7 @@ class Server:
             backend=backend,
             log_level=log_level,
             banner=banner,
+            limits=limits,
         )
 
     def audit(

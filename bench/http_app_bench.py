@@ -195,7 +195,8 @@ async def prepare(
     ``sites``), or with ``parked``, beside ``idle`` untraced sessions and the total cap of calls
     parked on them (how many goes into ``memory``); warmed up on one more session."""
     server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
-    limit = HttpOptions(max_sessions=max(1024, idle + 2))
+    room = max(1024, idle + 2)  # every idle session is local's (R-HTTP-36's quota raised too)
+    limit = HttpOptions(max_sessions=room, max_sessions_per_principal=room)
     app = HttpApp(server, options=limit, auth=by_user if parked else None)
     await stack.enter_async_context(app.running())
     if parked:  # untraced: the headers kept to park on would count as the sessions' bytes
@@ -244,7 +245,8 @@ async def rss_child(idle: int) -> None:
     """Child mode: one session opened first (one-time allocations), then ``idle`` more; prints
     the resident set's growth over those, in bytes (-1 without /proc)."""
     server = build_demo(configured=True, max_in_flight=64, max_in_flight_per_connection=32)
-    app = HttpApp(server, options=HttpOptions(max_sessions=max(1024, idle + 2)))
+    room = max(1024, idle + 2)  # every idle session is local's (R-HTTP-36's quota raised too)
+    app = HttpApp(server, options=HttpOptions(max_sessions=room, max_sessions_per_principal=room))
     async with app.running():
         await open_session(app)
         before = rss_bytes()

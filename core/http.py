@@ -49,6 +49,14 @@ DEFAULT_DRAIN_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_DRAIN_MS: Final = 5_000
 DEFAULT_BODY_TIMEOUT_MS: Final = 30_000
 DEFAULT_HEADER_TIMEOUT_MS: Final = 10_000
+DEFAULT_MAX_HEADER_BYTES: Final = 16 * 1024
+"""R-HTTP-34: h11's bound on a request head (uvicorn's h11 protocol), and Node's."""
+DEFAULT_MAX_HEADERS: Final = 100
+"""R-HTTP-34: Apache's ``LimitRequestFields``."""
+DEFAULT_MAX_CONNECTIONS: Final = 1000
+"""R-HTTP-35: under the 1024 descriptors a process may commonly open."""
+DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: Final = 128
+"""R-HTTP-36: an eighth of :data:`DEFAULT_MAX_SESSIONS`."""
 KEEPALIVE: Final = b": keepalive\n\n"
 
 
@@ -83,6 +91,10 @@ class HttpOptions:
     drain_ms: int = DEFAULT_DRAIN_MS
     body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS
     header_timeout_ms: int = DEFAULT_HEADER_TIMEOUT_MS
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    max_headers: int = DEFAULT_MAX_HEADERS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -99,6 +111,10 @@ class HttpOptions:
             "drain_ms",
             "body_timeout_ms",
             "header_timeout_ms",
+            "max_header_bytes",
+            "max_headers",
+            "max_connections",
+            "max_sessions_per_principal",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -252,6 +268,36 @@ def declared_too_large(headers: Mapping[str, str], options: HttpOptions) -> bool
 def body_too_large(received: int, options: HttpOptions) -> bool:
     """R-HTTP-5: the bytes actually received so far exceed the cap."""
     return received > options.max_body
+
+
+def header_block_too_large(received: int, fields: int, options: HttpOptions) -> Rejection | None:
+    """R-HTTP-34: the answer to a request head of which ``received`` bytes (of a whole head:
+    its request line, ``name: value`` lines and blank line; of a head not yet whole: the bytes
+    read of it) and ``fields`` header fields have arrived, when that is over a bound; else
+    ``None``. Also the verdict on a chunked body's trailer section."""
+    if received > options.max_header_bytes:
+        return Rejection(
+            431,
+            "Request Header Fields Too Large: the request head is over "
+            f"{options.max_header_bytes} bytes",
+        )
+    if fields > options.max_headers:
+        return Rejection(
+            431, f"Request Header Fields Too Large: more than {options.max_headers} header fields"
+        )
+    return None
+
+
+TOO_MANY_CONNECTIONS: Final = Rejection(503, "Service Unavailable: too many open connections")
+"""R-HTTP-35: the answer to a connection past ``max_connections``."""
+
+
+def connection_refused(admitted: int, options: HttpOptions) -> Rejection | None:
+    """R-HTTP-35: the answer to a new connection while ``admitted`` connections are open (not
+    counting it), when it would be one too many; else ``None`` (it is admitted)."""
+    if admitted >= options.max_connections:
+        return TOO_MANY_CONNECTIONS
+    return None
 
 
 BODY_TIMEOUT: Final = Rejection(408, "Request Timeout: the body did not arrive in time")
@@ -555,15 +601,27 @@ class Sessions:
         return len(self.by_id)
 
 
+PRINCIPAL_SESSIONS: Final = Rejection(
+    429, "Too Many Requests: too many sessions for this principal"
+)
+"""R-HTTP-36: the answer to an ``initialize`` of a principal holding its quota of sessions."""
+
+
 def mint(
     table: Sessions, random: bytes, principal: str, now: int, options: HttpOptions
 ) -> tuple[Sessions, Session | Rejection]:
     """R-HTTP-8: a new session for ``principal``; its id is made from ``random`` alone
-    (at least 16 bytes from the shell's ``secrets``), visible ASCII only."""
+    (at least 16 bytes from the shell's ``secrets``), visible ASCII only. Refused 503 at
+    ``max_sessions`` in all, 429 at ``max_sessions_per_principal`` of this principal's
+    (R-HTTP-36; counted only once the table holds that many, so a small table costs nothing)."""
     if len(random) < MIN_SESSION_ENTROPY:
         raise ValueError("a session id needs at least 16 random bytes")
-    if len(table.by_id) >= options.max_sessions:
+    held = len(table.by_id)
+    if held >= options.max_sessions:
         return table, Rejection(503, "Service Unavailable: too many sessions")
+    quota = options.max_sessions_per_principal
+    if held >= quota and sum(s.principal == principal for s in table.by_id.values()) >= quota:
+        return table, PRINCIPAL_SESSIONS
     sid = base64.urlsafe_b64encode(random).rstrip(b"=").decode("ascii")
     if sid in table.by_id:
         raise ValueError("session id collision: the random bytes were reused")

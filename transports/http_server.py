@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any, Final, cast
 
@@ -35,7 +35,7 @@ from askgate.core import OptionError
 from askgate.core import http as rules
 from askgate.core.loop import LOOP_ENV, event_loop
 
-from .asgi import BODY_WHOLE, Whole, whole_headers
+from .asgi import BODY_WHOLE, Whole, refusal, whole_headers
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving
 from .http import ENDPOINT, DirectStream, HttpApp
@@ -257,11 +257,33 @@ def _served_app(loaded: object) -> HttpApp | None:
     return loaded if isinstance(loaded, HttpApp) else None
 
 
-def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
+class _HeadRefusedError(Exception):
+    """Raised by a parser callback to stop parsing a request head over a bound (R-HTTP-34):
+    httptools ends the read and uvicorn's ``send_400_response`` is asked to answer, which
+    answers the refusal noted instead."""
+
+
+def header_deadline_protocol(
+    header_timeout_ms: int, limits: rules.HttpOptions | None = None
+) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, closing a connection whose request headers did not arrive
     whole within ``header_timeout_ms`` of the connection's opening or of the request's first
     byte (R-HTTP-25); uvicorn has no such deadline of its own. Between requests uvicorn's
     keep-alive timeout applies, and once the headers are in, the app's body deadline.
+
+    It bounds each request head by ``limits``' ``max_header_bytes`` and ``max_headers``
+    (R-HTTP-34, :func:`askgate.core.http.header_block_too_large`; default
+    :class:`~askgate.core.http.HttpOptions`'): a whole head is judged on the bytes of the reads
+    that brought it (a request in one read costs no counting), and when they are over, on its
+    own size (request line, ``name: value`` lines, blank line), with its fields; the bytes of
+    every read that neither begins nor ends a head are counted too, judged after each such read,
+    so a line that never ends is refused at most one read past the bound (httptools holds an
+    unfinished line whole). A chunked body's trailer section is judged the same way, read by
+    read (``on_chunk_header``: what follows a chunk with no data), and closes the connection.
+    It admits at most ``max_connections`` connections at once (R-HTTP-35,
+    :func:`askgate.core.http.connection_refused`). A refusal is written at once with
+    ``connection: close``, then what the client still sends is read and discarded (not parsed,
+    not copied) until it leaves or the header deadline passes.
 
     It is also a buffered protocol: asyncio reads into one kept buffer and the protocol is
     given a copy of exactly the bytes read. A plain protocol's reads each allocate 256 KiB and
@@ -299,6 +321,8 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
     )
 
     seconds = header_timeout_ms / 1000
+    bounds = limits if limits is not None else rules.HttpOptions()
+    admitted = [0]  # the connections open and admitted (R-HTTP-35)
 
     class HeaderDeadline(HttpToolsProtocol, asyncio.BufferedProtocol):
         _timer: asyncio.TimerHandle | None = None
@@ -312,23 +336,96 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         _idle_due: float | None = None  # when the idle connection is closed; None: not idle
         _proxied = False  # the request has an X-Forwarded-* header (uvicorn's proxy middleware)
         _sink: _ChunkSink | None = None  # the SSE response written without a task, if any
+        _read_len = 0  # the bytes of the read being parsed (R-HTTP-34)
+        _head_first = 0  # the bytes of the read that began the head being read
+        _head_read = 0  # of the head being read: the bytes of reads that neither began nor ended it
+        _head_began = False  # the read being parsed began a head (or a trailer section)
+        _trailer = False  # a chunked body's last chunk may have begun: its trailer section
+        _trailer_from = 0  # the fields before the trailer section (uvicorn appends to them)
+        _refusal: rules.Rejection | None = None  # what a parser callback refused (R-HTTP-34)
+        _refused = False  # answered a refusal: what comes is discarded until the close
+        _admitted = False  # counted among the admitted connections (R-HTTP-35)
 
         def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002
             return _READ_BUFFER
 
         def buffer_updated(self, nbytes: int) -> None:
-            self.data_received(_READ_BUFFER[:nbytes].tobytes())
+            if not self._refused:  # a refused connection's bytes are discarded uncopied
+                self.data_received(_READ_BUFFER[:nbytes].tobytes())
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
             self._out = _HeadWithBody(self.transport, self.loop)
             self.transport = cast(asyncio.Transport, self._out)
+            self._arm()
+            refused = rules.connection_refused(admitted[0], bounds)  # R-HTTP-35
+            if refused is not None:
+                self._refuse(refused)
+                return
+            admitted[0] += 1
+            self._admitted = True
             if self.limit_concurrency is None and not self.access_log:
                 self._whole = _served_app(self.app)
-            self._arm()
+
+        def _refuse(self, rejection: rules.Rejection) -> None:
+            """Answers ``rejection`` at once, ``connection: close``, and ends the writing side;
+            what the client still sends is discarded until it leaves or the header deadline
+            passes (a lingering close: R-HTTP-34, R-HTTP-35)."""
+            out = self._out
+            assert out is not None
+            self._refused = True
+            self._deferred = self._polled = None
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:  # a pipelined request's:
+                logger.info("closed a connection: %s", rejection.reason)  # no answer can go
+                out.close()  # between the bytes of the one being written
+                return
+            status, body, content_type, extra = refusal(rejection, [(b"connection", b"close")])
+            content = [STATUS_LINE[status]]
+            for name, value in (
+                *self.server_state.default_headers,
+                *whole_headers(body, content_type, extra),
+            ):
+                content += (name, b": ", value, b"\r\n")
+            content += (b"\r\n", body)
+            out.flush()  # nothing held goes after the refusal
+            out.unhold()
+            out.write(b"".join(content))
+            if out.can_write_eof():
+                out.write_eof()  # the client reads the answer, then the end
+            else:
+                out.close()
+            self._due = None
+            self._arm()  # the linger ends at the header deadline at the latest
+
+        def send_400_response(self, msg: str) -> None:
+            refused = self._refusal
+            if refused is None:
+                super().send_400_response(msg)
+                return
+            self._refusal = None
+            self._refuse(refused)
 
         def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            self._head_began = False
+            self._read_len = len(data)
             super().data_received(data)
+            if self._refused or self._head_began or self.transport.is_closing():
+                pass  # refused, or the read that began a head is judged when it is whole
+            elif self._due is not None:  # R-HTTP-34: a read inside one head, still unfinished
+                self._head_read += len(data)
+                refused = rules.header_block_too_large(
+                    self._head_read, len(self.headers or ()), bounds
+                )
+                if refused is not None:
+                    self._refuse(refused)
+                    return
+            elif self._trailer:
+                self._trailer_read(len(data))
+            if self._refused:
+                return
             cycle = self._deferred
             if cycle is not None:  # its body did not come whole in this read
                 self._deferred = None
@@ -360,6 +457,33 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 return
             super()._start_asgi_task(cycle, app)
 
+        def _trailer_read(self, nbytes: int) -> None:
+            """A read inside a chunked body's trailer section, bounded as a head is (R-HTTP-34);
+            the request's answer may have begun, so one over the bound closes the
+            connection, as a late head does."""
+            self._head_read += nbytes
+            fields = len(self.headers) - self._trailer_from
+            refused = rules.header_block_too_large(self._head_read, fields, bounds)
+            if refused is not None:
+                self._trailer = False
+                logger.info("closed a connection: %s (its trailer section)", refused.reason)
+                self.transport.close()
+
+        def on_chunk_header(self) -> None:
+            # httptools' own callback (uvicorn has none): a chunk's size line was read; when
+            # no body byte follows, it was the last chunk and its trailer section comes.
+            self._trailer = True
+            self._head_began = True  # this read's bytes before it are body: not counted
+            self._head_read = 0
+            self._trailer_from = len(self.headers)
+
+        def on_chunk_complete(self) -> None:
+            self._trailer = False
+
+        def on_body(self, body: bytes, _on_body: Any = HttpToolsProtocol.on_body) -> None:
+            self._trailer = False  # the chunk carries data: not the last
+            _on_body(self, body)
+
         def on_header(self, name: bytes, value: bytes) -> None:
             # uvicorn's own (whatever the installed version does with the pair), noting an
             # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
@@ -383,6 +507,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._proxied = False
+            self._head_read = 0
+            self._head_first = self._read_len
+            self._head_began = True
             self._idle_due = None  # a request began: the connection is not idle (a response
             # answered at once, before the read's next request was parsed, may have set it)
             if self._due is None:  # _arm, inline: every request passes here
@@ -391,6 +518,17 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                     self._timer = self.loop.call_at(due, self._expired)
 
         def on_headers_complete(self) -> None:
+            # R-HTTP-34: judged first on the bytes of the reads that brought the head (more
+            # than the head: a request in one read is judged once, without counting), then,
+            # when that is over, on the head itself.
+            fields = len(self.headers)
+            read = self._head_first + self._head_read + self._read_len
+            refused = rules.header_block_too_large(read, fields, bounds)
+            if refused is not None:
+                refused = rules.header_block_too_large(self._head_size(), fields, bounds)
+            if refused is not None:  # parsing stops; send_400_response answers it
+                self._refusal = refused
+                raise _HeadRefusedError(refused.reason)
             self._due = None
             if self._out is not None:
                 self._out.hold_next()  # the next write is this request's response head
@@ -399,6 +537,12 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
                 super().on_headers_complete()
             finally:
                 self._deferring = False
+
+        def _head_size(self) -> int:
+            """The bytes of the whole head just parsed as a client writing it plainly sends
+            them: request line, ``name: value`` lines, blank line (R-HTTP-34)."""
+            line = len(self.parser.get_method()) + len(self.url) + len(b"  HTTP/1.1\r\n")
+            return line + sum(len(n) + len(v) + 4 for n, v in self.headers) + 2
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
@@ -632,6 +776,9 @@ def header_deadline_protocol(header_timeout_ms: int) -> type[asyncio.Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._due = None
+            if self._admitted:
+                self._admitted = False
+                admitted[0] -= 1
             if self._out is not None:
                 self._out.discard()  # the connection is gone: nothing more can be written
             for timer in (self._timer, self._idle_timer):
@@ -779,13 +926,17 @@ def serve_http(
     allowed_hosts: Sequence[str] = (),
     log_level: str = "warning",
     banner: str | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> int:
     """Serves ``server`` over Streamable HTTP on ``host:port`` until SIGINT or SIGTERM; returns
     the exit status (0 stopped, 1 the machinery failed, 2 refused to start, the reason printed
     on standard error in one line). The listen decision (R-HTTP-13) is the caller's; this
     refuses a server that cannot start (an :class:`~askgate.core.OptionError`) and an address
     it cannot bind. ``banner``, when given, names what is served in a few lines on standard
-    error with the URL and an MCP client configuration."""
+    error with the URL and an MCP client configuration. ``limits`` sets
+    :class:`~askgate.core.http.HttpOptions` fields by name (``max_header_bytes``,
+    ``max_headers``, ``max_connections``, ``max_sessions_per_principal``, ...); a value it
+    refuses is a one-line refusal."""
     import uvicorn  # noqa: PLC0415  (imported when HTTP is served)
 
     try:
@@ -804,12 +955,27 @@ def serve_http(
         print(bound, file=sys.stderr)
         return 2
     port = bound.getsockname()[1]  # the port bound, when 0 asked for any
-    options = rules.HttpOptions(
-        port=port, allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins)
-    )
+    import attrs  # noqa: PLC0415
+
+    bounds = set(attrs.fields_dict(rules.HttpOptions)) - {
+        "port",
+        "allowed_hosts",
+        "allowed_origins",
+    }
+    unknown = sorted(set(limits or {}) - bounds)
+    if unknown:
+        bound.close()
+        print(f"askgate refuses to start: limits: no such bound {unknown[0]!r}", file=sys.stderr)
+        return 2
     try:
+        options = rules.HttpOptions(
+            port=port,
+            allowed_hosts=tuple(allowed_hosts),
+            allowed_origins=tuple(allowed_origins),
+            **dict(limits or {}),
+        )
         app = HttpApp(server, auth=auth, options=options)  # its guard: R-HTTP-13
-    except OptionError as refused:
+    except (OptionError, ValueError) as refused:
         bound.close()
         print(refused, file=sys.stderr)
         return 2
@@ -834,7 +1000,7 @@ def serve_http(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        http=header_deadline_protocol(options.header_timeout_ms),  # R-HTTP-25
+        http=header_deadline_protocol(options.header_timeout_ms, options),  # R-HTTP-25, 34, 35
     )
     runner = _stopping_server()(config, app)
     stopped: list[str] = []
@@ -878,6 +1044,7 @@ def run_http(
     backend: str = "asyncio",
     log_level: str = "warning",
     banner: bool = False,
+    limits: Mapping[str, int] | None = None,
 ) -> int:
     """:meth:`askgate.server.Server.run_http`: refuses as R-HTTP-13 says, in a Python caller's
     words (:func:`askgate.core.http.run_http_refusal`), then :func:`serve_http`."""
@@ -908,4 +1075,5 @@ def run_http(
         allowed_hosts=allowed_hosts,
         log_level=log_level,
         banner=getattr(server, "name", "MCP") if banner else None,
+        limits=limits,
     )
