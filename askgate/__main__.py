@@ -80,8 +80,43 @@ _HTTP_LIMIT_FLAGS = (
         "max_sessions_per_principal",
         "HTTP: sessions one principal holds at once; its next initialize is 429",
     ),
+    ("--max-sessions", "max_sessions", "HTTP: sessions in total; the next initialize is 503"),
+    ("--max-body-bytes", "max_body", "HTTP: the bytes of a request's body; past them 413"),
+    (
+        "--body-timeout-ms",
+        "body_timeout_ms",
+        "HTTP: how long a request's body may take to arrive (ms); past it 408",
+    ),
+    (
+        "--header-timeout-ms",
+        "header_timeout_ms",
+        "HTTP: how long a request's head may take to arrive (ms); past it the connection closes",
+    ),
+    ("--session-idle-ms", "idle_ms", "HTTP: a session unused this long (ms) is ended"),
+    (
+        "--replay-events",
+        "replay_events",
+        "HTTP: the events a stream keeps for a resume (Last-Event-ID)",
+    ),
+    ("--replay-bytes", "replay_bytes", "HTTP: the bytes of events a stream keeps for a resume"),
+    (
+        "--replay-ttl-ms",
+        "replay_ttl_ms",
+        "HTTP: how long an ended stream is kept for a resume (ms)",
+    ),
+    ("--replay-streams", "replay_streams", "HTTP: the ended streams a session keeps"),
+    (
+        "--drain-bytes",
+        "drain_bytes",
+        "HTTP: the bytes of a refused request's body read and discarded before closing",
+    ),
+    (
+        "--drain-ms",
+        "drain_ms",
+        "HTTP: how long a refused request's body is read and discarded (ms)",
+    ),
 )
-"""``askgate serve --http``'s bounds (spec/http.md R-HTTP-34 .. R-HTTP-36): flag, the
+"""``askgate serve --http``'s bounds (spec/http.md; README, Robustness, Limits): flag, the
 :class:`askgate.core.http.HttpOptions` field it sets, what it bounds."""
 
 HTTP_ONLY = ("--auth", "--tokens", "--allow-origin", "--allow-host", "--banner")

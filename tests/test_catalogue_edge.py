@@ -21,9 +21,10 @@ from typing import Any
 import anyio
 import pytest
 
-from askgate.__main__ import main
+from askgate.__main__ import _HTTP_LIMIT_FLAGS, main
 from askgate.core import http as rules
 from askgate.demo import build_demo
+from askgate.transports import http_server
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
@@ -235,6 +236,34 @@ def test_R_HTTP_34_R_HTTP_35_R_HTTP_36_the_bounds_are_flags_and_limits_refused_i
     )
     assert server.run_http(port=0, limits={"max_connections": 0}) == 2
     assert capsys.readouterr().err == ("askgate refuses to start: max_connections=0 must be >= 1\n")
+
+
+def test_R_HTTP_34_every_bound_of_the_http_transport_is_a_flag_with_its_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every bound of :class:`HttpOptions` (all its fields but the port, hosts, origins and the
+    two stream timings) is a flag of ``askgate serve --http``, whose ``--help`` shows the
+    field's default, and a value given reaches the transport's ``serve_http`` as that field."""
+    timings = {"port", "allowed_hosts", "allowed_origins", "retry_ms", "keepalive_ms"}
+    fields = {f.name: f.default for f in rules.HttpOptions.__attrs_attrs__}
+    assert {dest for _, dest, _ in _HTTP_LIMIT_FLAGS} == set(fields) - timings
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    argv = ["serve", "--demo", "--http", "127.0.0.1:0"]
+    for n, (flag, dest, _) in enumerate(_HTTP_LIMIT_FLAGS):
+        shown = help_text.split(flag + " N ", 1)[1].split(" --", 1)[0]
+        assert shown.endswith(f"(default: {fields[dest]})"), flag
+        argv += [flag, str(1000 + n)]
+    given: dict[str, Any] = {}
+
+    def serve_http(*_args: Any, **kwargs: Any) -> int:
+        given.update(kwargs)
+        return 0
+
+    monkeypatch.setattr(http_server, "serve_http", serve_http)
+    assert main(argv) == 0
+    assert given["limits"] == {dest: 1000 + n for n, (_, dest, _) in enumerate(_HTTP_LIMIT_FLAGS)}
 
 
 # -- the bounds, live ----------------------------------------------------------------------------
