@@ -411,8 +411,10 @@ def test_R_STOP_1_model_machine_server_stopping() -> None:
     """The stop (drawn rarely: it ends the server's life) meets the model at every step, and
     only late events follow it: workers' reports, timers, answers, detaches."""
     # Random runs of 300 histories missed a stop of a parked call about once in five here:
-    # the histories are fixed (and reach every counter below).
-    seen = run(Stopping, 300, derandomize=True)
+    # the histories are fixed (and reach every counter below). Those of the derandomized run
+    # stopped reaching a parked call when the worker share became the owner's (R-ADM-6, more
+    # calls answered busy): the seed's reach every counter (15 stops of a parked call).
+    seen = run(Stopping, 300, seed="R-STOP-1")
     assert seen["server stopping"], seen
     for stage in ("parked", "authorizing"):
         assert seen[f"stop ended a call: {stage}"], (stage, seen)
