@@ -11,23 +11,18 @@ synchronise, and every loop is bounded.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
 
 from askgate import Allow
 from askgate.core import (
     Ask,
     ClientInitialized,
-    Options,
     SubscriberAttached,
     SubscriberDetached,
     ToolCallReceived,
@@ -35,7 +30,6 @@ from askgate.core import (
 from askgate.core import http as rules
 from askgate.core import messages as m
 from askgate.core.reducer import ANONYMOUS_OWNER, owner_of
-from askgate.models.machine import ReducerMachine, small_options
 from askgate.server import Server
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
@@ -423,34 +417,3 @@ def test_R_HTTP_40_the_shell_tells_the_reducer_a_principal_only_with_credentials
         return "carol"
 
     assert HttpApp(server, auth=custom).authenticated("carol") == "carol"  # takes some
-
-
-# -- the reducer against the reference model -----------------------------------------------------
-
-
-class PerRequest(ReducerMachine):
-    """Subscribers attach per-request connections too (R-SUB-4), with or without a principal:
-    modern requests on them share the anonymous owner's cap and share (R-PARK-7, R-ADM-6)."""
-
-    seen: ClassVar[Counter[str]] = Counter()
-    ATTACH_PER_REQUEST = (False, True)
-
-    def options_strategy(self) -> st.SearchStrategy[Options]:
-        return small_options(authorizer=st.just(True), max_parked=2, max_total=3, max_in_flight=2)
-
-
-def test_R_PARK_7_model_machine_per_request_connections_share_one_owner() -> None:
-    run_state_machine_as_test(
-        PerRequest,
-        settings=settings(
-            max_examples=150,
-            stateful_step_count=40,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-            derandomize=True,
-            database=None,
-        ),
-    )
-    seen = PerRequest.seen
-    assert seen["anonymous owner parked"] > 0, seen
-    assert seen["busy: principal"] > 0, seen

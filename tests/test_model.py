@@ -425,6 +425,23 @@ def test_R_STOP_1_model_machine_server_stopping() -> None:
     assert seen["late event after the stop"], seen
 
 
+class PerRequest(ReducerMachine):
+    """Subscribers attach per-request connections too (R-SUB-4), with or without a principal:
+    modern requests on them share the anonymous owner's cap and share (R-PARK-7, R-ADM-6)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+    ATTACH_PER_REQUEST = (False, True)
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        return small_options(authorizer=st.just(True), max_parked=2, max_total=3, max_in_flight=2)
+
+
+def test_R_PARK_7_model_machine_per_request_connections_share_one_owner() -> None:
+    seen = run(PerRequest, 150, seed="R-PARK-7")
+    assert seen["anonymous owner parked"], seen
+    assert seen["busy: principal"], seen
+
+
 def test_R_INV_3_model_machine_busy_workers() -> None:
     class Machine(Busy):
         seen: ClassVar[Counter[str]] = Counter()
