@@ -123,6 +123,7 @@ class Mutant:
 
 
 REDUCER = "core/reducer.py"
+OWNER_TESTS = "tests/test_catalogue_owner.py"  # R-SUB-3, R-PARK-5 .. R-PARK-7, R-ADM-6 first
 DECIDE = "core/decide.py"
 INVARIANTS = "core/invariants.py"
 OPTIONS = "core/options.py"
@@ -342,8 +343,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "park-owner-is-the-connection",
         REDUCER,
-        "    owner = owner_of(call.conn, c.principal)  # R-PARK-1\n",
-        "    owner = call.conn  # R-PARK-1\n",
+        "    owner = call.owner  # R-PARK-1, R-PARK-5: fixed when the call was admitted\n",
+        "    owner = call.conn  # R-PARK-1, R-PARK-5: fixed when the call was admitted\n",
         ("R-PARK-1", "R-PARK-3"),
         "a 2025 parked call counts against its connection, not its principal: a principal's "
         "sessions each get a cap, and fresh ones evict every other principal",
@@ -351,19 +352,61 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "attach-forgets-the-principal",
         REDUCER,
-        "attrs.evolve(c, subscribed=True, principal=principal))  # R-SUB-1\n",
-        "attrs.evolve(c, subscribed=True))  # R-SUB-1\n",
+        "    c = attrs.evolve(c, subscribed=True, principal=principal, per_request=per_request)\n",
+        "    c = attrs.evolve(c, subscribed=True, per_request=per_request)\n",
         ("R-SUB-1", "R-PARK-1"),
         "the principal a subscriber attached with is not kept: every connection is its own owner",
     ),
     Mutant(
         "owner-per-connection-in-both-eras",
         REDUCER,
-        "    return conn if principal is None else (PRINCIPAL_OWNER, principal)\n",
-        "    return conn if principal is None else (PRINCIPAL_OWNER, principal, conn)\n",
+        "        return (PRINCIPAL_OWNER, principal)\n",
+        "        return (PRINCIPAL_OWNER, principal, conn)\n",
         ("R-PARK-1", "R-MRTR-12"),
         "a principal's connections are owners apart, in both eras: its 2025 sessions and its "
         "modern requests each get a cap of their own",
+    ),
+    # --- one owner per request (R-SUB-3, R-PARK-5 .. R-PARK-7, R-ADM-6; issue #28) -----------
+    Mutant(
+        "request-principal-from-the-event",
+        REDUCER,
+        "    principal = given if c is None or c.principal is None else c.principal\n",
+        "    principal = given\n",
+        ("R-SUB-3", "R-PARK-5"),
+        "a request's principal is the one its event carries, not its connection's: a modern "
+        "call posted on a legacy session (fed without one) is its connection's, and a "
+        "principal's cap multiplies by its sessions",
+        files=(OWNER_TESTS, *REDUCER_SUITE),
+    ),
+    Mutant(
+        "per-request-connections-own-themselves",
+        REDUCER,
+        "    return ANONYMOUS_OWNER if c.per_request else conn\n",
+        "    return conn\n",
+        ("R-PARK-7", "R-SUB-4"),
+        "a stateless request without credentials is an owner of its own: no per-owner cap or "
+        "share ever holds a client that sends many",
+        files=(OWNER_TESTS, *REDUCER_SUITE),
+    ),
+    Mutant(
+        "in-flight-share-per-connection",
+        REDUCER,
+        "    held = d.owner_in_flight.get(owner, 0)\n",
+        "    held = d.in_flight.get(conn, 0)\n",
+        ("R-ADM-6",),
+        "the worker share is counted per connection: a principal's stateless requests (each a "
+        "connection) take every worker",
+        files=(OWNER_TESTS, *REDUCER_SUITE),
+    ),
+    Mutant(
+        "owner-full-deny-says-connection",
+        REDUCER,
+        "        why = m.OWNER_FULL[owner_scope(owner, call.conn)]\n",
+        "        why = m.WHY[m.TOO_MANY_PENDING]\n",
+        ("R-PARK-6",),
+        "the per-owner deny always blames this connection, even when the principal's other "
+        "sessions hold the cap",
+        files=(OWNER_TESTS, *REDUCER_SUITE),
     ),
     Mutant(
         "unpark-frees-the-connections-place",
@@ -910,7 +953,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if n > opts.in_flight_share:\n",
         "        if False:\n",
         ("R-INV-1",),
-        "check_invariants does not check the per-connection worker share",
+        "check_invariants does not check the per-owner worker share",
         outside_model=_CHECKER,
     ),
     Mutant(
@@ -925,10 +968,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "check-misses-a-parked-call-of-another-owner",
         INVARIANTS,
-        "            if p.owner != owner_of(call.conn, c.principal):\n",
+        "            if p.owner != call.owner:\n",
         "            if False:\n",
         ("R-INV-5",),
-        "check_invariants does not check that a parked call counts against its connection's owner",
+        "check_invariants does not check that a parked call counts against its call's owner",
         outside_model=_CHECKER,
     ),
     # --- a running tool's context (R-CTX) -----------------------------------------------------

@@ -44,11 +44,14 @@ class ClientInitialized:
 class SubscriberAttached:
     """A push channel to the connection now exists (R-SUB-1); ``principal`` is who the shell
     authenticated for the connection (an HTTP session's principal), ``None`` for no one: it
-    names the connection's parking owner (R-PARK-1)."""
+    names the connection's owner (R-PARK-5). ``per_request``: the connection lives for one
+    stateless request (an HTTP POST of the 2026-07-28 revision, R-HTTP-26); without a
+    principal, every such connection is one owner (R-PARK-7)."""
 
     conn: ConnId
     now: int = 0
     principal: str | None = None
+    per_request: bool = False
 
 
 @attrs.frozen(slots=True)

@@ -11,12 +11,6 @@ from collections.abc import Hashable
 
 from .state import WORKER_STAGES, Stage, State
 
-
-def owner_of(conn: Hashable, principal: str | None) -> Hashable:
-    """R-PARK-1, recomputed: a principal's connections share one owner, any other is its own."""
-    return conn if principal is None else ("principal", principal)
-
-
 TimerKey = tuple[str, Hashable]
 
 
@@ -42,6 +36,7 @@ def check_invariants(state: State) -> None:
     opts = state.options
     per_conn_parked: Counter[Hashable] = Counter()
     per_conn_workers: Counter[Hashable] = Counter()
+    per_owner_workers: Counter[Hashable] = Counter()
     per_conn_requests: dict[Hashable, set[Hashable]] = {}
     per_caller: dict[Hashable, set[tuple[Hashable, Hashable]]] = {}
     seen_workers: set[int] = set()
@@ -64,7 +59,7 @@ def check_invariants(state: State) -> None:
                 _fail("R-INV-5", f"parked call {key!r} has no subscriber")
             assert p is not None
             assert c is not None
-            if p.owner != owner_of(call.conn, c.principal):
+            if p.owner != call.owner:
                 _fail("R-INV-5", f"parked call {key!r} counts against {p.owner!r}")
             per_conn_parked[p.owner] += 1
             if call.worker != -1:
@@ -78,6 +73,7 @@ def check_invariants(state: State) -> None:
                 _fail("R-INV-3", f"worker {call.worker} held by two calls")
             seen_workers.add(call.worker)
             per_conn_workers[call.conn] += 1
+            per_owner_workers[call.owner] += 1
             if call.elicitation_id:
                 _fail("R-INV-3", f"unparked call {key!r} keeps elicitation {call.elicitation_id}")
         if call.replied and call.mode != "push":
@@ -129,10 +125,15 @@ def check_invariants(state: State) -> None:
     for conn, n in state.in_flight.items():
         if n != per_conn_workers[conn] or n < 1:
             _fail("R-INV-2", f"{conn!r} counts {n} workers, holds {per_conn_workers[conn]}")
-        if n > opts.in_flight_share:
-            _fail("R-INV-1", f"{conn!r} has {n} workers over its share")
     if set(per_conn_workers) != set(state.in_flight):
         _fail("R-INV-2", "a connection's workers are not counted")
+    for owner, n in state.owner_in_flight.items():  # R-ADM-6: the share is the owner's
+        if n != per_owner_workers[owner] or n < 1:
+            _fail("R-INV-2", f"{owner!r} counts {n} workers, holds {per_owner_workers[owner]}")
+        if n > opts.in_flight_share:
+            _fail("R-INV-1", f"{owner!r} has {n} workers over its share")
+    if set(per_owner_workers) != set(state.owner_in_flight):
+        _fail("R-INV-2", "an owner's workers are not counted")
     for conn in per_conn_requests:
         if conn not in state.conns:
             _fail("R-INV-2", f"calls of {conn!r} but no record of it")

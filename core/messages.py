@@ -63,6 +63,13 @@ WHY: Final[dict[str, str]] = {
     STOPPING: "the server is stopping",
 }
 CANNOT_ASK: Final = "it needs approval and this client cannot be asked"
+# R-PARK-6: the per-owner deny (TOO_MANY_PENDING) names whose cap is full, by the owner's scope
+# (R-PARK-5); the busy answer of a full share names the same scope (R-ADM-6).
+OWNER_FULL: Final[dict[str, str]] = {
+    "connection": WHY[TOO_MANY_PENDING],
+    "principal": "this principal already has too many approvals pending",
+    "anonymous": "requests without credentials already have too many approvals pending",
+}
 # The `detail` of a call_ended record for a deny-on-ASK, whose wire detail is the prompt (R-LOG-2).
 CANNOT_ASK_DETAIL: Final = "client cannot be asked"
 
@@ -122,9 +129,12 @@ def authorization_required(
     payload = _deny_payload(tool, decision, detail, message)
     # A canned deny (a registered tool's name and askgate's words) comes from the cache; an
     # authorizer's reason or an Ask prompt, which may quote the arguments, is kept by no one.
-    canned = WHY.get(detail) == why
+    canned = WHY.get(detail) == why or (detail == TOO_MANY_PENDING and why in _OWNER_FULL_WHYS)
     text = _deny_text(tool, decision, detail, message) if canned else _text(payload)
     return result(request_id, tool_error_result(payload, text))
+
+
+_OWNER_FULL_WHYS: Final = frozenset(OWNER_FULL.values())
 
 
 def _deny_payload(tool: str, decision: str, detail: str, message: str) -> JsonObject:

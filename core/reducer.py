@@ -293,12 +293,15 @@ def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out
         )
 
 
-def _attach(d: _Draft, conn: ConnId, c: Conn, principal: str | None) -> None:
+def _attach(
+    d: _Draft, conn: ConnId, c: Conn, principal: str | None, per_request: bool = False
+) -> None:
     if c.cap_group == "unsubscribed":  # R-CAP-3: the entry joins the live group, newest
         d.cap_unsubscribed = d.cap_unsubscribed.remove(c.cap_pos)
         d.cap_live, pos = d.cap_live.push(conn)
         c = attrs.evolve(c, cap_group="live", cap_pos=pos)
-    _put_conn(d, conn, attrs.evolve(c, subscribed=True, principal=principal))  # R-SUB-1
+    c = attrs.evolve(c, subscribed=True, principal=principal, per_request=per_request)
+    _put_conn(d, conn, c)  # R-SUB-1
 
 
 def _on_subscriber_attached(d: _Draft, ev: SubscriberAttached, out: Out) -> None:
@@ -306,7 +309,8 @@ def _on_subscriber_attached(d: _Draft, ev: SubscriberAttached, out: Out) -> None
     if c.subscribed:  # R-SUB-2: a rebind inherits nothing
         _drop_connection(d, ev.conn, ev.now, out)
         c = _get_conn(d, ev.conn)
-    _attach(d, ev.conn, c, ev.principal if isinstance(ev.principal, str) else None)
+    principal = ev.principal if isinstance(ev.principal, str) and ev.principal else None
+    _attach(d, ev.conn, c, principal, ev.per_request is True)  # R-SUB-1: "" names no one
 
 
 def _on_subscriber_detached(d: _Draft, ev: SubscriberDetached, out: Out) -> None:
@@ -318,10 +322,14 @@ def _open_calls(d: _Draft, conn: ConnId, c: Conn) -> list[CallKey]:
     owner its calls park for, R-PARK-1); no scan of other connections' calls."""
     keys = [key for key in d.workers.values() if key[0] == conn] if conn in d.in_flight else []
     parked = d.parked
-    for eid in d.store.queue(owner_of(conn, c.principal)):
-        p = parked.get(eid)
-        if p is not None and not p.stateless and p.key[0] == conn:
-            keys.append(p.key)
+    owner = _owner(conn, c, c.principal)
+    # A call admitted before its connection's subscriber attached parks under the connection
+    # itself (its owner is fixed at admission, R-PARK-5): that queue is read too.
+    for queue in (owner,) if owner == conn else (owner, conn):
+        for eid in d.store.queue(queue):
+            p = parked.get(eid)
+            if p is not None and not p.stateless and p.key[0] == conn:
+                keys.append(p.key)
     return keys
 
 
@@ -339,7 +347,9 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
     if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
         _forget_protocol_state(d, conn, c)
-        c = attrs.evolve(c, version="", log_level="", subscriptions=Map(), principal=None)
+        c = attrs.evolve(
+            c, version="", log_level="", subscriptions=Map(), principal=None, per_request=False
+        )
     _put_conn(d, conn, c)
 
 
@@ -419,10 +429,15 @@ def _open(
     job: Job,
     now: int,
     out: Out,
+    owner: Hashable = None,
 ) -> None:
-    """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5)."""
+    """Opens a call whose first stage holds a worker, or answers busy (R-ADM-5, R-ADM-6);
+    ``owner`` is a modern request's (R-PARK-5), ``None`` for a 2025 request's (its
+    connection's, derived here)."""
     key = (conn, request_id)
-    scope = _start_worker(d, conn, key, job, now, out)
+    if owner is None:
+        owner = owner_of(d, conn)
+    scope = _start_worker(d, conn, owner, key, job, now, out)
     if scope:
         out.append(Reply(conn, request_id, _busy(request_id, is_tool, name, scope)))
         if is_tool:
@@ -447,6 +462,7 @@ def _open(
         "",
         "",
         key,
+        owner,
     )
     d.next_seq += 1
     d.working = d.working.set(key, call)
@@ -454,25 +470,29 @@ def _open(
         d.callers = d.callers.set(caller, d.callers.get(caller, _NO_KEYS).set(key, True))
 
 
-def _start_worker(d: _Draft, conn: ConnId, key: CallKey, job: Job, now: int, out: Out) -> str:
-    """Starts a worker for the call ``key`` (R-WORK-1: ``StartWorker`` and its deadline), unless
-    a bound of R-ADM-5 forbids it: then starts nothing and answers that bound's scope. The
-    worker's ref is ``d.next_ref - 1`` once started. One place for every worker start (a call's
-    first stage and every later one), inline on the hot path of both."""
+def _start_worker(
+    d: _Draft, conn: ConnId, owner: Hashable, key: CallKey, job: Job, now: int, out: Out
+) -> str:
+    """Starts a worker for the call ``key`` of ``owner`` (R-WORK-1: ``StartWorker`` and its
+    deadline), unless a bound of R-ADM-5 forbids it (the share is the owner's, R-ADM-6): then
+    starts nothing and answers that bound's scope. The worker's ref is ``d.next_ref - 1`` once
+    started. One place for every worker start (a call's first stage and every later one),
+    inline on the hot path of both."""
     opts = d.options
-    in_flight = d.in_flight.get(conn, 0)
+    held = d.owner_in_flight.get(owner, 0)
     share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
     if share is None:
         half = opts.max_in_flight // 2
         share = half if half > 1 else 1
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, in_flight, share)
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, held, share)
     if scope:
-        return scope
+        return scope if scope == "server" else owner_scope(owner, conn)  # R-ADM-6
     ref = d.next_ref
     d.next_ref = ref + 1
     d.workers = d.workers.set(ref, key)
     d.in_flight_total += 1
-    d.in_flight = d.in_flight.set(conn, in_flight + 1)
+    d.in_flight = d.in_flight.set(conn, d.in_flight.get(conn, 0) + 1)
+    d.owner_in_flight = d.owner_in_flight.set(owner, held + 1)
     out.append(StartWorker(ref, conn, job))
     out.append(StartTimer((WORKER_TIMER, ref), now + opts.callback_timeout_ms))
     return ""
@@ -483,6 +503,9 @@ def _release_worker(d: _Draft, call: Call) -> None:
     d.in_flight_total -= 1
     n = d.in_flight[call.conn] - 1
     d.in_flight = d.in_flight.set(call.conn, n) if n else d.in_flight.delete(call.conn)
+    owner = call.owner
+    n = d.owner_in_flight[owner] - 1
+    d.owner_in_flight = d.owner_in_flight.set(owner, n) if n else d.owner_in_flight.delete(owner)
 
 
 def _next_stage(
@@ -494,7 +517,7 @@ def _next_stage(
     The bounds are checked again: this is a worker start like any other (R-ADM-5).
     """
     key = call.key
-    scope = _start_worker(d, call.conn, key, job, now, out)
+    scope = _start_worker(d, call.conn, call.owner, key, job, now, out)
     if scope:
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
@@ -516,6 +539,7 @@ def _next_stage(
         decision,
         call.approval,
         key,
+        call.owner,
     )
     if call.stage is _PARKED:  # approved: it moves to the calls holding a worker
         d.waiting = d.waiting.delete(key)
@@ -751,17 +775,17 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if era is None:
         _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
     else:  # R-MRTR-9: served statelessly
-        owner = owner_of(conn, ev.principal)  # R-PARK-1, R-MRTR-12
-        principal = "" if ev.principal is None else ev.principal
+        who = request_principal(d, conn, ev.principal)  # R-SUB-3
+        owner = _owner(conn, _get_conn(d, conn), who)  # owner_of(d, conn, ev.principal)
+        principal = "" if who is None else who
         caps = era.capabilities
         st = StatelessCall(
             era.revision, can_elicit(caps), principal, owner, False, era.log_level, Round(caps)
         )
         sub: Out = []
         if ev.request_state is None:
-            _tool_call(
-                d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, sub, st.round
-            )
+            tool, arguments, now, mode, caller = ev.tool, ev.arguments, ev.now, ev.mode, ev.caller
+            _tool_call(d, conn, rid, tool, arguments, now, mode, caller, sub, st.round, owner)
         elif sealing.token_version(ev.request_state) == sealing.ROUND_VERSION:  # R-MRTR-21
             st = _round_retry(d, conn, rid, ev, st, sub)
         else:  # R-MRTR-13
@@ -789,9 +813,11 @@ def _tool_call(
     caller: Hashable | None,
     out: Out,
     round_: Round | None = None,
+    owner: Hashable = None,
 ) -> None:
     """An admitted ``tools/call`` (R-ADM-2 .. R-ADM-5, R-AUTH-1, R-PROTO-6); ``round_`` is what
-    a modern call's tool is told of its rounds (R-MRTR-20)."""
+    a modern call's tool is told of its rounds (R-MRTR-20), ``owner`` a modern call's owner
+    (R-PARK-5)."""
     try:  # [] costs less than get (no argument tuple): a call nearly always names a tool
         tool: ToolInfo | None = d.tools[name]
     except KeyError:
@@ -822,7 +848,7 @@ def _tool_call(
             return
         else:  # R-ADM-4
             job, stage = RunTool(name, arguments, round_), _RUNNING
-    _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out)
+    _open(d, conn, rid, True, name, arguments, mode, caller, stage, job, now, out, owner)
 
 
 def _bad_tools_call(rid: Any) -> JsonObject:
@@ -852,8 +878,9 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
-    owner = owner_of(conn, ev.principal)  # R-PARK-1, R-MRTR-24
-    principal = "" if ev.principal is None else ev.principal
+    who = request_principal(d, conn, ev.principal)  # R-SUB-3
+    owner = _owner(conn, _get_conn(d, conn), who)  # owner_of(d, conn, ev.principal)
+    principal = "" if who is None else who
     rounds = Round(era.capabilities) if method in ROUND_READS else None  # R-MRTR-24
     st = StatelessCall(era.revision, False, principal, owner, cacheable, None, rounds)
     if method == DISCOVER:  # R-MRTR-11
@@ -870,7 +897,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
     elif rounds is not None and params is not None and "requestState" in params:  # R-MRTR-24
         st = _read_round_retry(d, conn, rid, method, params, ev.now, ev.caller, st, sub)
     else:
-        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, sub, rounds)
+        _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, sub, rounds, owner)
     _served_statelessly(d, conn, rid, st, sub, out)
 
 
@@ -884,12 +911,13 @@ def _read_or_unknown(
     caller: Hashable | None,
     out: Out,
     round_: Round | None = None,
+    owner: Hashable = None,
 ) -> None:
     if not isinstance(method, str) or method not in protocol.READ_METHODS:  # R-PROTO-5, 7
         shown = str(method)[:64]
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, f"Unknown method: {shown}")))
         return
-    _read(d, conn, rid, method, params, now, caller, out, round_)
+    _read(d, conn, rid, method, params, now, caller, out, round_, owner)
 
 
 def _read(
@@ -902,9 +930,11 @@ def _read(
     caller: Hashable | None,
     out: Out,
     round_: Round | None = None,
+    owner: Hashable = None,
 ) -> None:
     """An admitted read request: its params checked, gated, then answered here or by a worker
-    (R-PROTO-7, R-READ-1); ``round_`` as for ``tools/call`` (R-MRTR-24)."""
+    (R-PROTO-7, R-READ-1); ``round_`` and ``owner`` as for ``tools/call`` (R-MRTR-24,
+    R-PARK-5)."""
     problem_reply = protocol.read_params_error(rid, method, params)
     if problem_reply is not None:
         out.append(Reply(conn, rid, problem_reply))
@@ -918,7 +948,7 @@ def _read(
             out.append(Reply(conn, rid, answer))
             return
         job, stage = _read_job(d, method, params, round_), _READ_RUNNING
-    _open(d, conn, rid, False, method, params, "reply", caller, stage, job, now, out)
+    _open(d, conn, rid, False, method, params, "reply", caller, stage, job, now, out, owner)
 
 
 def _read_job(
@@ -1162,9 +1192,40 @@ def _keyed_hasher(id_key: bytes) -> hashlib.blake2b:
     return hashlib.blake2b(key=id_key[:64], digest_size=16)
 
 
-def owner_of(conn: ConnId, principal: str | None) -> Hashable:
-    """R-PARK-1: whose parking places a call of ``conn`` takes: its principal's, else its own."""
-    return conn if principal is None else (PRINCIPAL_OWNER, principal)
+def owner_of(state: Variables, conn: ConnId, given: object = None) -> Hashable:
+    """R-SUB-3, R-PARK-5: the owner a request of ``conn`` counts against (its workers, R-ADM-6;
+    its parking places, R-PARK-1), and the one place that derives it. ``given`` is the principal
+    the request's event carries, used only when the connection's subscriber named none
+    (R-SUB-3). The owner is ``(PRINCIPAL_OWNER, principal)`` when a principal is known; else
+    ``ANONYMOUS_OWNER`` for a connection that lives for one request (R-PARK-7); else the
+    connection itself."""
+    c = state.conns.get(conn, EMPTY_CONN)
+    return _owner(conn, c, request_principal(state, conn, given))
+
+
+def request_principal(state: Variables, conn: ConnId, given: object = None) -> str | None:
+    """R-SUB-3: who a request of ``conn`` comes from: its connection's principal (R-SUB-1),
+    else the non-empty principal its event carries, else no one (``None``)."""
+    c = state.conns.get(conn)
+    principal = given if c is None or c.principal is None else c.principal
+    return principal if isinstance(principal, str) and principal else None
+
+
+def _owner(conn: ConnId, c: Conn, principal: str | None) -> Hashable:
+    """:func:`owner_of`'s answer, given the connection's record and the request's principal."""
+    if principal:
+        return (PRINCIPAL_OWNER, principal)
+    return ANONYMOUS_OWNER if c.per_request else conn
+
+
+def owner_scope(owner: Hashable, conn: ConnId) -> str:
+    """R-PARK-6: what ``owner`` is, as a deny or a busy answer names it: ``principal``,
+    ``anonymous`` (R-PARK-7) or ``connection``."""
+    if owner == ANONYMOUS_OWNER:
+        return "anonymous"
+    if owner != conn and isinstance(owner, tuple) and owner[:1] == (PRINCIPAL_OWNER,):
+        return "principal"
+    return "connection"
 
 
 def _unpark(d: _Draft, call: Call, now: int) -> None:
@@ -1204,7 +1265,7 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     if not (c.subscribed and c.can_elicit):  # R-AUTH-3
         _cannot_ask(d, call, prompt, now, out)
         return
-    owner = owner_of(call.conn, c.principal)  # R-PARK-1
+    owner = call.owner  # R-PARK-1, R-PARK-5: fixed when the call was admitted
     eid = mint_elicitation_id(d.id_key, d.next_elicitation)
     if _reserve(d, call, owner, eid, False, now, out):
         _park(d, call, owner, eid, c.version, prompt, now, out)
@@ -1235,8 +1296,9 @@ def _reserve(
     if not call.is_tool:
         busy = m.method_failure(call.request_id, call.name, "server_busy")
         _close(d, call, busy, now, out, "failed")
-    elif outcome == "owner_full":  # R-PARK-1
-        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out)
+    elif outcome == "owner_full":  # R-PARK-1, named by its scope (R-PARK-6)
+        why = m.OWNER_FULL[owner_scope(owner, call.conn)]
+        _deny(d, call, "ask", m.TOO_MANY_PENDING, now, out, why)
     else:  # R-PARK-3
         _deny(d, call, "ask", m.TOO_MANY_ON_SERVER, now, out)
     return False
@@ -1284,6 +1346,7 @@ def _park(
         "ask",
         eid,
         key,
+        call.owner,
     )
     d.working = d.working.delete(key)
     d.waiting = d.waiting.set(key, parked)
@@ -1335,8 +1398,10 @@ def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
 
 DISCOVER = "server/discover"
 PRINCIPAL_OWNER = "principal"
-"""A modern approval of an authenticated principal parks under ``(PRINCIPAL_OWNER, principal)``;
-one of a request nobody authenticated, under its connection (R-MRTR-12)."""
+"""A request of an authenticated principal counts against ``(PRINCIPAL_OWNER, principal)``
+(R-PARK-5)."""
+ANONYMOUS_OWNER: tuple[str] = ("anonymous",)
+"""The one owner of every stateless request no one authenticated (R-PARK-7)."""
 NONCE_ID_PREFIX = "askgate-mrtr-"
 
 
@@ -1523,7 +1588,8 @@ def _retry(
     arguments: Any = ev.arguments
     tool = d.tools.get(name)
     if tool is None or argument_problem(tool, arguments) is not None:
-        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out)  # R-ADM-2
+        mode, caller, now, owner = ev.mode, ev.caller, ev.now, st.owner
+        _tool_call(d, conn, rid, name, arguments, now, mode, caller, out, None, owner)  # R-ADM-2
         return st
     digest = _digest(arguments)
     assert d.keyring is not None
@@ -1544,7 +1610,8 @@ def _retry(
     # R-MRTR-21: the tool's own rounds carry that its approval was granted
     granted = None if st.round is None else attrs.evolve(st.round, approved=True)
     job = RunTool(name, arguments, granted)  # R-CLOSE-1, under R-ADM-5
-    _open(d, conn, rid, True, name, arguments, ev.mode, ev.caller, Stage.RUNNING, job, ev.now, out)
+    mode, caller, now, owner = ev.mode, ev.caller, ev.now, st.owner
+    _open(d, conn, rid, True, name, arguments, mode, caller, Stage.RUNNING, job, now, out, owner)
     call = d.working.get((conn, rid))
     if call is not None:
         approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", nid)
@@ -1659,7 +1726,8 @@ def _round_retry(
     arguments: Any = ev.arguments
     tool = d.tools.get(name)
     if tool is None or argument_problem(tool, arguments) is not None:
-        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out, st.round)
+        mode, caller, now = ev.mode, ev.caller, ev.now
+        _tool_call(d, conn, rid, name, arguments, now, mode, caller, out, st.round, st.owner)
         return st
     _, digest = _round_binding("tools/call", name, arguments)
     opened = _take_round(d, conn, rid, ev.request_state, st, name, digest, ev.now, out)
@@ -1668,14 +1736,16 @@ def _round_retry(
     round_ = _round_state(opened, st, ev.input_responses)
     if opened.approved:  # R-MRTR-21: asked and approved once, never asked again
         job = RunTool(name, arguments, round_)
-        mode, caller, now = ev.mode, ev.caller, ev.now
-        _open(d, conn, rid, True, name, arguments, mode, caller, Stage.RUNNING, job, now, out)
+        mode, caller, now, owner = ev.mode, ev.caller, ev.now, st.owner
+        running = Stage.RUNNING
+        _open(d, conn, rid, True, name, arguments, mode, caller, running, job, now, out, owner)
         call = d.working.get((conn, rid))
         if call is not None:
             approved = call.moved(Stage.RUNNING, call.worker, "", call.replied, "approved", "")
             d.working = d.working.set((conn, rid), approved)
     else:
-        _tool_call(d, conn, rid, name, arguments, ev.now, ev.mode, ev.caller, out, round_)
+        mode, caller, now = ev.mode, ev.caller, ev.now
+        _tool_call(d, conn, rid, name, arguments, now, mode, caller, out, round_, st.owner)
     return attrs.evolve(st, round=round_)
 
 
@@ -1703,7 +1773,7 @@ def _read_round_retry(
     if opened is None:
         return st
     round_ = _round_state(opened, st, params.get("inputResponses"))
-    _read(d, conn, rid, method, params, now, caller, out, round_)
+    _read(d, conn, rid, method, params, now, caller, out, round_, st.owner)
     return attrs.evolve(st, round=round_)
 
 
@@ -1994,6 +2064,9 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
     conn = call.conn
     n = d.in_flight[conn] - 1
     d.in_flight = d.in_flight.set(conn, n) if n else d.in_flight.delete(conn)
+    owner = call.owner
+    n = d.owner_in_flight[owner] - 1
+    d.owner_in_flight = d.owner_in_flight.set(owner, n) if n else d.owner_in_flight.delete(owner)
     if kind == "TimerFired":
         out.append(KillWorker(ref))  # R-WORK-2
     else:

@@ -71,6 +71,7 @@ class CallSlots:
         "key",
         "mode",
         "name",
+        "owner",
         "replied",
         "request_id",
         "seq",
@@ -103,6 +104,8 @@ class Call(CallSlots):
     decision: str
     approval: str
     key: CallKey  # (conn, request_id): the very tuple it is stored under, shared by its indexes
+    # Whose workers and parking places it counts against (R-PARK-5), fixed when it is admitted.
+    owner: Hashable
 
     def moved(
         self,
@@ -131,6 +134,7 @@ class Call(CallSlots):
             decision,
             approval,
             self.key,
+            self.owner,
         )
 
 
@@ -202,6 +206,7 @@ class ConnSlots:
         "cap_group",
         "cap_pos",
         "log_level",
+        "per_request",
         "principal",
         "subscribed",
         "subscriptions",
@@ -226,6 +231,8 @@ class Conn(ConnSlots):
     subscriptions: Map[str, bool] = attrs.field(factory=Map)
     # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
     principal: str | None = None
+    # Whether it lives for one stateless request (R-PARK-7), as its subscriber said (R-SUB-1).
+    per_request: bool = False
 
     @property
     def has_caps(self) -> bool:
@@ -293,6 +300,8 @@ class Variables:
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
     conn_listens: Map[ConnId, tuple[tuple[Any, Hashable], ...]] = attrs.field(factory=Map)
     owner_listens: Map[Hashable, int] = attrs.field(factory=Map)
+    # Workers per owner (R-PARK-5), each bounded by the share (R-ADM-6).
+    owner_in_flight: Map[Hashable, int] = attrs.field(factory=Map)
 
 
 @attrs.frozen(slots=False)

@@ -236,9 +236,18 @@ class Issued:
     expiry: int
 
 
-def owner_of(conn: Hashable, principal: str | None) -> Hashable:
-    """Whose parking place a modern request's approval takes (R-MRTR-12)."""
-    return conn if principal is None else (PRINCIPAL_OWNER, principal)
+def owner_of(conn: Hashable, principal: str | None, per_request: bool = False) -> Hashable:
+    """Whose parking place a modern request's approval takes (R-MRTR-12, R-PARK-5, R-PARK-7)."""
+    if principal:
+        return (PRINCIPAL_OWNER, principal)
+    return ("anonymous",) if per_request else conn
+
+
+def principal_of(state: State, conn: Hashable, given: str | None) -> str | None:
+    """R-SUB-3, recomputed: the connection's principal, else the one the event carries."""
+    c = state.conns.get(conn)
+    recorded = None if c is None else c.principal
+    return recorded if recorded is not None else (given or None)
 
 
 class ExplorationError(AssertionError):
@@ -846,8 +855,10 @@ def _check_retry(
     key = (event.conn, event.request_id)
     if key in before.calls:
         return  # a reused id: refused (R-ADM-1), checked with every request
-    principal = "" if event.principal is None else event.principal
-    owner = owner_of(event.conn, event.principal)
+    who = principal_of(before, event.conn, event.principal)
+    principal = "" if who is None else who
+    c = before.conns.get(event.conn)
+    owner = owner_of(event.conn, who, c is not None and c.per_request)
     assert before.keyring is not None
     digest = sealing.arguments_digest(event.arguments)
     opened = sealing.open_sealed(

@@ -109,6 +109,7 @@ and fails as soon as a tool's request is outstanding).
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import re
 from collections import Counter
@@ -473,6 +474,9 @@ class ReducerMachine(RuleBasedStateMachine):
     # The principals a subscriber attaches with (R-SUB-1, R-PARK-1): a principal's connections
     # are one parking owner.
     ATTACH_PRINCIPALS: ClassVar[tuple[str | None, ...]] = PRINCIPALS
+    # Whether a subscriber attaches a per-request connection (R-SUB-4, R-PARK-7); one value: no
+    # draw (the default, so that the profiles' histories do not move).
+    ATTACH_PER_REQUEST: ClassVar[tuple[bool, ...]] = (False,)
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
@@ -556,6 +560,9 @@ class ReducerMachine(RuleBasedStateMachine):
         self.awaiting_push: set[CallKey] = set()
         self.count_changed_at: dict[Hashable, int] = {}  # the oracle's own R-PARK-4 clock
         self.principal_of: dict[Hashable, str] = {}  # conn -> its subscriber's principal
+        self.per_request: set[Hashable] = set()  # conns attached per request (R-SUB-4)
+        # (conn, request id) -> the owner a 2025 call was admitted under (R-PARK-5)
+        self.admitted_owner: dict[CallKey, Hashable] = {}
         self.stopped = False  # ServerStopping was fed: only late events come (R-STOP-1)
 
     @initialize(data=st.data())
@@ -618,7 +625,8 @@ class ReducerMachine(RuleBasedStateMachine):
     def subscriber_attached(self, data: st.DataObject) -> None:
         conn = data.draw(st.sampled_from(self._unsubscribed()), label="conn")
         principal = self._attach_principal(data)  # R-SUB-1
-        self.apply(SubscriberAttached(conn, self.now, principal))
+        per_request = self._attach_per_request(data)  # R-SUB-4
+        self.apply(SubscriberAttached(conn, self.now, principal, per_request))
 
     @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
@@ -1116,8 +1124,16 @@ class ReducerMachine(RuleBasedStateMachine):
         model_ev = self._model_event(ev)
         if isinstance(ev, SubscriberAttached | SubscriberDetached):  # the oracle's R-SUB-1
             self.principal_of.pop(ev.conn, None)
-        if isinstance(ev, SubscriberAttached) and isinstance(ev.principal, str):
+            self.per_request.discard(ev.conn)
+        if isinstance(ev, SubscriberAttached) and isinstance(ev.principal, str) and ev.principal:
             self.principal_of[ev.conn] = ev.principal
+        if isinstance(ev, SubscriberAttached) and ev.per_request is True:
+            self.per_request.add(ev.conn)
+        if isinstance(ev, ToolCallReceived) and (ev.conn, ev.request_id) not in before.open:
+            # R-PARK-5: the owner is fixed when the call is admitted (an id that is not
+            # hashable is never admitted, R-ADM-0)
+            with contextlib.suppress(TypeError):
+                self.admitted_owner[(ev.conn, ev.request_id)] = self._owner(ev.conn)
         if isinstance(ev, ToolCallReceived):  # R-MRTR-9, read before the step
             key = (ev.conn, ev.request_id)
             modern = isinstance(ev.meta, dict) and META_VERSION in ev.meta
@@ -1179,6 +1195,9 @@ class ReducerMachine(RuleBasedStateMachine):
                 seen["outcome pushed"] += 1
             if isinstance(e, Reply | Push) and "server_busy" in repr(e.message):
                 seen["busy"] += 1
+                for scope in ("connection", "principal", "anonymous"):  # R-ADM-6
+                    if f"'scope': '{scope}'" in repr(e.message):
+                        seen[f"busy: {scope}"] += 1
             if isinstance(e, StartWorker) and isinstance(ev, ElicitationAnswered):
                 seen["approved"] += 1
             if isinstance(e, CancelTimer) and e.key[0] == "elicitation":
@@ -1222,6 +1241,9 @@ class ReducerMachine(RuleBasedStateMachine):
             result = (e.message or {}).get("result") if isinstance(e, Reply) else None
             if isinstance(result, dict) and result.get("resultType") == "input_required":
                 seen["modern input required"] += 1
+        for owner in after.parked:  # R-PARK-7: the one owner of per-request connections
+            if owner == ("anonymous",) and owner not in before.parked:
+                seen["anonymous owner parked"] += 1
         if isinstance(ev, ToolCallReceived) and ev.request_state is not None:
             if any(isinstance(e, StartWorker) for e in effects):
                 seen["modern approve"] += 1
@@ -1484,8 +1506,12 @@ class ReducerMachine(RuleBasedStateMachine):
             assert n <= opts.max_parked_elicitations, f"R-INV-1: {conn!r} parks {n}"
         for conn in call_owners:
             assert conn in obs.subscribed, f"R-INV-5: {conn!r} parks without a subscriber"
-        for conn, n in obs.in_flight.items():
-            assert n <= share, f"R-INV-1: {conn!r} runs {n} workers over its share {share}"
+        held: dict[Hashable, int] = {}  # R-ADM-6: the share is the owner's (R-PARK-5)
+        for call in self.model.calls:
+            if call.worker is not None:
+                held[call.owner] = held.get(call.owner, 0) + 1
+        for owner, n in held.items():
+            assert n <= share, f"R-INV-1: {owner!r} runs {n} workers over its share {share}"
         assert obs.parked_total == sum(counts.values()) == len(obs.elicitations), "R-INV-2"
         assert obs.parked_total <= opts.max_parked_elicitations_total, "R-INV-1: total parked"
         assert obs.in_flight_total == sum(obs.in_flight.values()) == len(obs.workers), "R-INV-2"
@@ -1717,7 +1743,8 @@ class ReducerMachine(RuleBasedStateMachine):
         opts = self.options
         conn = asker[0]
         counts = {c: len(eids) for c, eids in before.parked.items()}
-        mine = counts.get(self._owner(conn), 0)  # R-PARK-1: counted by owner
+        owner = self.admitted_owner.get(asker, self._owner(conn))  # R-PARK-5
+        mine = counts.get(owner, 0)  # R-PARK-1: counted by owner
         top = max(counts.values(), default=0)
         delivered: dict[CallKey, dict[str, Any] | None] = {}
         for e in effects:
@@ -1760,8 +1787,9 @@ class ReducerMachine(RuleBasedStateMachine):
         elif mine < top:
             assert len(evicted) + len(silent) == 1, f"R-PARK-3: {evicted}, {silent} for one ASK"
             victim = evicted[0] if evicted else before.elicitations[silent[0]]
-            holder = self._owner(victim[0]) if evicted else victim[0]
-            assert holder != self._owner(conn), "R-PARK-4: the asker was its own victim"
+            known = self.admitted_owner.get(victim, self._owner(victim[0]))
+            holder = known if evicted else victim[0]
+            assert holder != owner, "R-PARK-4: the asker was its own victim"
             assert counts.get(holder) == top, f"R-PARK-4: evicted from {holder!r}, not a top holder"
             oldest = before.elicitations[before.parked[holder][0]]
             assert victim == oldest, f"R-PARK-4: evicted {victim!r}, the oldest is {oldest!r}"
@@ -1798,10 +1826,20 @@ class ReducerMachine(RuleBasedStateMachine):
             return self.ATTACH_PRINCIPALS[0]
         return data.draw(st.sampled_from(self.ATTACH_PRINCIPALS), label="principal")
 
+    def _attach_per_request(self, data: st.DataObject) -> bool:
+        """Whether a subscriber attaches a per-request connection: drawn from
+        :attr:`ATTACH_PER_REQUEST`, with no draw when it offers one."""
+        if len(self.ATTACH_PER_REQUEST) == 1:
+            return self.ATTACH_PER_REQUEST[0]
+        return data.draw(st.sampled_from(self.ATTACH_PER_REQUEST), label="per request")
+
     def _owner(self, conn: Hashable) -> Hashable:
-        """R-PARK-1, the oracle's own: the principal the connection attached with, else itself."""
+        """R-PARK-5, the oracle's own: the principal the connection attached with, else the one
+        owner of the per-request connections (R-PARK-7), else the connection itself."""
         principal = self.principal_of.get(conn)
-        return conn if principal is None else ("principal", principal)
+        if principal is not None:
+            return ("principal", principal)
+        return ("anonymous",) if conn in self.per_request else conn
 
     def _note_count_changes(self, before: Observation, after: Observation) -> None:
         """The oracle's clock for R-PARK-4: the step at which each parked count last changed.

@@ -310,6 +310,15 @@ def _is_error_tool_result(payload: JsonObject) -> JsonObject:
     }
 
 
+# R-PARK-6: the per-owner deny names the owner's scope (R-PARK-5, R-PARK-7).
+OWNER_FULL = {
+    "connection": "this connection already has too many approvals pending",
+    "principal": "this principal already has too many approvals pending",
+    "anonymous": "requests without credentials already have too many approvals pending",
+}
+ANONYMOUS = ("anonymous",)  # R-PARK-7: every per-request connection without a principal
+
+
 def deny_message(
     request_id: object, tool: str, decision: str, detail: str, why: str | None = None
 ) -> JsonObject:
@@ -620,7 +629,7 @@ class ModelCall:
     decision: str = ""
     approval: str | None = None
     modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
-    owner: Hashable = None  # while PARKED: whose parking place it takes (R-PARK-1)
+    owner: Hashable = None  # whose workers and parking places it takes (R-PARK-5, R-ADM-6)
 
     @property
     def key(self) -> CallKey:
@@ -775,6 +784,7 @@ class ReferenceModel:
         self.next_request = 0
         self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
         self.principals: dict[Hashable, str] = {}  # conn -> its subscriber's principal (R-SUB-1)
+        self.per_request: set[Hashable] = set()  # conns living for one request (R-PARK-7)
         self.now = 0  # the now of the event being applied (R-LOG-2)
         # The 2026-07-28 revision (spec/modern.md): outstanding nonces, the record of closed ones
         # (id, why, expiry; oldest first), the model's own keyring and its nonces' bytes.
@@ -793,10 +803,27 @@ class ReferenceModel:
             return max(1, self.options.max_in_flight // 2)
         return share
 
-    def owner(self, conn: Hashable) -> Hashable:
-        """R-PARK-1: the principal of the connection's subscriber, else the connection."""
-        principal = self.principals.get(conn)
-        return conn if principal is None else ("principal", principal)
+    def principal(self, conn: Hashable, given: object = None) -> str | None:
+        """R-SUB-3: the connection's principal, else the non-empty one the request carries."""
+        principal = self.principals.get(conn, given)
+        return principal if isinstance(principal, str) and principal else None
+
+    def owner(self, conn: Hashable, given: object = None) -> Hashable:
+        """R-PARK-5: the request's principal, else the one owner of every per-request
+        connection (R-PARK-7), else the connection."""
+        principal = self.principal(conn, given)
+        if principal is not None:
+            return ("principal", principal)
+        return ANONYMOUS if conn in self.per_request else conn
+
+    @staticmethod
+    def scope(owner: Hashable, conn: Hashable) -> str:
+        """R-PARK-6: what an owner is, as a deny or a busy answer names it."""
+        if owner == ANONYMOUS:
+            return "anonymous"
+        if owner != conn and isinstance(owner, tuple) and owner[:1] == ("principal",):
+            return "principal"
+        return "connection"
 
     def parked_calls(self, owner: Hashable) -> list[ModelCall]:
         """The owner's parked calls, oldest first."""
@@ -911,7 +938,7 @@ class ReferenceModel:
             if self._admit(event.conn, event.request_id, out):  # R-PROTO-4
                 out.append(Reply(event.conn, event.request_id, _result(event.request_id, {})))
         elif isinstance(event, SubscriberAttached):
-            self._subscriber_attached(event.conn, event.principal, out)
+            self._subscriber_attached(event.conn, event.principal, event.per_request, out)
         elif isinstance(event, SubscriberDetached):
             self._connection_gone(event.conn, out)
         elif isinstance(event, ToolRegistered):
@@ -1000,12 +1027,16 @@ class ReferenceModel:
             }
             out.append(Emit("client_capabilities_evicted", fields))
 
-    def _subscriber_attached(self, conn: Hashable, principal: object, out: list[Effect]) -> None:
+    def _subscriber_attached(
+        self, conn: Hashable, principal: object, per_request: object, out: list[Effect]
+    ) -> None:
         if conn in self.subscribed:
             self._connection_gone(conn, out)  # R-SUB-2
         self.subscribed.add(conn)  # R-SUB-1
-        if isinstance(principal, str):
+        if isinstance(principal, str) and principal:
             self.principals[conn] = principal
+        if per_request is True:
+            self.per_request.add(conn)
         e = self.entry(conn)
         if e is not None and not e.live:
             e.live = True
@@ -1019,6 +1050,7 @@ class ReferenceModel:
         self.subscribed.discard(conn)
         self.versions.pop(conn, None)  # R-SUB-2: a rebound connection negotiates again
         self.principals.pop(conn, None)
+        self.per_request.discard(conn)
 
     # -- admission (R-ADM-*, R-READ-1) ---------------------------------------------------------
 
@@ -1039,12 +1071,14 @@ class ReferenceModel:
             return False
         return True
 
-    def _busy_scope(self, conn: Hashable) -> str | None:
-        """R-ADM-5: which bound refuses a new worker for ``conn``, server first."""
+    def _busy_scope(self, call: ModelCall) -> str | None:
+        """R-ADM-5: which bound refuses a new worker for ``call``, server first; the share is
+        its owner's (R-ADM-6)."""
         if self.workers_total() >= self.options.max_in_flight:
             return "server"
-        if self.workers_of(conn) >= self.per_connection_share:
-            return "connection"
+        held = len([c for c in self.calls if c.owner == call.owner and c.worker is not None])
+        if held >= self.per_connection_share:
+            return self.scope(call.owner, call.conn)
         return None
 
     def _busy_message(self, call: ModelCall, scope: str) -> JsonObject:
@@ -1054,7 +1088,7 @@ class ReferenceModel:
 
     def _open(self, call: ModelCall, stage: str, job: Job, now: int, out: list[Effect]) -> None:
         """Admits ``call`` into a stage that holds a worker, or answers busy (R-ADM-5)."""
-        scope = self._busy_scope(call.conn)
+        scope = self._busy_scope(call)
         if scope is not None:
             busy = self._rendered(call, self._busy_message(call, scope))
             out.append(Reply(call.conn, call.request_id, busy))
@@ -1088,9 +1122,9 @@ class ReferenceModel:
             out.append(Reply(ev.conn, rid, message))
             return
         modern = None
-        if era is not None:  # R-MRTR-12: the owner is the principal, or the connection
-            principal = "" if ev.principal is None else ev.principal
-            owner = ev.conn if ev.principal is None else ("principal", ev.principal)
+        if era is not None:  # R-MRTR-12: the owner is the principal, or as R-PARK-5 says
+            principal = self.principal(ev.conn, ev.principal) or ""  # R-SUB-3
+            owner = self.owner(ev.conn, ev.principal)
             modern = Modern(advertises_form_elicitation(era), principal, owner, era)
             if ev.request_state is not None and ev.tool in self.tools:  # R-MRTR-13
                 if token_version(ev.request_state) == ROUND_VERSION:
@@ -1102,6 +1136,7 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, True, ev.tool, ev.arguments, ev.mode, ev.caller)
         call.started = ev.now
         call.modern = modern
+        call.owner = self.owner(ev.conn) if modern is None else modern.owner  # R-PARK-5
         if ev.tool not in self.tools:  # R-ADM-2
             if self.options.has_unknown_tool_reply:
                 self._open(call, UNKNOWN_REPLY, UnknownToolReply(ev.tool), ev.now, out)
@@ -1124,6 +1159,7 @@ class ReferenceModel:
             return
         rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
         call = ModelCall(ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller)
+        call.owner = self.owner(ev.conn)  # R-PARK-5
         if self.options.has_read_authorizer:  # R-READ-1
             self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, ev.params), ev.now, out)
         elif ev.method == "tools/list" and not self._hook_lists():  # R-PROTO-8
@@ -1361,7 +1397,7 @@ class ReferenceModel:
         self, call: ModelCall, stage: str, job: Job, now: int, out: list[Effect]
     ) -> None:
         """A new worker for an open call: the bounds are checked again (R-ADM-5)."""
-        scope = self._busy_scope(call.conn)
+        scope = self._busy_scope(call)
         if scope is not None:
             self._close(call, self._busy_message(call, scope), out, "busy", scope)
             return
@@ -1396,7 +1432,7 @@ class ReferenceModel:
         if not self.can_be_asked(call.conn):  # R-AUTH-3: deny-on-ASK; the record hides the prompt
             self._deny(call, "ask", prompt, out, CANNOT_ASK, recorded=CANNOT_ASK_DETAIL)
             return
-        if self._room(call, self.owner(call.conn), out):  # R-PARK-1: counted by owner
+        if self._room(call, call.owner, out):  # R-PARK-1: counted by owner (R-PARK-5)
             self._park(call, prompt, now, out)
 
     def _room(self, call: ModelCall, owner: Hashable, out: list[Effect]) -> bool:
@@ -1404,7 +1440,8 @@ class ReferenceModel:
         after evicting another owner's oldest; ``call`` is denied when it may not."""
         mine = self.parked_count(owner)
         if mine >= self.options.max_parked_elicitations:
-            self._deny(call, "ask", TOO_MANY_PENDING, out)  # R-PARK-1
+            why = OWNER_FULL[self.scope(owner, call.conn)]  # R-PARK-6
+            self._deny(call, "ask", TOO_MANY_PENDING, out, why)  # R-PARK-1
             return False
         if self.parked_total() >= self.options.max_parked_elicitations_total:  # R-PARK-3
             top = self.top()
@@ -1534,6 +1571,7 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
         call.started = now
         call.modern = modern
+        call.owner = modern.owner
         modern.approved = True  # R-MRTR-21: its rounds say so
         job = RunTool(tool, ev.arguments, modern.round())
         self._open(call, RUNNING, job, now, out)  # R-ADM-5
@@ -1624,6 +1662,7 @@ class ReferenceModel:
         call = ModelCall(ev.conn, rid, True, tool, ev.arguments, ev.mode, ev.caller)
         call.started = now
         call.modern = modern
+        call.owner = modern.owner
         self._open(call, RUNNING, RunTool(tool, ev.arguments, modern.round()), now, out)
         if any(c is call for c in self.calls):
             call.decision, call.approval = "approved", None  # parked under no id (R-LOG-2)
@@ -1638,7 +1677,6 @@ class ReferenceModel:
         call.decision = "ask"
         call.approval = eid
         call.parked_at = self._tick()
-        call.owner = self.owner(call.conn)
         self._set_count_changed(call.owner)
         deadline = now + self.options.elicitation_timeout_ms
         out.append(StartTimer(("elicitation", eid), deadline))

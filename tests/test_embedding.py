@@ -169,7 +169,7 @@ def test_R_EMB_2_every_event_and_effect_class_has_a_kind_the_spec_lists() -> Non
     with pytest.raises(WireError, match="neither an event nor an effect"):
         jsonwire.encode(core.Allow())
     full = jsonwire.encode(core.SubscriberAttached("a"))
-    assert set(full["fields"]) == {"conn", "now", "principal"}
+    assert set(full["fields"]) == {"conn", "now", "principal", "per_request"}
 
 
 def test_R_EMB_3_plain_json_where_exact_and_a_tag_for_everything_else() -> None:

@@ -37,7 +37,9 @@ is_loopback = functools.lru_cache(maxsize=256)(loopback_address)
 
 class LoopbackOnly:
     """No credentials: every peer on a loopback address is the principal ``local``; any other
-    peer is refused (403: it takes no credentials, R-HTTP-9)."""
+    peer is refused (403: it takes no credentials, R-HTTP-9). ``local`` binds sessions and names
+    the logs, but authenticates no one: the reducer is told no principal, so each session is
+    an owner of its own (R-HTTP-40)."""
 
     credentials = False
     challenge = ""

@@ -987,7 +987,8 @@ class HttpTransport:
             runtime.route(session.conn, live)
             runtime.set_principal(session.conn, principal)  # for the log and Context
             runtime.on_close_stream(session.conn, live.close_stream)  # R-HTTP-21
-            runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
+            who = self.authenticated(principal)  # R-HTTP-40
+            runtime.feed(SubscriberAttached(session.conn, now, who))  # R-SUB-1
             extra.append((rules.SESSION_HEADER.encode(), session.id.encode()))
         self.sessions = rules.touch(self.sessions, session.id, now, within=self._touch_within)
         event = MessageReceived(session.conn, decoded, now, mode="reply")
@@ -1226,6 +1227,13 @@ class HttpTransport:
             if payload:
                 await send({"type": "http.response.body", "body": payload, "more_body": True})
 
+    def authenticated(self, principal: str) -> str | None:
+        """R-HTTP-40: who the reducer is told authenticated a request the provider admitted as
+        ``principal``: that principal when the provider takes credentials, else no one
+        (``None``: ``--auth none`` names every loopback peer ``local``, which authenticates
+        nobody, so each session is an owner of its own, R-PARK-5)."""
+        return principal if getattr(self.auth, "credentials", True) else None
+
     def _stateless(self, decoded: codec.Decoded, principal: str) -> Whole | Continuation:
         """R-HTTP-26: one modern request, served on a reducer connection of its own that lives
         as long as its POST, with the request's ``principal`` (R-HTTP-29). The answer is JSON
@@ -1251,10 +1259,11 @@ class HttpTransport:
 
         runtime.route(conn, deliver)
         runtime.set_principal(conn, principal)  # for the log and Context
-        runtime.feed(SubscriberAttached(conn, now, principal))  # R-SUB-1
+        who = self.authenticated(principal)  # R-HTTP-40
+        runtime.feed(SubscriberAttached(conn, now, who, per_request=True))  # R-SUB-1, R-PARK-7
         live.feeding = (key, stream)
         try:
-            event = MessageReceived(conn, decoded, now, mode="reply", principal=principal)
+            event = MessageReceived(conn, decoded, now, mode="reply", principal=who)
             runtime.feed(event)
         finally:
             live.feeding = None

@@ -50,6 +50,8 @@ class LegacyHost(Protocol):
     @property
     def current_runtime(self) -> Runtime | None: ...
 
+    def authenticated(self, principal: str) -> str | None: ...
+
 
 class _Stream:
     """The messages of an ``/sse`` stream: pushed in order, then finished (or closed, once its
@@ -172,7 +174,8 @@ class LegacySse:
         app.sessions = rules.touch(app.sessions, session.id, now, +1)  # open: never idle
         runtime.attach(session.conn, stream.put)
         runtime.set_principal(session.conn, principal)  # for the log and Context
-        runtime.feed(SubscriberAttached(session.conn, now, principal))  # R-SUB-1
+        who = app.authenticated(principal)  # R-HTTP-40
+        runtime.feed(SubscriberAttached(session.conn, now, who))  # R-SUB-1
         try:
             await self._stream_out(scope, session.id, stream, receive, send)
         finally:
