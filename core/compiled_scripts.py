@@ -360,6 +360,32 @@ def _():
             return NotImplemented
         return  (
             self.conn == other.conn and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.now,
+                ))
+    def __init__(self, conn, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('now', now)
+
+    return locals()
+
+
+_.uses = 2
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
             self.now == other.now and
             self.principal == other.principal
         )
@@ -380,31 +406,6 @@ def _():
 
 
 SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n                self.principal,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n    _setattr('principal', principal)\n"] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.conn == other.conn and
-            self.now == other.now
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.conn,
-                    self.now,
-                ))
-    def __init__(self, conn, now=attr_dict['now'].default):
-        _setattr = _cached_setattr_get(self)
-        _setattr('conn', conn)
-        _setattr('now', now)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n"] = _
 
 
 def _():
@@ -2136,7 +2137,8 @@ def _():
             self.version == other.version and
             self.log_level == other.log_level and
             self.subscriptions == other.subscriptions and
-            self.principal == other.principal
+            self.principal == other.principal and
+            self.held == other.held
         )
     def __hash__(self):
             return hash((
@@ -2150,8 +2152,9 @@ def _():
                     self.log_level,
                     self.subscriptions,
                     self.principal,
+                    self.held,
                 ))
-    def __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default):
+    def __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, held=attr_dict['held'].default):
         _setattr = _cached_setattr_get(self)
         _setattr('subscribed', subscribed)
         _setattr('can_elicit', can_elicit)
@@ -2165,11 +2168,12 @@ def _():
         else:
             _setattr('subscriptions', __attr_factory_subscriptions())
         _setattr('principal', principal)
+        _setattr('held', held)
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.subscribed == other.subscribed and\n        self.can_elicit == other.can_elicit and\n        self.can_sample == other.can_sample and\n        self.cap_group == other.cap_group and\n        self.cap_pos == other.cap_pos and\n        self.version == other.version and\n        self.log_level == other.log_level and\n        self.subscriptions == other.subscriptions and\n        self.principal == other.principal\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.subscribed,\n                self.can_elicit,\n                self.can_sample,\n                self.cap_group,\n                self.cap_pos,\n                self.version,\n                self.log_level,\n                self.subscriptions,\n                self.principal,\n            ))\ndef __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('subscribed', subscribed)\n    _setattr('can_elicit', can_elicit)\n    _setattr('can_sample', can_sample)\n    _setattr('cap_group', cap_group)\n    _setattr('cap_pos', cap_pos)\n    _setattr('version', version)\n    _setattr('log_level', log_level)\n    if subscriptions is not NOTHING:\n        _setattr('subscriptions', subscriptions)\n    else:\n        _setattr('subscriptions', __attr_factory_subscriptions())\n    _setattr('principal', principal)\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.subscribed == other.subscribed and\n        self.can_elicit == other.can_elicit and\n        self.can_sample == other.can_sample and\n        self.cap_group == other.cap_group and\n        self.cap_pos == other.cap_pos and\n        self.version == other.version and\n        self.log_level == other.log_level and\n        self.subscriptions == other.subscriptions and\n        self.principal == other.principal and\n        self.held == other.held\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.subscribed,\n                self.can_elicit,\n                self.can_sample,\n                self.cap_group,\n                self.cap_pos,\n                self.version,\n                self.log_level,\n                self.subscriptions,\n                self.principal,\n                self.held,\n            ))\ndef __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, held=attr_dict['held'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('subscribed', subscribed)\n    _setattr('can_elicit', can_elicit)\n    _setattr('can_sample', can_sample)\n    _setattr('cap_group', cap_group)\n    _setattr('cap_pos', cap_pos)\n    _setattr('version', version)\n    _setattr('log_level', log_level)\n    if subscriptions is not NOTHING:\n        _setattr('subscriptions', subscriptions)\n    else:\n        _setattr('subscriptions', __attr_factory_subscriptions())\n    _setattr('principal', principal)\n    _setattr('held', held)\n"] = _
 
 
 def _():

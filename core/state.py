@@ -201,6 +201,7 @@ class ConnSlots:
         "can_sample",
         "cap_group",
         "cap_pos",
+        "held",
         "log_level",
         "principal",
         "subscribed",
@@ -226,6 +227,10 @@ class Conn(ConnSlots):
     subscriptions: Map[str, bool] = attrs.field(factory=Map)
     # Who the shell authenticated for the connection when its subscriber attached (R-SUB-1).
     principal: str | None = None
+    # R-PARK-8: ``None`` once the client may be sent requests; from an ``initialize`` answered
+    # (R-PROTO-3) until its ``notifications/initialized`` (``ClientReady``), the prompts of the
+    # calls parked meanwhile, in parking order, as (elicitation id, request id, request).
+    held: tuple[tuple[str, Any, Any], ...] | None = None
 
     @property
     def has_caps(self) -> bool:

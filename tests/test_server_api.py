@@ -120,6 +120,7 @@ async def connected(
         conn = Conn(runtime, "c1")
         conn.initialize(capabilities)
         await conn.reply("init")
+        conn.send({"jsonrpc": "2.0", "method": "notifications/initialized"})  # R-PARK-8
         yield conn
 
 
