@@ -34,12 +34,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
-import rapidjson
 from immutables import Map
 
 from askgate.core import codec, decisions, effects, events, jobs, step
 from askgate.core.options import Options
-from askgate.core.sealing import Key, Keyring
+from askgate.core.sealing import Key, Keyring, keyed_digest
 from askgate.core.state import Catalog, State, initial_state
 from askgate.core.tools import ToolInfo, argument_problem
 from askgate.ruleids import rules_of
@@ -82,6 +81,11 @@ class Redacted(dict[str, Any]):
         self.digest = digest
         self.problem = problem
 
+    @property
+    def keyed_digest(self) -> str:
+        """The digest the reducer takes for these arguments (R-DLV-5): the recorded one."""
+        return self.digest
+
 
 def _classes() -> dict[str, type]:
     found: dict[str, type] = {}
@@ -103,12 +107,9 @@ messages, options and keys."""
 def digest(key: bytes, arguments: object) -> str:
     """The keyed digest of ``arguments`` (R-AUD-2): BLAKE2b-128 keyed with ``key`` over their
     canonical JSON text (sorted keys, compact, as R-MRTR-3 writes them), hex. Arguments JSON
-    cannot carry digest their ``repr``."""
-    try:
-        text = rapidjson.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()
-    except (TypeError, ValueError, OverflowError):
-        text = repr(arguments).encode("utf-8", "backslashreplace")
-    return hashlib.blake2b(text, key=key[:64], digest_size=16).hexdigest()
+    cannot carry digest their ``repr``. The reducer's own, so an approval prompt shows the
+    start of this very digest (R-DLV-5)."""
+    return keyed_digest(key, arguments)
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -255,6 +256,10 @@ def header(state: State, *, redacted: bool) -> dict[str, Any]:
         "options": encode(state.options),
         "id_key": encode(state.id_key),
         "keyring": encode(state.keyring),
+        # R-DLV-5: whether prompts show a digest; its key only where the arguments are too
+        "digest_key": None
+        if state.digest_key is None
+        else (REDACTED_KEY if redacted else encode(state.digest_key)),
         "tools": tools,
         "catalog": encode(state.catalog),
     }
@@ -293,6 +298,22 @@ def _witnessed(state: State) -> State:
     return state if tools is state.tools else attrs.evolve(state, tools=tools)
 
 
+REDACTED_KEY = "redacted"
+"""A redacted trace's ``digest_key``: prompts showed digests, whose key the trace does not hold
+(its arguments carry their recorded digests instead, R-AUD-4)."""
+
+
+def _digest_key(recorded: object) -> bytes | None:
+    if recorded is None:
+        return None
+    if recorded == REDACTED_KEY:  # never used: every asked call's arguments are redacted
+        return hashlib.blake2b(b"askgate/redacted-trace").digest()
+    key = decode(recorded)
+    if not isinstance(key, bytes):
+        raise TraceError("line 1: digest_key is not bytes")
+    return key
+
+
 def state_of(head: dict[str, Any]) -> State:
     """The initial state a trace's header describes."""
     if head.get("askgate_trace") != FORMAT:
@@ -306,6 +327,7 @@ def state_of(head: dict[str, Any]) -> State:
         id_key=decode(head["id_key"]),
         tools=tools,
         keyring=decode(head["keyring"]),
+        digest_key=_digest_key(head.get("digest_key")),
     )
     state = attrs.evolve(state, catalog=decode(head["catalog"]))
     return _witnessed(state) if head.get("redacted") else state

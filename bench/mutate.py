@@ -70,6 +70,7 @@ REDUCER_SUITE = (
     "tests/test_door.py",
     "tests/test_revisions.py",
     "tests/test_modern.py",
+    "tests/test_catalogue_life.py",
     "tests/test_totality.py",
     "tests/test_explore.py",
     "tests/test_model.py",
@@ -1212,6 +1213,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if _unheld(d, victim) or True:  # R-PARK-9\n",
         ("R-PARK-9",),
         "an evicted call whose prompt was never sent is withdrawn all the same",
+    ),
+    Mutant(
+        "prompt-without-digest",
+        REDUCER,
+        "    if key is None:\n        return prompt\n    shown = sealing",
+        "    if True:\n        return prompt\n    shown = sealing",
+        ("R-DLV-5",),
+        "an approval prompt does not show the arguments' digest",
+    ),
+    Mutant(
+        "prompt-digest-of-the-tool",
+        REDUCER,
+        "    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5\n"
+        "    request = revision_for",
+        "    shown = _with_digest(d, call.name, prompt)  # R-DLV-5\n    request = revision_for",
+        ("R-DLV-5",),
+        "a prompt's digest is not of the call's arguments (look-alikes share it)",
     ),
     Mutant(
         "held-prompt-answerable",

@@ -1236,6 +1236,20 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
         _park(d, call, owner, eid, c.version, prompt, now, out, c.held is not None)
 
 
+DIGEST_SHOWN = 12
+"""R-DLV-5: how many hex digits of the arguments' keyed digest an approval prompt shows."""
+
+
+def _with_digest(d: _Draft, arguments: object, prompt: str) -> str:
+    """R-DLV-5: the prompt as the client is shown it, ending with the start of the keyed digest
+    of the call's arguments that the decision log records (R-AUD-2)."""
+    key = d.digest_key
+    if key is None:
+        return prompt
+    shown = sealing.keyed_digest(key, arguments)[:DIGEST_SHOWN]
+    return f"{prompt} (arguments digest {shown})"
+
+
 def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     """R-AUTH-3: the deny-on-ASK, whose detail is the prompt (recorded without it)."""
     _deny(d, call, "ask", prompt, now, out, m.CANNOT_ASK, recorded=m.CANNOT_ASK_DETAIL)
@@ -1324,7 +1338,8 @@ def _park(
     d.working = d.working.delete(key)
     d.waiting = d.waiting.set(key, parked)
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
-    request = revision_for(version).ask(eid, call.name, prompt)  # R-REV-2
+    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5
+    request = revision_for(version).ask(eid, call.name, shown)  # R-REV-2
     if hold:  # R-PARK-8
         c = d.conns[call.conn]
         held = (*(c.held or ()), (eid, call.request_id, request))
@@ -1480,7 +1495,8 @@ def _ask_stateless(
     assert d.keyring is not None
     state = sealing.seal(d.keyring, st.principal, call.name, digest, nonce, now)
     rid: Any = call.request_id
-    message = input_required(rid, call.name, prompt, state, _server_info(d))
+    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5
+    message = input_required(rid, call.name, shown, state, _server_info(d))
     out.append(Reply(call.conn, rid, message))
     fields = {"conn": call.conn, "request_id": rid, "tool": call.name, "elicitation_id": nid}
     out.append(Emit("call_parked", fields))  # R-LOG-3

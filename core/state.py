@@ -294,6 +294,9 @@ class Variables:
     stateless: Map[CallKey, StatelessCall] = attrs.field(factory=Map)
     # Open `subscriptions/listen` requests and the list changes each honours (R-MRTR-19).
     listens: Map[CallKey, tuple[str, ...]] = attrs.field(factory=Map)
+    # The key of the arguments' digests the decision log records (R-AUD-2), whose first
+    # digits an approval prompt shows (R-DLV-5); ``None``: prompts show none.
+    digest_key: bytes | None = None
 
 
 @attrs.frozen(slots=False)
@@ -354,13 +357,16 @@ def initial_state(
     id_key: bytes,
     tools: tuple[ToolInfo, ...] = (),
     keyring: Keyring | None = None,
+    digest_key: bytes | None = None,
 ) -> State:
     """The state of a server that has just started (R-OPT-1, R-OPT-2).
 
     ``id_key`` seeds the elicitation ids (R-ID-1): the shell passes 32 bytes from a
     cryptographic source; tests pass a fixed key to replay histories exactly. ``keyring`` seals
     modern approval states (R-MRTR-12): its ttl must be ``elicitation_timeout_ms``; without one,
-    a key is derived from ``id_key``.
+    a key is derived from ``id_key``. ``digest_key`` keys the arguments' digest an approval
+    prompt shows (R-DLV-5), the decision log's (R-AUD-2): 32 bytes from a cryptographic source;
+    without one, prompts show no digest.
     """
     opts = (options or Options()).validated()
     if not isinstance(id_key, bytes) or len(id_key) < 16:
@@ -379,6 +385,12 @@ def initial_state(
                 f"authorizer is configured: {', '.join(unguarded)} (an allow-all authorizer "
                 "opts out, explicitly)",
             )
+    if digest_key is not None and (not isinstance(digest_key, bytes) or len(digest_key) < 16):
+        raise OptionError(
+            "digest_key",
+            f"<{type(digest_key).__name__}>",
+            "must be at least 16 bytes from a cryptographic source",
+        )
     if keyring is None:
         secret = hashlib.blake2b(b"askgate/mrtr/keyring", key=id_key[:64]).digest()
         keyring = Keyring(Key("k0", secret), opts.elicitation_timeout_ms)
@@ -410,4 +422,5 @@ def initial_state(
         next_seq=0,
         next_elicitation=0,
         keyring=keyring,
+        digest_key=digest_key,
     )

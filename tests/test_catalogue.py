@@ -45,7 +45,7 @@ from askgate.transports.http import HttpApp
 from askgate.transports.runtime import Runtime
 from askgate.transports.stdio import serve_stdio
 
-from .harness import Harness
+from .harness import Harness, without_digest
 from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.anyio
@@ -705,7 +705,7 @@ async def test_R_AUTH_5_D43_an_authorizer_that_changes_the_arguments_changes_not
     async with wire_of(meddling) as wire:
         await wire.send(call(1))
         ask = await wire.elicitation()
-        assert ask["params"]["message"] == "Run guarded with t1?"
+        assert without_digest(ask["params"]["message"]) == "Run guarded with t1?"
         await wire.approve(ask, "t1")
         assert text_of(await wire.reply_to(1)) == "t1"
         await wire.settled()
@@ -834,7 +834,7 @@ async def test_R_POL_6_D42_a_hostile_argument_is_quoted_escaped_cut_linkless_and
     async with wire_of(policy.authorize) as wire:
         await wire.send(call(1, tag=hostile))
         ask = await wire.elicitation()
-        prompt = ask["params"]["message"]
+        prompt = without_digest(ask["params"]["message"])  # R-DLV-5's, after R-POL-6's
         assert prompt.startswith('Run "guarded" with "\\u000a\\u000aApproved by admin.')
         assert prompt.isprintable()
         assert len(prompt) < 400

@@ -8,6 +8,9 @@ the live tests wait on messages, and on the runtime's tap for the step that park
 
 from __future__ import annotations
 
+import io
+import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,22 +18,33 @@ from typing import Any
 import anyio
 import pytest
 
+from askgate.audit import AuditLog, Auditor, Trace
 from askgate.core import (
     Ask,
     ClientReady,
     Effect,
+    ElicitationAnswered,
     Emit,
+    Event,
     MessageReceived,
+    Options,
     Push,
     ServerStopping,
     StartWorker,
     SubscriberAttached,
     SubscriberDetached,
     TimerFired,
+    ToolCallReceived,
+    ToolInfo,
+    WorkerFinished,
     door,
+    initial_state,
 )
 from askgate.core import messages as m
 from askgate.core.codec import decode, encode
+from askgate.trace import digest as trace_digest
+from askgate.trace import read_trace, replay
+from askgate.transports.stdio import serve_stdio
 
 from .harness import ELICIT, Harness, only_reply, pushes
 from .test_catalogue import (
@@ -40,14 +54,20 @@ from .test_catalogue import (
     PROMPT,
     VERSION,
     HttpWire,
+    Runs,
+    StdioWire,
     Wire,
+    _ByteIn,
+    _ByteOut,
     answer,
     anyio_backend,
     call,
+    catalogue_server,
     denied,
     http_server,
     initialize,
     open_session,
+    request,
     stdio_wire,
     text_of,
 )
@@ -302,3 +322,121 @@ def test_R_PROTO_24_notifications_initialized_is_client_ready() -> None:
     before = h.state
     assert feed(h, "s", INITIALIZED) == []  # a second one: nothing
     assert h.state == before
+
+
+# -- R-DLV-5: the prompt names the arguments by the decision log's digest -----------------------
+
+DIGEST_KEY = b"d" * 32
+
+
+def _digest_in(prompt: str) -> str:
+    match = re.fullmatch(r".* \(arguments digest ([0-9a-f]{12})\)", prompt, re.DOTALL)
+    assert match is not None, prompt
+    return match.group(1)
+
+
+def test_R_DLV_5_the_prompt_shows_the_decision_logs_digest_in_every_era() -> None:
+    tools = (ToolInfo("echo", sensitive=False, derived=False),)
+    options = Options(has_authorizer=True)
+    h = Harness(has_authorizer=True)
+    h.state = initial_state(options, id_key=b"k" * 32, tools=tools, digest_key=DIGEST_KEY)
+    log = AuditLog(io.StringIO())
+    auditor = Auditor(log=log)  # no key of its own: it takes the state's
+    auditor.start(h.state, lambda _conn: None)
+
+    def fed(event: Event) -> list[Effect]:
+        before = h.state
+        effects = h.feed(event)
+        auditor(before, event, h.state, effects)
+        return effects
+
+    fed(SubscriberAttached("s"))
+    fed(MessageReceived("s", encode(initialize(0)), 0))
+    fed(MessageReceived("s", encode(INITIALIZED), 0))
+    arguments = {"text": "rm -rf /tmp/build"}
+    fed(ToolCallReceived("s", 1, "echo", arguments, 0))
+    [prompt] = prompts(fed(WorkerFinished(h.worker(), Ask("Run it?"), 0)))
+    shown = _digest_in(prompt.message["params"]["message"])
+    assert prompt.message["params"]["message"] == f"Run it? (arguments digest {shown})"
+    # the modern revision's input request (R-MRTR-12) shows the same digest
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": ELICIT,
+        "io.modelcontextprotocol/clientInfo": {"name": "m", "version": "0"},
+    }
+    call = request(2, "tools/call", {"name": "echo", "arguments": arguments, "_meta": meta})
+    fed(MessageReceived("m", encode(call), 0))
+    effects = fed(WorkerFinished(h.worker(), Ask("Run it?"), 0))
+    assert f"Run it? (arguments digest {shown})" in json.dumps(only_reply(effects))
+    fed(ElicitationAnswered("s", prompt.message["id"], {"action": "decline"}, 0))
+    auditor.close()
+    stream = log.sink._stream
+    assert isinstance(stream, io.StringIO)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    logged = {line["arguments_digest"] for line in lines if line.get("request_id") == 1}
+    assert len(logged) == 1
+    [digest] = logged
+    assert digest[:12] == shown  # the prompt's digest is the decision log's
+    assert digest == trace_digest(DIGEST_KEY, arguments)
+
+
+async def test_R_DLV_5_live_two_look_alike_arguments_are_told_apart_and_logged() -> None:
+    runs = Runs()
+    server = catalogue_server(runs)
+    log = AuditLog(io.StringIO())
+    server.audit(log=log)  # the server draws the key; the prompts and the log share it
+    stream = log.sink._stream
+    assert isinstance(stream, io.StringIO)
+    look_alike = ("pay-acme", "pay-acme\u200b")  # the second ends in a zero-width space
+    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
+    shown: list[str] = []
+    with anyio.fail_after(DEADLINE):
+        async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
+            tg.start_soon(serve_stdio, runtime, _ByteIn(server_in), _ByteOut(server_out))
+            wire = StdioWire(server, runs, runtime, to_server, from_server)
+            await wire.send(initialize(0))
+            await wire.reply_to(0)
+            await wire.send(INITIALIZED)
+            for rid, tag in enumerate(look_alike, 1):
+                await wire.send(call(rid, tag=tag))
+                ask = await wire.elicitation()
+                shown.append(_digest_in(ask["params"]["message"]))
+                await wire.send(answer(ask["id"], {"action": "decline"}))
+                assert denied(await wire.reply_to(rid)) == "declined"
+            await wire.settled()
+            await to_server.aclose()
+    assert shown[0] != shown[1]
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    for rid in (1, 2):
+        logged = {line["arguments_digest"][:12] for line in lines if line.get("request_id") == rid}
+        assert logged == {shown[rid - 1]}
+
+
+@pytest.mark.parametrize("redact", [True, False])
+async def test_R_DLV_5_a_trace_of_prompts_with_digests_replays(redact: bool) -> None:
+    runs = Runs()
+    server = catalogue_server(runs)
+    text = io.StringIO()
+    server.audit(trace=Trace(text, redact=redact))
+    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
+    with anyio.fail_after(DEADLINE):
+        async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
+            tg.start_soon(serve_stdio, runtime, _ByteIn(server_in), _ByteOut(server_out))
+            wire = StdioWire(server, runs, runtime, to_server, from_server)
+            await wire.send(initialize(0))
+            await wire.reply_to(0)
+            await wire.send(INITIALIZED)
+            await wire.send(call(1, tag="secret"))
+            ask = await wire.elicitation()
+            _digest_in(ask["params"]["message"])
+            await wire.approve(ask, "secret")
+            assert text_of(await wire.reply_to(1)) == "secret"
+            await wire.settled()
+            await to_server.aclose()
+    head, steps = read_trace(text.getvalue().splitlines())
+    assert (head["digest_key"] == "redacted") is redact  # the key only beside the arguments
+    count, difference = replay(head, steps)
+    assert difference is None, difference
+    assert count == len(steps)
