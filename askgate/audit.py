@@ -339,8 +339,12 @@ class Auditor:
         self._arguments: dict[tuple[Hashable, Hashable], object] = {}
 
     def start(self, state: State, principal: Principal) -> None:
-        """Writes the trace's header for a run that starts from ``state``."""
+        """Writes the trace's header for a run that starts from ``state``; the arguments'
+        digests are keyed with the state's key, when it has one, so that they are the ones its
+        prompts show (R-DLV-5)."""
         self.principal = principal
+        if state.digest_key is not None:
+            self.key = state.digest_key
         if self.trace is not None:
             self.trace.write_keys(state)
             head = header(state, redacted=self.trace.redact)

@@ -823,7 +823,12 @@ class Server:
         tools = tuple(tool.info for tool in self._tools.values())
         # R-MRTR-12: the key that seals modern approval states, drawn fresh at every start.
         ring = Keyring(Key("k1", os.urandom(32)), options.elicitation_timeout_ms)
-        state = initial_state(options, id_key=os.urandom(32), tools=tools, keyring=ring)
+        # R-DLV-5: prompts show the decision log's digests, keyed as it keys them (R-AUD-2).
+        auditor = self._auditor
+        digest_key = auditor.key if auditor is not None else os.urandom(32)
+        state = initial_state(
+            options, id_key=os.urandom(32), tools=tools, keyring=ring, digest_key=digest_key
+        )
         # The catalog is complete from the first step (catalog_complete, R-PROTO-18, 19).
         for event in self._catalog_events():
             state, _ = step(state, event)  # no connection yet: nobody to tell

@@ -49,14 +49,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
 import attrs
-import rapidjson
 from immutables import Map
 
 from askgate.core import codec, decisions, effects, events, jobs, sealing, step
 from askgate.core import messages as m
 from askgate.core.options import Options
 from askgate.core.reducer import _keyed_digest, mint_elicitation_id, nonce_id
-from askgate.core.sealing import Key, Keyring
+from askgate.core.sealing import Key, Keyring, keyed_digest
 from askgate.core.state import Catalog, State, initial_state
 from askgate.core.tools import ToolInfo, argument_problem
 from askgate.ruleids import rules_of
@@ -116,6 +115,11 @@ class Redacted(dict[str, Any]):
         self.digest = digest
         self.problem = problem
 
+    @property
+    def keyed_digest(self) -> str:
+        """The digest the reducer takes for these arguments (R-DLV-5): the recorded one."""
+        return self.digest
+
 
 def _classes() -> dict[str, type]:
     found: dict[str, type] = {}
@@ -137,12 +141,9 @@ messages, options and keys."""
 def digest(key: bytes, arguments: object) -> str:
     """The keyed digest of ``arguments`` (R-AUD-2): BLAKE2b-128 keyed with ``key`` over their
     canonical JSON text (sorted keys, compact, as R-MRTR-3 writes them), hex. Arguments JSON
-    cannot carry digest their ``repr``."""
-    try:
-        text = rapidjson.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()
-    except (TypeError, ValueError, OverflowError):
-        text = repr(arguments).encode("utf-8", "backslashreplace")
-    return hashlib.blake2b(text, key=key[:64], digest_size=16).hexdigest()
+    cannot carry digest their ``repr``. The reducer's own, so an approval prompt shows the
+    start of this very digest (R-DLV-5)."""
+    return keyed_digest(key, arguments)
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -295,6 +296,8 @@ def _secrets(state: State) -> list[bytes]:
         secrets.append(ring.current.secret)
         if ring.previous is not None:
             secrets.append(ring.previous.secret)
+    if state.digest_key is not None:  # R-DLV-5: the prompts' digests, for a trace with arguments
+        secrets.append(state.digest_key)
     return secrets
 
 
@@ -342,6 +345,11 @@ def header(state: State, *, redacted: bool) -> dict[str, Any]:
         "options": encode(state.options),
         "id_key": {"$key": key_id(state.id_key)},
         "keyring": encode(state.keyring),
+        # R-DLV-5: whether prompts show a digest; its key (by key id, R-AUD-10) only where the
+        # arguments are kept too
+        "digest_key": None
+        if state.digest_key is None
+        else (REDACTED_KEY if redacted else {"$key": key_id(state.digest_key)}),
         "tools": tools,
         "catalog": encode(state.catalog),
     }
@@ -373,7 +381,9 @@ def _with_keys(data: Any, keys: Mapping[str, bytes], missing: list[str]) -> Any:
 def missing_keys(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> tuple[str, ...]:
     """The ids of the keys a trace's header names that ``keys`` does not hold."""
     missing: list[str] = []
-    _with_keys([head.get("id_key"), head.get("keyring")], keys or {}, missing)
+    _with_keys(
+        [head.get("id_key"), head.get("keyring"), head.get("digest_key")], keys or {}, missing
+    )
     return tuple(missing)
 
 
@@ -410,6 +420,22 @@ def _witnessed(state: State) -> State:
     return state if tools is state.tools else attrs.evolve(state, tools=tools)
 
 
+REDACTED_KEY = "redacted"
+"""A redacted trace's ``digest_key``: prompts showed digests, whose key the trace does not need
+(its arguments carry their recorded digests instead, R-AUD-4)."""
+
+
+def _digest_key(recorded: object) -> bytes | None:
+    if recorded is None:
+        return None
+    if recorded == REDACTED_KEY:  # never used: every asked call's arguments are redacted
+        return hashlib.blake2b(b"askgate/redacted-trace").digest()
+    key = decode(recorded)
+    if not isinstance(key, bytes):
+        raise TraceError("line 1: digest_key is not bytes")
+    return key
+
+
 def state_of(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> State:
     """The initial state a trace's header describes, its keys taken from ``keys`` (by key id),
     each key ``keys`` does not hold replaced by a stand-in (R-AUD-12)."""
@@ -419,12 +445,15 @@ def state_of(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> S
         ToolInfo(name, sensitive, derived, decode(definition))
         for name, sensitive, derived, definition in head["tools"]
     )
-    id_key, keyring = _with_keys([head["id_key"], head["keyring"]], keys or {}, [])
+    id_key, keyring, digest_key = _with_keys(
+        [head["id_key"], head["keyring"], head.get("digest_key")], keys or {}, []
+    )
     state = initial_state(
         decode(head["options"]),
         id_key=decode(id_key),
         tools=tools,
         keyring=decode(keyring),
+        digest_key=_digest_key(digest_key),
     )
     state = attrs.evolve(state, catalog=decode(head["catalog"]))
     return _witnessed(state) if head.get("redacted") else state

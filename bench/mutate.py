@@ -70,6 +70,7 @@ REDUCER_SUITE = (
     "tests/test_door.py",
     "tests/test_revisions.py",
     "tests/test_modern.py",
+    "tests/test_catalogue_life.py",
     "tests/test_totality.py",
     "tests/test_explore.py",
     "tests/test_model.py",
@@ -173,7 +174,7 @@ _SEALING_PRIMITIVE = (
 
 _ROOM = """\
     if _reserve(d, call, owner, eid, False, now, out):
-        _park(d, call, owner, eid, c.version, prompt, now, out)
+        _park(d, call, owner, eid, c.version, prompt, now, out, c.held is not None)
 """
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -334,7 +335,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if _reserve(d, call, owner, eid, False, now, out):\n"
         "        evicted = out[mark:]\n"
         "        del out[mark:]\n"
-        "        _park(d, call, owner, eid, c.version, prompt, now, out)\n"
+        "        _park(d, call, owner, eid, c.version, prompt, now, out, c.held is not None)\n"
         "        out.extend(evicted)\n",
         ("R-PARK-4",),
         "the new call parks before the eviction that makes room for it (effects out of order)",
@@ -430,8 +431,8 @@ MUTANTS: tuple[Mutant, ...] = (
         REDUCER,
         "        _unpark(d, call, now)\n"
         "        out.append(CancelTimer((ELICITATION_TIMER, eid)))\n"
-        "        if notify:\n",
-        "        _unpark(d, call, now)\n        if notify:\n",
+        "        if notify and sent:\n",
+        "        _unpark(d, call, now)\n        if notify and sent:\n",
         ("R-DROP-4", "R-CLOSE-3", "R-INV-4"),
         "a dropped parked call's timer is not cancelled",
     ),
@@ -507,17 +508,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "timeout-no-withdraw",
         REDUCER,
-        "    withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)\n"
-        "    out.append(Push(call.conn, withdrawn, call.request_id))\n",
-        "",
+        "        withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)\n"
+        "        out.append(Push(call.conn, withdrawn, call.request_id))\n",
+        "        pass\n",
         ("R-CLOSE-4",),
         "a timed-out prompt is not withdrawn",
     ),
     Mutant(
         "timeout-withdrawal-unrouted",
         REDUCER,
-        "withdraw(eid, m.TIMED_OUT)\n    out.append(Push(call.conn, withdrawn, call.request_id))",
-        "withdraw(eid, m.TIMED_OUT)\n    out.append(Push(call.conn, withdrawn))",
+        "withdraw(eid, m.TIMED_OUT)\n"
+        "        out.append(Push(call.conn, withdrawn, call.request_id))",
+        "withdraw(eid, m.TIMED_OUT)\n        out.append(Push(call.conn, withdrawn))",
         ("R-DLV-1", "R-CLOSE-4"),
         "a timed-out prompt's withdrawal does not name its request (HTTP cannot route it)",
     ),
@@ -1211,18 +1213,76 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "initialize-not-admitted",
         REDUCER,
-        "    if not _admit(d, conn, rid, out):\n        return\n    capabilities = ",
-        "    capabilities = ",
+        "    if not _admit(d, conn, rid, out):\n        return\n    if _get_conn(d, conn).version:",
+        "    if _get_conn(d, conn).version:",
         ("R-ADM-1", "R-PROTO-3"),
         "an initialize reusing an open call's id is answered as if new",
     ),
     Mutant(
         "initialize-renegotiates",
         REDUCER,
-        "    version = c.version\n    if not version:\n",
-        "    version = c.version\n    if True:\n",
-        ("R-PROTO-3", "R-REV-1"),
-        "a second initialize changes the negotiated version (and how the client is asked)",
+        "    if _get_conn(d, conn).version:  # R-PROTO-23: nothing changes\n",
+        "    if False:  # R-PROTO-23: nothing changes\n",
+        ("R-PROTO-23", "R-PROTO-3", "R-REV-1"),
+        "a second initialize is answered afresh (and changes the negotiated version)",
+    ),
+    Mutant(
+        "initialize-refused-after-records",
+        REDUCER,
+        "ALREADY_INITIALIZED)))\n        return\n",
+        "ALREADY_INITIALIZED)))\n"
+        "        _record_capabilities(d, conn, ev.capabilities, out)\n        return\n",
+        ("R-PROTO-23", "R-CAP-1"),
+        "a refused second initialize still records capabilities (after an eviction, afresh)",
+    ),
+    Mutant(
+        "prompt-not-held",
+        REDUCER,
+        "    _park(d, call, owner, eid, c.version, prompt, now, out, c.held is not None)\n",
+        "    _park(d, call, owner, eid, c.version, prompt, now, out, False)\n",
+        ("R-PARK-8",),
+        "an ASK before notifications/initialized sends its prompt at once",
+    ),
+    Mutant(
+        "held-prompts-never-sent",
+        REDUCER,
+        "        out.append(Push(ev.conn, request, rid))\n",
+        "        pass\n",
+        ("R-PARK-8",),
+        "notifications/initialized does not send the prompts held for the client",
+    ),
+    Mutant(
+        "held-prompt-withdrawn",
+        REDUCER,
+        "    if not _unheld(d, victim):  # R-PARK-9\n",
+        "    if _unheld(d, victim) or True:  # R-PARK-9\n",
+        ("R-PARK-9",),
+        "an evicted call whose prompt was never sent is withdrawn all the same",
+    ),
+    Mutant(
+        "prompt-without-digest",
+        REDUCER,
+        "    if key is None:\n        return prompt\n    shown = sealing",
+        "    if True:\n        return prompt\n    shown = sealing",
+        ("R-DLV-5",),
+        "an approval prompt does not show the arguments' digest",
+    ),
+    Mutant(
+        "prompt-digest-of-the-tool",
+        REDUCER,
+        "    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5\n"
+        "    request = revision_for",
+        "    shown = _with_digest(d, call.name, prompt)  # R-DLV-5\n    request = revision_for",
+        ("R-DLV-5",),
+        "a prompt's digest is not of the call's arguments (look-alikes share it)",
+    ),
+    Mutant(
+        "held-prompt-answerable",
+        REDUCER,
+        "    if held and any(h[0] == eid for h in held):\n",
+        "    if False:\n",
+        ("R-PARK-9", "R-CLOSE-5"),
+        "an answer to a prompt never sent approves its call",
     ),
     Mutant(
         "ping-not-admitted",

@@ -360,6 +360,32 @@ def _():
             return NotImplemented
         return  (
             self.conn == other.conn and
+            self.now == other.now
+        )
+    def __hash__(self):
+            return hash((
+                    6840335470353563870,
+                    self.conn,
+                    self.now,
+                ))
+    def __init__(self, conn, now=attr_dict['now'].default):
+        _setattr = _cached_setattr_get(self)
+        _setattr('conn', conn)
+        _setattr('now', now)
+
+    return locals()
+
+
+_.uses = 2
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n"] = _
+
+
+def _():
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return  (
+            self.conn == other.conn and
             self.now == other.now and
             self.principal == other.principal and
             self.per_request == other.per_request
@@ -383,31 +409,6 @@ def _():
 
 
 SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now and\n        self.principal == other.principal and\n        self.per_request == other.per_request\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n                self.principal,\n                self.per_request,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default, principal=attr_dict['principal'].default, per_request=attr_dict['per_request'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n    _setattr('principal', principal)\n    _setattr('per_request', per_request)\n"] = _
-
-
-def _():
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return  (
-            self.conn == other.conn and
-            self.now == other.now
-        )
-    def __hash__(self):
-            return hash((
-                    6840335470353563870,
-                    self.conn,
-                    self.now,
-                ))
-    def __init__(self, conn, now=attr_dict['now'].default):
-        _setattr = _cached_setattr_get(self)
-        _setattr('conn', conn)
-        _setattr('now', now)
-
-    return locals()
-
-
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.conn == other.conn and\n        self.now == other.now\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.conn,\n                self.now,\n            ))\ndef __init__(self, conn, now=attr_dict['now'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('conn', conn)\n    _setattr('now', now)\n"] = _
 
 
 def _():
@@ -2149,7 +2150,8 @@ def _():
             self.log_level == other.log_level and
             self.subscriptions == other.subscriptions and
             self.principal == other.principal and
-            self.per_request == other.per_request
+            self.per_request == other.per_request and
+            self.held == other.held
         )
     def __hash__(self):
             return hash((
@@ -2164,8 +2166,9 @@ def _():
                     self.subscriptions,
                     self.principal,
                     self.per_request,
+                    self.held,
                 ))
-    def __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, per_request=attr_dict['per_request'].default):
+    def __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, per_request=attr_dict['per_request'].default, held=attr_dict['held'].default):
         _setattr = _cached_setattr_get(self)
         _setattr('subscribed', subscribed)
         _setattr('can_elicit', can_elicit)
@@ -2180,11 +2183,12 @@ def _():
             _setattr('subscriptions', __attr_factory_subscriptions())
         _setattr('principal', principal)
         _setattr('per_request', per_request)
+        _setattr('held', held)
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.subscribed == other.subscribed and\n        self.can_elicit == other.can_elicit and\n        self.can_sample == other.can_sample and\n        self.cap_group == other.cap_group and\n        self.cap_pos == other.cap_pos and\n        self.version == other.version and\n        self.log_level == other.log_level and\n        self.subscriptions == other.subscriptions and\n        self.principal == other.principal and\n        self.per_request == other.per_request\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.subscribed,\n                self.can_elicit,\n                self.can_sample,\n                self.cap_group,\n                self.cap_pos,\n                self.version,\n                self.log_level,\n                self.subscriptions,\n                self.principal,\n                self.per_request,\n            ))\ndef __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, per_request=attr_dict['per_request'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('subscribed', subscribed)\n    _setattr('can_elicit', can_elicit)\n    _setattr('can_sample', can_sample)\n    _setattr('cap_group', cap_group)\n    _setattr('cap_pos', cap_pos)\n    _setattr('version', version)\n    _setattr('log_level', log_level)\n    if subscriptions is not NOTHING:\n        _setattr('subscriptions', subscriptions)\n    else:\n        _setattr('subscriptions', __attr_factory_subscriptions())\n    _setattr('principal', principal)\n    _setattr('per_request', per_request)\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.subscribed == other.subscribed and\n        self.can_elicit == other.can_elicit and\n        self.can_sample == other.can_sample and\n        self.cap_group == other.cap_group and\n        self.cap_pos == other.cap_pos and\n        self.version == other.version and\n        self.log_level == other.log_level and\n        self.subscriptions == other.subscriptions and\n        self.principal == other.principal and\n        self.per_request == other.per_request and\n        self.held == other.held\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.subscribed,\n                self.can_elicit,\n                self.can_sample,\n                self.cap_group,\n                self.cap_pos,\n                self.version,\n                self.log_level,\n                self.subscriptions,\n                self.principal,\n                self.per_request,\n                self.held,\n            ))\ndef __init__(self, subscribed=attr_dict['subscribed'].default, can_elicit=attr_dict['can_elicit'].default, can_sample=attr_dict['can_sample'].default, cap_group=attr_dict['cap_group'].default, cap_pos=attr_dict['cap_pos'].default, version=attr_dict['version'].default, log_level=attr_dict['log_level'].default, subscriptions=NOTHING, principal=attr_dict['principal'].default, per_request=attr_dict['per_request'].default, held=attr_dict['held'].default):\n    _setattr = _cached_setattr_get(self)\n    _setattr('subscribed', subscribed)\n    _setattr('can_elicit', can_elicit)\n    _setattr('can_sample', can_sample)\n    _setattr('cap_group', cap_group)\n    _setattr('cap_pos', cap_pos)\n    _setattr('version', version)\n    _setattr('log_level', log_level)\n    if subscriptions is not NOTHING:\n        _setattr('subscriptions', subscriptions)\n    else:\n        _setattr('subscriptions', __attr_factory_subscriptions())\n    _setattr('principal', principal)\n    _setattr('per_request', per_request)\n    _setattr('held', held)\n"] = _
 
 
 def _():
@@ -2249,9 +2253,10 @@ def _():
             self.listens == other.listens and
             self.conn_listens == other.conn_listens and
             self.owner_listens == other.owner_listens and
-            self.owner_in_flight == other.owner_in_flight
+            self.owner_in_flight == other.owner_in_flight and
+            self.digest_key == other.digest_key
         )
-    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING):
+    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING, digest_key=attr_dict['digest_key'].default):
         self.options = options
         self.id_key = id_key
         self.tools = tools
@@ -2305,11 +2310,12 @@ def _():
             self.owner_in_flight = owner_in_flight
         else:
             self.owner_in_flight = __attr_factory_owner_in_flight()
+        self.digest_key = digest_key
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.conn_listens == other.conn_listens and\n        self.owner_listens == other.owner_listens and\n        self.owner_in_flight == other.owner_in_flight\n    )\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING):\n    self.options = options\n    self.id_key = id_key\n    self.tools = tools\n    self.catalog = catalog\n    self.conns = conns\n    self.working = working\n    self.waiting = waiting\n    self.workers = workers\n    self.in_flight = in_flight\n    self.in_flight_total = in_flight_total\n    self.store = store\n    self.parked = parked\n    self.cap_unsubscribed = cap_unsubscribed\n    self.cap_live = cap_live\n    self.callers = callers\n    self.resource_subscribers = resource_subscribers\n    self.log_levels = log_levels\n    self.next_ref = next_ref\n    self.next_seq = next_seq\n    self.next_elicitation = next_elicitation\n    if client_requests is not NOTHING:\n        self.client_requests = client_requests\n    else:\n        self.client_requests = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        self.worker_requests = worker_requests\n    else:\n        self.worker_requests = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        self.progress = progress\n    else:\n        self.progress = __attr_factory_progress()\n    self.keyring = keyring\n    if stateless is not NOTHING:\n        self.stateless = stateless\n    else:\n        self.stateless = __attr_factory_stateless()\n    if listens is not NOTHING:\n        self.listens = listens\n    else:\n        self.listens = __attr_factory_listens()\n    if conn_listens is not NOTHING:\n        self.conn_listens = conn_listens\n    else:\n        self.conn_listens = __attr_factory_conn_listens()\n    if owner_listens is not NOTHING:\n        self.owner_listens = owner_listens\n    else:\n        self.owner_listens = __attr_factory_owner_listens()\n    if owner_in_flight is not NOTHING:\n        self.owner_in_flight = owner_in_flight\n    else:\n        self.owner_in_flight = __attr_factory_owner_in_flight()\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.conn_listens == other.conn_listens and\n        self.owner_listens == other.owner_listens and\n        self.owner_in_flight == other.owner_in_flight and\n        self.digest_key == other.digest_key\n    )\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING, digest_key=attr_dict['digest_key'].default):\n    self.options = options\n    self.id_key = id_key\n    self.tools = tools\n    self.catalog = catalog\n    self.conns = conns\n    self.working = working\n    self.waiting = waiting\n    self.workers = workers\n    self.in_flight = in_flight\n    self.in_flight_total = in_flight_total\n    self.store = store\n    self.parked = parked\n    self.cap_unsubscribed = cap_unsubscribed\n    self.cap_live = cap_live\n    self.callers = callers\n    self.resource_subscribers = resource_subscribers\n    self.log_levels = log_levels\n    self.next_ref = next_ref\n    self.next_seq = next_seq\n    self.next_elicitation = next_elicitation\n    if client_requests is not NOTHING:\n        self.client_requests = client_requests\n    else:\n        self.client_requests = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        self.worker_requests = worker_requests\n    else:\n        self.worker_requests = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        self.progress = progress\n    else:\n        self.progress = __attr_factory_progress()\n    self.keyring = keyring\n    if stateless is not NOTHING:\n        self.stateless = stateless\n    else:\n        self.stateless = __attr_factory_stateless()\n    if listens is not NOTHING:\n        self.listens = listens\n    else:\n        self.listens = __attr_factory_listens()\n    if conn_listens is not NOTHING:\n        self.conn_listens = conn_listens\n    else:\n        self.conn_listens = __attr_factory_conn_listens()\n    if owner_listens is not NOTHING:\n        self.owner_listens = owner_listens\n    else:\n        self.owner_listens = __attr_factory_owner_listens()\n    if owner_in_flight is not NOTHING:\n        self.owner_in_flight = owner_in_flight\n    else:\n        self.owner_in_flight = __attr_factory_owner_in_flight()\n    self.digest_key = digest_key\n"] = _
 
 
 def _():
@@ -2345,7 +2351,8 @@ def _():
             self.listens == other.listens and
             self.conn_listens == other.conn_listens and
             self.owner_listens == other.owner_listens and
-            self.owner_in_flight == other.owner_in_flight
+            self.owner_in_flight == other.owner_in_flight and
+            self.digest_key == other.digest_key
         )
     def __hash__(self):
             return hash((
@@ -2379,8 +2386,9 @@ def _():
                     self.conn_listens,
                     self.owner_listens,
                     self.owner_in_flight,
+                    self.digest_key,
                 ))
-    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING):
+    def __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING, digest_key=attr_dict['digest_key'].default):
         _setattr = _cached_setattr_get(self)
         _inst_dict = self.__dict__
         _inst_dict['options'] = options
@@ -2436,11 +2444,12 @@ def _():
             _inst_dict['owner_in_flight'] = owner_in_flight
         else:
             _inst_dict['owner_in_flight'] = __attr_factory_owner_in_flight()
+        _inst_dict['digest_key'] = digest_key
 
     return locals()
 
 
-SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.conn_listens == other.conn_listens and\n        self.owner_listens == other.owner_listens and\n        self.owner_in_flight == other.owner_in_flight\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.working,\n                self.waiting,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n                self.conn_listens,\n                self.owner_listens,\n                self.owner_in_flight,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING):\n    _setattr = _cached_setattr_get(self)\n    _inst_dict = self.__dict__\n    _inst_dict['options'] = options\n    _inst_dict['id_key'] = id_key\n    _inst_dict['tools'] = tools\n    _inst_dict['catalog'] = catalog\n    _inst_dict['conns'] = conns\n    _inst_dict['working'] = working\n    _inst_dict['waiting'] = waiting\n    _inst_dict['workers'] = workers\n    _inst_dict['in_flight'] = in_flight\n    _inst_dict['in_flight_total'] = in_flight_total\n    _inst_dict['store'] = store\n    _inst_dict['parked'] = parked\n    _inst_dict['cap_unsubscribed'] = cap_unsubscribed\n    _inst_dict['cap_live'] = cap_live\n    _inst_dict['callers'] = callers\n    _inst_dict['resource_subscribers'] = resource_subscribers\n    _inst_dict['log_levels'] = log_levels\n    _inst_dict['next_ref'] = next_ref\n    _inst_dict['next_seq'] = next_seq\n    _inst_dict['next_elicitation'] = next_elicitation\n    if client_requests is not NOTHING:\n        _inst_dict['client_requests'] = client_requests\n    else:\n        _inst_dict['client_requests'] = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        _inst_dict['worker_requests'] = worker_requests\n    else:\n        _inst_dict['worker_requests'] = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        _inst_dict['progress'] = progress\n    else:\n        _inst_dict['progress'] = __attr_factory_progress()\n    _inst_dict['keyring'] = keyring\n    if stateless is not NOTHING:\n        _inst_dict['stateless'] = stateless\n    else:\n        _inst_dict['stateless'] = __attr_factory_stateless()\n    if listens is not NOTHING:\n        _inst_dict['listens'] = listens\n    else:\n        _inst_dict['listens'] = __attr_factory_listens()\n    if conn_listens is not NOTHING:\n        _inst_dict['conn_listens'] = conn_listens\n    else:\n        _inst_dict['conn_listens'] = __attr_factory_conn_listens()\n    if owner_listens is not NOTHING:\n        _inst_dict['owner_listens'] = owner_listens\n    else:\n        _inst_dict['owner_listens'] = __attr_factory_owner_listens()\n    if owner_in_flight is not NOTHING:\n        _inst_dict['owner_in_flight'] = owner_in_flight\n    else:\n        _inst_dict['owner_in_flight'] = __attr_factory_owner_in_flight()\n"] = _
+SCRIPTS["def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n        return NotImplemented\n    return  (\n        self.options == other.options and\n        self.id_key == other.id_key and\n        self.tools == other.tools and\n        self.catalog == other.catalog and\n        self.conns == other.conns and\n        self.working == other.working and\n        self.waiting == other.waiting and\n        self.workers == other.workers and\n        self.in_flight == other.in_flight and\n        self.in_flight_total == other.in_flight_total and\n        self.store == other.store and\n        self.parked == other.parked and\n        self.cap_unsubscribed == other.cap_unsubscribed and\n        self.cap_live == other.cap_live and\n        self.callers == other.callers and\n        self.resource_subscribers == other.resource_subscribers and\n        self.log_levels == other.log_levels and\n        self.next_ref == other.next_ref and\n        self.next_seq == other.next_seq and\n        self.next_elicitation == other.next_elicitation and\n        self.client_requests == other.client_requests and\n        self.worker_requests == other.worker_requests and\n        self.progress == other.progress and\n        self.keyring == other.keyring and\n        self.stateless == other.stateless and\n        self.listens == other.listens and\n        self.conn_listens == other.conn_listens and\n        self.owner_listens == other.owner_listens and\n        self.owner_in_flight == other.owner_in_flight and\n        self.digest_key == other.digest_key\n    )\ndef __hash__(self):\n        return hash((\n                6840335470353563870,\n                self.options,\n                self.id_key,\n                self.tools,\n                self.catalog,\n                self.conns,\n                self.working,\n                self.waiting,\n                self.workers,\n                self.in_flight,\n                self.in_flight_total,\n                self.store,\n                self.parked,\n                self.cap_unsubscribed,\n                self.cap_live,\n                self.callers,\n                self.resource_subscribers,\n                self.log_levels,\n                self.next_ref,\n                self.next_seq,\n                self.next_elicitation,\n                self.client_requests,\n                self.worker_requests,\n                self.progress,\n                self.keyring,\n                self.stateless,\n                self.listens,\n                self.conn_listens,\n                self.owner_listens,\n                self.owner_in_flight,\n                self.digest_key,\n            ))\ndef __init__(self, options, id_key, tools, catalog, conns, working, waiting, workers, in_flight, in_flight_total, store, parked, cap_unsubscribed, cap_live, callers, resource_subscribers, log_levels, next_ref, next_seq, next_elicitation, client_requests=NOTHING, worker_requests=NOTHING, progress=NOTHING, keyring=attr_dict['keyring'].default, stateless=NOTHING, listens=NOTHING, conn_listens=NOTHING, owner_listens=NOTHING, owner_in_flight=NOTHING, digest_key=attr_dict['digest_key'].default):\n    _setattr = _cached_setattr_get(self)\n    _inst_dict = self.__dict__\n    _inst_dict['options'] = options\n    _inst_dict['id_key'] = id_key\n    _inst_dict['tools'] = tools\n    _inst_dict['catalog'] = catalog\n    _inst_dict['conns'] = conns\n    _inst_dict['working'] = working\n    _inst_dict['waiting'] = waiting\n    _inst_dict['workers'] = workers\n    _inst_dict['in_flight'] = in_flight\n    _inst_dict['in_flight_total'] = in_flight_total\n    _inst_dict['store'] = store\n    _inst_dict['parked'] = parked\n    _inst_dict['cap_unsubscribed'] = cap_unsubscribed\n    _inst_dict['cap_live'] = cap_live\n    _inst_dict['callers'] = callers\n    _inst_dict['resource_subscribers'] = resource_subscribers\n    _inst_dict['log_levels'] = log_levels\n    _inst_dict['next_ref'] = next_ref\n    _inst_dict['next_seq'] = next_seq\n    _inst_dict['next_elicitation'] = next_elicitation\n    if client_requests is not NOTHING:\n        _inst_dict['client_requests'] = client_requests\n    else:\n        _inst_dict['client_requests'] = __attr_factory_client_requests()\n    if worker_requests is not NOTHING:\n        _inst_dict['worker_requests'] = worker_requests\n    else:\n        _inst_dict['worker_requests'] = __attr_factory_worker_requests()\n    if progress is not NOTHING:\n        _inst_dict['progress'] = progress\n    else:\n        _inst_dict['progress'] = __attr_factory_progress()\n    _inst_dict['keyring'] = keyring\n    if stateless is not NOTHING:\n        _inst_dict['stateless'] = stateless\n    else:\n        _inst_dict['stateless'] = __attr_factory_stateless()\n    if listens is not NOTHING:\n        _inst_dict['listens'] = listens\n    else:\n        _inst_dict['listens'] = __attr_factory_listens()\n    if conn_listens is not NOTHING:\n        _inst_dict['conn_listens'] = conn_listens\n    else:\n        _inst_dict['conn_listens'] = __attr_factory_conn_listens()\n    if owner_listens is not NOTHING:\n        _inst_dict['owner_listens'] = owner_listens\n    else:\n        _inst_dict['owner_listens'] = __attr_factory_owner_listens()\n    if owner_in_flight is not NOTHING:\n        _inst_dict['owner_in_flight'] = owner_in_flight\n    else:\n        _inst_dict['owner_in_flight'] = __attr_factory_owner_in_flight()\n    _inst_dict['digest_key'] = digest_key\n"] = _
 
 
 def _():

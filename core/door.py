@@ -1,4 +1,4 @@
-"""The door: what a decoded client message means (spec/protocol.md, R-PROTO-1 .. 5, 13, 15).
+"""The door: what a decoded client message means (spec/protocol.md, R-PROTO-1 .. 5, 13, 15, 24).
 
 Every client message, whatever transport carried it, is decoded by the codec and then turned by
 :func:`meaning` into exactly one typed event, into the codec's error reply, or into nothing. The
@@ -30,6 +30,7 @@ from .events import (
     CallerId,
     CancelRequested,
     ClientInitialized,
+    ClientReady,
     ConnId,
     ElicitationAnswered,
     Event,
@@ -107,8 +108,15 @@ DOOR: Final[tuple[Entry, ...]] = (
         ("R-PROTO-13",),
     ),
     Entry(
-        "any other notification",
+        "notification `notifications/initialized`",
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        ClientReady,
+        "",
+        ("R-PROTO-24",),
+    ),
+    Entry(
+        "any other notification",
+        b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}',
         None,
         "",
         ("R-PROTO-5",),
@@ -149,6 +157,8 @@ def meaning(
         if message.method == "notifications/cancelled":  # R-PROTO-13
             params = message.params or {}
             return CancelRequested(conn, params.get("requestId"), now)
+        if message.method == "notifications/initialized":  # R-PROTO-24
+            return ClientReady(conn, now)
         return None  # R-PROTO-5
     if isinstance(message, Response):  # R-PROTO-2
         return ElicitationAnswered(conn, message.id, message.result, now)
@@ -238,6 +248,8 @@ def wire_form(event: Event) -> JsonObject | None:
         if event.params is not None and not isinstance(event.params, dict):
             return None
         return _request_form(event.request_id, event.method, event.params)
+    if isinstance(event, ClientReady):
+        return {"jsonrpc": "2.0", "method": "notifications/initialized"}
     if isinstance(event, CancelRequested):
         return {
             "jsonrpc": "2.0",

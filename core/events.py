@@ -41,6 +41,15 @@ class ClientInitialized:
 
 
 @attrs.frozen(slots=True)
+class ClientReady:
+    """The client said it is initialized (``notifications/initialized``): the prompts held
+    for it since its ``initialize`` was answered are sent now (R-PROTO-24, R-PARK-8)."""
+
+    conn: ConnId
+    now: int = 0
+
+
+@attrs.frozen(slots=True)
 class SubscriberAttached:
     """A push channel to the connection now exists (R-SUB-1); ``principal`` is who the shell
     authenticated for the connection (an HTTP session's principal), ``None`` for no one: it
@@ -298,6 +307,7 @@ class TimerFired:
 
 Event = (
     ClientInitialized
+    | ClientReady
     | SubscriberAttached
     | SubscriberDetached
     | ToolRegistered

@@ -122,6 +122,10 @@ def check_invariants(state: State) -> None:
                 _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
         elif c.can_elicit or c.can_sample:
             _fail("R-INV-3", f"{conn!r} can be asked without a capabilities entry")
+        for eid, _rid, _request in c.held or ():
+            p = state.parked.get(eid)
+            if p is None or p.stateless or p.key[0] != conn:
+                _fail("R-INV-3", f"{conn!r} holds the prompt {eid!r} of no call it parked")
     for conn, n in state.in_flight.items():
         if n != per_conn_workers[conn] or n < 1:
             _fail("R-INV-2", f"{conn!r} counts {n} workers, holds {per_conn_workers[conn]}")

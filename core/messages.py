@@ -18,6 +18,8 @@ PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INITIALIZE_FIRST: Final = "Invalid Request: initialize first"
 """The message of a call or read before ``initialize`` over stdio (R-PROTO-22)."""
+ALREADY_INITIALIZED: Final = "Invalid Request: the session is already initialized"
+"""The message of an ``initialize`` on a connection that negotiated a version (R-PROTO-23)."""
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603

@@ -43,6 +43,7 @@ from .events import (
     CancelRequested,
     CatalogChanged,
     ClientInitialized,
+    ClientReady,
     ConnId,
     ElicitationAnswered,
     Event,
@@ -237,7 +238,8 @@ def _remove_caps(d: _Draft, c: Conn) -> Conn:
 
 
 def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
-    """R-CAP-1; with a request id, the ``initialize`` request, answered (R-PROTO-3)."""
+    """R-CAP-1; with a request id, the ``initialize`` request, answered (R-PROTO-3), or refused
+    on a connection that already negotiated a version (R-PROTO-23)."""
     conn = ev.conn
     rid: Any = ev.request_id
     if ev.request_id is None:
@@ -245,14 +247,38 @@ def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
         return
     if not _admit(d, conn, rid, out):
         return
+    if _get_conn(d, conn).version:  # R-PROTO-23: nothing changes
+        out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.ALREADY_INITIALIZED)))
+        return
     capabilities = ev.capabilities if isinstance(ev.capabilities, dict) else {}
     _record_capabilities(d, conn, capabilities, out)
     c = _get_conn(d, conn)
-    version = c.version
-    if not version:
-        version = protocol.negotiate(ev.protocol_version)
-        _put_conn(d, conn, attrs.evolve(c, version=version))
+    version = protocol.negotiate(ev.protocol_version)
+    _put_conn(d, conn, attrs.evolve(c, version=version, held=()))  # R-PARK-8: held from now
     out.append(Reply(conn, rid, m.result(rid, protocol.initialize_result(d.options, version))))
+
+
+def _on_client_ready(d: _Draft, ev: ClientReady, out: Out) -> None:
+    """R-PARK-8: the client is initialized; the prompts held for it go out, in parking order."""
+    c = d.conns.get(ev.conn)
+    if c is None or c.held is None:
+        return
+    d.conns = d.conns.set(ev.conn, attrs.evolve(c, held=None))
+    for _eid, rid, request in c.held:
+        out.append(Push(ev.conn, request, rid))
+
+
+def _unheld(d: _Draft, call: Call) -> bool:
+    """R-PARK-9: whether ``call``'s prompt was still held (never sent), forgetting it if so."""
+    c = d.conns.get(call.conn)
+    if c is None or not c.held:
+        return False
+    eid = call.elicitation_id
+    kept = tuple(h for h in c.held if h[0] != eid)
+    if len(kept) == len(c.held):
+        return False
+    d.conns = d.conns.set(call.conn, attrs.evolve(c, held=kept))
+    return True
 
 
 def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out) -> None:
@@ -344,7 +370,7 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
         return
     for key in _in_admission_order(d, _open_calls(d, conn, c)):
         _drop(d, _the_call(d, key), now, out, notify=False, why=CONNECTION_GONE)
-    c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False)
+    c = attrs.evolve(_remove_caps(d, _get_conn(d, conn)), subscribed=False, held=None)
     if d.store.count(conn):  # kept for its modern nonces (R-MRTR-12) only: it keeps nothing else
         _forget_protocol_state(d, conn, c)
         c = attrs.evolve(
@@ -708,9 +734,10 @@ def _drop(d: _Draft, call: Call, now: int, out: Out, *, notify: bool, why: str) 
     ``tools/call`` is recorded as dropped, ``why`` being its detail (R-LOG-2)."""
     if call.stage is _PARKED:
         eid = call.elicitation_id
+        sent = not _unheld(d, call)  # R-PARK-9
         _unpark(d, call, now)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
-        if notify:
+        if notify and sent:
             withdrawn = _revision(d, call.conn).withdraw(eid, m.REQUEST_CANCELLED)
             out.append(Push(call.conn, withdrawn, call.request_id))
     else:
@@ -1268,7 +1295,21 @@ def _ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
     owner = call.owner  # R-PARK-1, R-PARK-5: fixed when the call was admitted
     eid = mint_elicitation_id(d.id_key, d.next_elicitation)
     if _reserve(d, call, owner, eid, False, now, out):
-        _park(d, call, owner, eid, c.version, prompt, now, out)
+        _park(d, call, owner, eid, c.version, prompt, now, out, c.held is not None)
+
+
+DIGEST_SHOWN = 12
+"""R-DLV-5: how many hex digits of the arguments' keyed digest an approval prompt shows."""
+
+
+def _with_digest(d: _Draft, arguments: object, prompt: str) -> str:
+    """R-DLV-5: the prompt as the client is shown it, ending with the start of the keyed digest
+    of the call's arguments that the decision log records (R-AUD-2)."""
+    key = d.digest_key
+    if key is None:
+        return prompt
+    shown = sealing.keyed_digest(key, arguments)[:DIGEST_SHOWN]
+    return f"{prompt} (arguments digest {shown})"
 
 
 def _cannot_ask(d: _Draft, call: Call, prompt: str, now: int, out: Out) -> None:
@@ -1314,16 +1355,26 @@ def _evicted(d: _Draft, victim_eid: str, evictor: ConnId, now: int, out: Out) ->
     if p.stateless:
         return
     victim = d.waiting[p.key]
-    withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
-    out.append(Push(victim.conn, withdrawn, victim.request_id))
+    if not _unheld(d, victim):  # R-PARK-9
+        withdrawn = _revision(d, victim.conn).withdraw(victim_eid, m.EVICTED)
+        out.append(Push(victim.conn, withdrawn, victim.request_id))
     _deny(d, victim, "ask", m.EVICTED, now, out, evicted_by=evictor)
 
 
 def _park(
-    d: _Draft, call: Call, owner: Hashable, eid: str, version: str, prompt: str, now: int, out: Out
+    d: _Draft,
+    call: Call,
+    owner: Hashable,
+    eid: str,
+    version: str,
+    prompt: str,
+    now: int,
+    out: Out,
+    hold: bool,
 ) -> None:
     """Parks ``call`` in the place ``eid`` it reserved for ``owner`` (R-PARK-1) and prompts its
-    connection, in the connection's ``version`` (R-PARK-2)."""
+    connection, in the connection's ``version`` (R-PARK-2); or, when ``hold`` (the client is
+    not initialized yet), keeps the prompt for ``ClientReady`` (R-PARK-8)."""
     d.next_elicitation += 1
     deadline = now + d.options.elicitation_timeout_ms
     key = call.key
@@ -1351,8 +1402,14 @@ def _park(
     d.working = d.working.delete(key)
     d.waiting = d.waiting.set(key, parked)
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
-    request = revision_for(version).ask(eid, call.name, prompt)  # R-REV-2
-    out.append(Push(call.conn, request, call.request_id))
+    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5
+    request = revision_for(version).ask(eid, call.name, shown)  # R-REV-2
+    if hold:  # R-PARK-8
+        c = d.conns[call.conn]
+        held = (*(c.held or ()), (eid, call.request_id, request))
+        d.conns = d.conns.set(call.conn, attrs.evolve(c, held=held))
+    else:
+        out.append(Push(call.conn, request, call.request_id))
     if replied and not call.replied:  # R-DLV-3: push mode answers the request with nothing
         out.append(Reply(call.conn, call.request_id, None))
     fields = {"conn": call.conn, "request_id": call.request_id, "tool": call.name}
@@ -1372,6 +1429,9 @@ def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
         return  # R-CLOSE-5: unknown and late answers
     if p.stateless or p.key[0] != conn:
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
+    held = d.conns[conn].held
+    if held and any(h[0] == eid for h in held):
+        return  # R-PARK-9: a prompt never sent is unknown to the client
     call = d.waiting[p.key]
     now = ev.now
     _release(d, eid, p.owner, None, now)  # _unpark(d, call, now), inlined
@@ -1386,9 +1446,11 @@ def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
 
 def _elicitation_timed_out(d: _Draft, call: Call, now: int, out: Out) -> None:
     eid = call.elicitation_id
+    sent = not _unheld(d, call)  # R-PARK-9
     _unpark(d, call, now)
-    withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)
-    out.append(Push(call.conn, withdrawn, call.request_id))
+    if sent:
+        withdrawn = _revision(d, call.conn).withdraw(eid, m.TIMED_OUT)
+        out.append(Push(call.conn, withdrawn, call.request_id))
     why = m.nobody_approved(d.options.elicitation_timeout_ms)
     _deny(d, call, "ask", m.TIMED_OUT, now, out, why)  # R-CLOSE-2
 
@@ -1524,7 +1586,8 @@ def _ask_stateless(
     assert d.keyring is not None
     state = sealing.seal(d.keyring, st.principal, call.name, digest, nonce, now)
     rid: Any = call.request_id
-    message = input_required(rid, call.name, prompt, state, _server_info(d))
+    shown = _with_digest(d, call.arguments, prompt)  # R-DLV-5
+    message = input_required(rid, call.name, shown, state, _server_info(d))
     out.append(Reply(call.conn, rid, message))
     fields = {"conn": call.conn, "request_id": rid, "tool": call.name, "elicitation_id": nid}
     out.append(Emit("call_parked", fields))  # R-LOG-3
@@ -1820,10 +1883,12 @@ def _stop(d: _Draft, call: Call, now: int, out: Out) -> None:
     rid: Any = call.request_id
     if call.stage is Stage.PARKED:
         eid = call.elicitation_id
+        sent = not _unheld(d, call)  # R-PARK-9
         _unpark(d, call, now)
         out.append(CancelTimer((ELICITATION_TIMER, eid)))
-        withdrawn = _revision(d, call.conn).withdraw(eid, m.STOPPING)
-        out.append(Push(call.conn, withdrawn, rid))
+        if sent:
+            withdrawn = _revision(d, call.conn).withdraw(eid, m.STOPPING)
+            out.append(Push(call.conn, withdrawn, rid))
         _deny(d, call, "ask", m.STOPPING, now, out)
         return
     out.append(KillWorker(call.worker))
@@ -2169,9 +2234,10 @@ PARKED_TRANSITIONS: dict[str, Transition] = {
 EVENT_TRANSITIONS: dict[type[Any], Transition] = {
     ClientInitialized: Transition(
         _on_client_initialized,
-        ("R-CAP-1", "R-CAP-3", "R-PROTO-3"),
-        "capabilities entry recorded; an initialize request answered",
+        ("R-CAP-1", "R-CAP-3", "R-PROTO-3", "R-PROTO-23"),
+        "capabilities entry recorded; an initialize request answered, or refused",
     ),
+    ClientReady: Transition(_on_client_ready, ("R-PARK-8",), "held prompts sent"),
     SubscriberAttached: Transition(
         _on_subscriber_attached, ("R-SUB-1", "R-SUB-2", "R-CAP-3"), "connection live"
     ),

@@ -162,6 +162,22 @@ def arguments_digest(arguments: object) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def keyed_digest(key: bytes, arguments: object) -> str:
+    """The keyed digest of ``arguments`` the decision log records (R-AUD-2) and an approval
+    prompt shows the start of (R-DLV-5): BLAKE2b-128 keyed with ``key`` over their canonical
+    JSON text (sorted keys, compact, as R-MRTR-3 writes them), hex. Arguments JSON cannot carry
+    digest their ``repr``. A value that carries its recorded digest (``keyed_digest``, a trace's
+    redacted arguments, R-AUD-4) is that digest."""
+    recorded = getattr(arguments, "keyed_digest", None)
+    if isinstance(recorded, str):
+        return recorded
+    try:
+        text = rapidjson.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        text = repr(arguments).encode("utf-8", "backslashreplace")
+    return hashlib.blake2b(text, key=key[:64], digest_size=16).hexdigest()
+
+
 def _tag(secret: bytes, label: bytes, value: str) -> bytes:
     data = _LABEL + label + b"\0" + value.encode("utf-8", "surrogatepass")
     return hmac.digest(secret, data, "sha256")[:TAG_BYTES]  # one call: no HMAC object

@@ -205,6 +205,7 @@ class ConnSlots:
         "can_sample",
         "cap_group",
         "cap_pos",
+        "held",
         "log_level",
         "per_request",
         "principal",
@@ -233,6 +234,10 @@ class Conn(ConnSlots):
     principal: str | None = None
     # Whether it lives for one stateless request (R-PARK-7), as its subscriber said (R-SUB-1).
     per_request: bool = False
+    # R-PARK-8: ``None`` once the client may be sent requests; from an ``initialize`` answered
+    # (R-PROTO-3) until its ``notifications/initialized`` (``ClientReady``), the prompts of the
+    # calls parked meanwhile, in parking order, as (elicitation id, request id, request).
+    held: tuple[tuple[str, Any, Any], ...] | None = None
 
     @property
     def has_caps(self) -> bool:
@@ -302,6 +307,9 @@ class Variables:
     owner_listens: Map[Hashable, int] = attrs.field(factory=Map)
     # Workers per owner (R-PARK-5), each bounded by the share (R-ADM-6).
     owner_in_flight: Map[Hashable, int] = attrs.field(factory=Map)
+    # The key of the arguments' digests the decision log records (R-AUD-2), whose first
+    # digits an approval prompt shows (R-DLV-5); ``None``: prompts show none.
+    digest_key: bytes | None = None
 
 
 @attrs.frozen(slots=False)
@@ -362,13 +370,16 @@ def initial_state(
     id_key: bytes,
     tools: tuple[ToolInfo, ...] = (),
     keyring: Keyring | None = None,
+    digest_key: bytes | None = None,
 ) -> State:
     """The state of a server that has just started (R-OPT-1, R-OPT-2).
 
     ``id_key`` seeds the elicitation ids (R-ID-1): the shell passes 32 bytes from a
     cryptographic source; tests pass a fixed key to replay histories exactly. ``keyring`` seals
     modern approval states (R-MRTR-12): its ttl must be ``elicitation_timeout_ms``; without one,
-    a key is derived from ``id_key``.
+    a key is derived from ``id_key``. ``digest_key`` keys the arguments' digest an approval
+    prompt shows (R-DLV-5), the decision log's (R-AUD-2): 32 bytes from a cryptographic source;
+    without one, prompts show no digest.
     """
     opts = (options or Options()).validated()
     if not isinstance(id_key, bytes) or len(id_key) < 16:
@@ -387,6 +398,12 @@ def initial_state(
                 f"authorizer is configured: {', '.join(unguarded)} (an allow-all authorizer "
                 "opts out, explicitly)",
             )
+    if digest_key is not None and (not isinstance(digest_key, bytes) or len(digest_key) < 16):
+        raise OptionError(
+            "digest_key",
+            f"<{type(digest_key).__name__}>",
+            "must be at least 16 bytes from a cryptographic source",
+        )
     if keyring is None:
         secret = hashlib.blake2b(b"askgate/mrtr/keyring", key=id_key[:64]).digest()
         keyring = Keyring(Key("k0", secret), opts.elicitation_timeout_ms)
@@ -418,4 +435,5 @@ def initial_state(
         next_seq=0,
         next_elicitation=0,
         keyring=keyring,
+        digest_key=digest_key,
     )

@@ -45,6 +45,7 @@ from askgate.core import (
     CancelRequested,
     CancelTimer,
     ClientInitialized,
+    ClientReady,
     Deny,
     Effect,
     ElicitationAnswered,
@@ -279,6 +280,9 @@ def alphabet(
         yield SubscriberDetached(conn)
         askable = principals or conn != "c"
         yield ClientInitialized(conn, {"elicitation": {}} if askable else {}, 0, INIT_ID)
+        known = state.conns.get(conn)
+        if known is not None and known.held is not None:  # R-PARK-8
+            yield ClientReady(conn)
         for rid in REQUEST_IDS:
             if (conn, rid) not in state.calls:
                 if principals:  # every call asked at once: parking places fill fast
@@ -758,8 +762,11 @@ def check_modern(
             if isinstance(e, Push) and e.message.get("method") == "notifications/cancelled"
         ]
         for call in before.calls.values():  # R-STOP-1, R-CLOSE-4: each prompt withdrawn, once
-            is_parked = call.stage is Stage.PARKED
-            if is_parked and withdrawn.count((call.conn, call.elicitation_id)) != 1:
+            if call.stage is not Stage.PARKED:
+                continue
+            unsent = before.conns[call.conn].held or ()  # R-PARK-9: one never sent, never
+            sent = not any(h[0] == call.elicitation_id for h in unsent)
+            if withdrawn.count((call.conn, call.elicitation_id)) != int(sent):
                 raise AssertionError(f"R-STOP-1: {call.elicitation_id} not withdrawn once")
     if isinstance(event, WorkerFinished) and isinstance(event.value, Ask):  # R-PARK-3, R-PARK-4
         for eid in set(before.parked) - set(after.parked):

@@ -139,6 +139,7 @@ from askgate.core.events import (
     CallerExited,
     CancelRequested,
     ClientInitialized,
+    ClientReady,
     ElicitationAnswered,
     Event,
     PingReceived,
@@ -619,6 +620,17 @@ class ReducerMachine(RuleBasedStateMachine):
         request_id = data.draw(st.sampled_from(INITIALIZE_IDS), label="initialize id")
         version = data.draw(st.sampled_from(VERSIONS), label="version")
         self.apply(ClientInitialized(conn, capabilities, self.now, request_id, version))
+
+    @precondition(
+        lambda self: not self.stopped and self.options.has_authorizer and bool(self.model.held)
+    )
+    @rule(data=st.data())
+    def client_ready(self, data: st.DataObject) -> None:
+        """``notifications/initialized`` from a connection that may not have sent it yet (or,
+        sometimes, any other): the prompts held since its ``initialize`` go (R-PARK-8)."""
+        waiting = sorted(self.model.held, key=repr)
+        conn = data.draw(st.sampled_from([*waiting, *waiting, *CONNS]), label="conn")
+        self.apply(ClientReady(conn, self.now))
 
     @precondition(lambda self: not self.stopped and bool(self._unsubscribed()))
     @rule(data=st.data())
@@ -1191,6 +1203,8 @@ class ReducerMachine(RuleBasedStateMachine):
                 seen["tools listed"] += 1
             elif isinstance(e, Push) and e.message.get("method") == "notifications/cancelled":
                 seen["prompt withdrawn"] += 1
+            elif isinstance(e, Push) and isinstance(ev, ClientReady):
+                seen["held prompt sent"] += 1  # R-PARK-8
             elif isinstance(e, Push) and is_response(e.message):
                 seen["outcome pushed"] += 1
             if isinstance(e, Reply | Push) and "server_busy" in repr(e.message):

@@ -114,6 +114,7 @@ from askgate.core.events import (
     CallerExited,
     CancelRequested,
     ClientInitialized,
+    ClientReady,
     ElicitationAnswered,
     Event,
     PingReceived,
@@ -158,11 +159,14 @@ from askgate.core.sealing import (
 JsonObject = dict[str, Any]
 CallKey = tuple[Hashable, Hashable]
 
-NOT_MODELLED = frozenset({"R-AUTH-5", "R-CTX-2", "R-CTX-3", "R-LOOP-1", "R-OPT-1", "R-OPT-2"})
+NOT_MODELLED = frozenset(
+    {"R-AUTH-5", "R-CTX-2", "R-CTX-3", "R-DLV-5", "R-LOOP-1", "R-OPT-1", "R-OPT-2"}
+)
 """The rules of spec/rules.md this model does not implement: progress and logs (see above),
 option validation (it is given valid :class:`Options`), the shell's copy of what an
-authorizer is given (R-AUTH-5: the model runs no callbacks) and the event loop stdio runs on
-(R-LOOP-1). ``make spec`` credits the model-based
+authorizer is given (R-AUTH-5: the model runs no callbacks), the event loop stdio runs on
+(R-LOOP-1) and the arguments' digest a prompt shows (R-DLV-5: the machines' states have no
+digest key, so prompts show none). ``make spec`` credits the model-based
 machines with every other rule of spec/rules.md in spec/traceability.md."""
 
 # Stages of an open call; every one but PARKED holds one worker.
@@ -232,6 +236,7 @@ DROPPED_CONNECTION_GONE = "connection gone"
 REQUEST_CANCELLED_REASON = "request cancelled"
 INVALID_ID_MESSAGE = "Invalid request id: must be a string or an integer"
 DUPLICATE_ID_MESSAGE = "Request id already in flight on this connection"
+ALREADY_INITIALIZED_MESSAGE = "Invalid Request: the session is already initialized"
 BAD_TOOLS_CALL_MESSAGE = "tools/call requires a string name and an object of arguments"
 CALLBACK_FAILED_MESSAGE = "MCP callback failed"
 
@@ -630,6 +635,7 @@ class ModelCall:
     approval: str | None = None
     modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
     owner: Hashable = None  # whose workers and parking places it takes (R-PARK-5, R-ADM-6)
+    held: bool = False  # while PARKED: its prompt is not sent yet (R-PARK-8)
 
     @property
     def key(self) -> CallKey:
@@ -783,6 +789,9 @@ class ReferenceModel:
         self.requests: list[ModelRequest] = []  # a running tool's outstanding requests (R-CTX-4)
         self.next_request = 0
         self.versions: dict[Hashable, str] = {}  # conn -> the version it negotiated (R-PROTO-3)
+        # R-PARK-8: the connections whose initialize was answered and that have not said they
+        # are initialized yet -> the prompts held for them meanwhile (call, request), oldest first
+        self.held: dict[Hashable, list[tuple[ModelCall, JsonObject]]] = {}
         self.principals: dict[Hashable, str] = {}  # conn -> its subscriber's principal (R-SUB-1)
         self.per_request: set[Hashable] = set()  # conns living for one request (R-PARK-7)
         self.now = 0  # the now of the event being applied (R-LOG-2)
@@ -934,6 +943,10 @@ class ReferenceModel:
             self.now = now
         if isinstance(event, ClientInitialized):
             self._initialize(event, out)
+        elif isinstance(event, ClientReady):
+            for call, request in self.held.pop(event.conn, []):  # R-PARK-8
+                call.held = False
+                out.append(Push(event.conn, request, call.request_id))
         elif isinstance(event, PingReceived):
             if self._admit(event.conn, event.request_id, out):  # R-PROTO-4
                 out.append(Reply(event.conn, event.request_id, _result(event.request_id, {})))
@@ -971,6 +984,7 @@ class ReferenceModel:
             raise TypeError(f"not an event: {event!r}")
         known = self.known_connections()
         self.versions = {c: v for c, v in self.versions.items() if c in known}  # R-INV-6
+        self.held = {c: h for c, h in self.held.items() if c in known}
         return out
 
     def _tools_changed(self, out: list[Effect]) -> None:
@@ -992,11 +1006,16 @@ class ReferenceModel:
             return
         if not self._admit(ev.conn, ev.request_id, out):
             return
+        if ev.conn in self.versions:  # R-PROTO-23
+            refusal = _error(ev.request_id, -32600, ALREADY_INITIALIZED_MESSAGE)
+            out.append(Reply(ev.conn, ev.request_id, refusal))
+            return
         capabilities = ev.capabilities if isinstance(ev.capabilities, dict) else {}
         self._client_initialized(ev.conn, capabilities, out)
         asked = ev.protocol_version
         version = asked if isinstance(asked, str) and asked in VERSIONS else VERSIONS[0]
-        version = self.versions.setdefault(ev.conn, version)
+        self.versions[ev.conn] = version
+        self.held[ev.conn] = []  # R-PARK-8
         message = initialize_result_message(ev.request_id, version, self.options)
         out.append(Reply(ev.conn, ev.request_id, message))
 
@@ -1049,6 +1068,7 @@ class ReferenceModel:
         self.entries = [e for e in self.entries if e.conn != conn]
         self.subscribed.discard(conn)
         self.versions.pop(conn, None)  # R-SUB-2: a rebound connection negotiates again
+        self.held.pop(conn, None)
         self.principals.pop(conn, None)
         self.per_request.discard(conn)
 
@@ -1263,9 +1283,10 @@ class ReferenceModel:
         answered with nothing."""
         if call.stage == PARKED:
             eid = str(call.elicitation_id)
+            held = call.held
             self._unpark(call)
             out.append(CancelTimer(("elicitation", eid)))
-            if notify:  # R-CLOSE-4
+            if notify and not held:  # R-CLOSE-4, R-PARK-9
                 message = elicitation_cancelled_message(eid, REQUEST_CANCELLED_REASON)
                 out.append(Push(call.conn, message, call.request_id))
         else:
@@ -1296,9 +1317,11 @@ class ReferenceModel:
             rid = call.request_id
             if call.stage == PARKED:
                 eid = str(call.elicitation_id)
+                held = call.held
                 self._unpark(call)
                 out.append(CancelTimer(("elicitation", eid)))
-                out.append(Push(call.conn, elicitation_cancelled_message(eid, STOPPING), rid))
+                if not held:  # R-PARK-9
+                    out.append(Push(call.conn, elicitation_cancelled_message(eid, STOPPING), rid))
                 self._deny(call, "ask", STOPPING, out)
                 continue
             ref = call.worker
@@ -1424,6 +1447,10 @@ class ReferenceModel:
         call.stage = "unparked"
         call.elicitation_id = None
         self._set_count_changed(call.owner)
+        if call.held:  # R-PARK-9: its prompt was never sent
+            call.held = False
+            held = self.held[call.conn]
+            held[:] = [(c, r) for c, r in held if c is not call]
 
     def _ask(self, call: ModelCall, prompt: str, now: int, out: list[Effect]) -> None:
         if call.modern is not None:
@@ -1456,10 +1483,12 @@ class ReferenceModel:
                 self._nonce_closed(victim, EVICTED, out)
                 return True
             eid = str(victim.elicitation_id)
+            held = victim.held
             self._unpark(victim)
             out.append(CancelTimer(("elicitation", eid)))
-            withdrawn = elicitation_cancelled_message(eid, EVICTED)
-            out.append(Push(victim.conn, withdrawn, victim.request_id))
+            if not held:  # R-PARK-9
+                withdrawn = elicitation_cancelled_message(eid, EVICTED)
+                out.append(Push(victim.conn, withdrawn, victim.request_id))
             self._deny(victim, "ask", EVICTED, out, evicted_by=call.conn)
         return True
 
@@ -1683,7 +1712,11 @@ class ReferenceModel:
         prompt_message = elicitation_create_message(
             eid, call.name, prompt, self._with_mode(call.conn)
         )
-        out.append(Push(call.conn, prompt_message, call.request_id))
+        if call.conn in self.held:  # R-PARK-8: the client is not initialized yet
+            call.held = True
+            self.held[call.conn].append((call, prompt_message))
+        else:
+            out.append(Push(call.conn, prompt_message, call.request_id))
         if call.mode == "push" and not call.replied:
             call.replied = True
             out.append(Reply(call.conn, call.request_id, None))
@@ -1705,8 +1738,8 @@ class ReferenceModel:
             self._request_answered(request, ev, out)  # R-CTX-5
             return
         call = self._parked_call(ev.elicitation_id)
-        if call is None or call.conn != ev.conn:
-            return  # R-CLOSE-5: unknown, late and foreign answers look alike
+        if call is None or call.conn != ev.conn or call.held:
+            return  # R-CLOSE-5, R-PARK-9: unknown, late, foreign and unsent look alike
         eid = str(call.elicitation_id)
         self._unpark(call)
         out.append(CancelTimer(("elicitation", eid)))  # R-CLOSE-3
@@ -1736,9 +1769,11 @@ class ReferenceModel:
             if call is None:
                 return
             eid = str(call.elicitation_id)
+            held = call.held
             self._unpark(call)
-            withdrawn = elicitation_cancelled_message(eid, TIMED_OUT)
-            out.append(Push(call.conn, withdrawn, call.request_id))  # R-CLOSE-4
+            if not held:  # R-PARK-9
+                withdrawn = elicitation_cancelled_message(eid, TIMED_OUT)
+                out.append(Push(call.conn, withdrawn, call.request_id))  # R-CLOSE-4
             why = nobody_approved(self.options.elicitation_timeout_ms)
             self._deny(call, "ask", TIMED_OUT, out, why)  # R-CLOSE-2
 

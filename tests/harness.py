@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -173,3 +174,13 @@ def deny_payload(message: dict[str, Any]) -> dict[str, Any]:
     payload: dict[str, Any] = result["structuredContent"]
     assert payload["error"] == "authorization_required"
     return payload
+
+
+_DIGEST_SHOWN = re.compile(r" \(arguments digest [0-9a-f]{12}\)$")
+
+
+def without_digest(prompt: str) -> str:
+    """An approval prompt as the authorizer wrote it: the one a ``Server`` sends ends with the
+    arguments' digest (R-DLV-5), which this checks is there and takes off."""
+    assert _DIGEST_SHOWN.search(prompt), prompt
+    return _DIGEST_SHOWN.sub("", prompt)

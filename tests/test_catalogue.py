@@ -45,7 +45,7 @@ from askgate.transports.http import HttpApp
 from askgate.transports.runtime import Runtime
 from askgate.transports.stdio import serve_stdio
 
-from .harness import Harness
+from .harness import Harness, without_digest
 from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.anyio
@@ -705,7 +705,7 @@ async def test_R_AUTH_5_D43_an_authorizer_that_changes_the_arguments_changes_not
     async with wire_of(meddling) as wire:
         await wire.send(call(1))
         ask = await wire.elicitation()
-        assert ask["params"]["message"] == "Run guarded with t1?"
+        assert without_digest(ask["params"]["message"]) == "Run guarded with t1?"
         await wire.approve(ask, "t1")
         assert text_of(await wire.reply_to(1)) == "t1"
         await wire.settled()
@@ -834,7 +834,7 @@ async def test_R_POL_6_D42_a_hostile_argument_is_quoted_escaped_cut_linkless_and
     async with wire_of(policy.authorize) as wire:
         await wire.send(call(1, tag=hostile))
         ask = await wire.elicitation()
-        prompt = ask["params"]["message"]
+        prompt = without_digest(ask["params"]["message"])  # R-DLV-5's, after R-POL-6's
         assert prompt.startswith('Run "guarded" with "\\u000a\\u000aApproved by admin.')
         assert prompt.isprintable()
         assert len(prompt) < 400
@@ -849,37 +849,7 @@ async def test_R_POL_6_D42_a_hostile_argument_is_quoted_escaped_cut_linkless_and
         await wire.settled()
 
 
-# -- C30, C31: the lifecycle ------------------------------------------------------------------
-
-
-async def test_R_PROTO_3_C30_a_second_initialize_is_answered_and_changes_nothing(
-    wire_of: Any,
-) -> None:
-    async with wire_of() as wire:
-        again = initialize(1, {})  # drops elicitation
-        again["params"]["protocolVersion"] = "2025-03-26"
-        if isinstance(wire, HttpWire):
-            response = await wire.post(again)
-            assert response.status_code == 200
-            reply = response.json()
-        else:
-            await wire.send(again)
-            reply = await wire.reply_to(1)
-        assert reply["result"]["protocolVersion"] == VERSION  # the first one's
-        await wire.send(call(2))
-        ask = await wire.elicitation()  # still askable: the first capabilities hold
-        await wire.approve(ask, "t2")
-        assert text_of(await wire.reply_to(2)) == "t2"
-        await wire.settled()
-
-
-async def test_R_PROTO_3_C30_a_second_initialize_cannot_add_elicitation() -> None:
-    async with stdio_wire(init={}) as wire:
-        await wire.send(initialize(1, ELICIT))
-        await wire.reply_to(1)
-        await wire.send(call(2))
-        assert denied(await wire.reply_to(2)) == PROMPT  # still not askable
-        await wire.settled()
+# -- C30, C31: the lifecycle (and tests/test_catalogue_life.py) ----------------------------------
 
 
 async def test_R_PROTO_22_C31_over_stdio_a_call_or_read_before_initialize_is_refused() -> None:
@@ -903,17 +873,6 @@ async def test_R_PROTO_22_C31_over_stdio_a_call_or_read_before_initialize_is_ref
         assert text_of(await wire.reply_to(5)) == "now"
         await wire.settled()
         assert wire.runs.ran == []
-
-
-async def test_R_PROTO_22_C31_an_ask_before_notifications_initialized_is_asked() -> None:
-    async with stdio_wire(init=None) as wire:
-        await wire.send(initialize(0, ELICIT))
-        await wire.reply_to(0)
-        await wire.send(call(1))  # no notifications/initialized yet
-        ask = await wire.elicitation()
-        await wire.approve(ask, "t1")
-        assert text_of(await wire.reply_to(1)) == "t1"
-        await wire.settled()
 
 
 def test_R_PROTO_22_the_typed_event_is_refused_the_same_and_only_on_stdio() -> None:

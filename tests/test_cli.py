@@ -80,11 +80,15 @@ def check_client_run(output: str) -> None:
     deny."""
     lines = output.splitlines()
     assert lines[0] == "tools: delete_note"
-    assert (
-        lines[1]
-        == "Delete the note \"shopping\"? [y/n] delete_note shopping: ok: deleted 'shopping'"
-    )
-    assert lines[2].startswith('Delete the note "recipes"? [y/n] delete_note recipes: refused: ')
+    digest = r" \(arguments digest [0-9a-f]{12}\)"  # R-DLV-5
+    assert re.fullmatch(
+        f'Delete the note "shopping"\\?{digest} \\[y/n\\] '
+        "delete_note shopping: ok: deleted 'shopping'",
+        lines[1],
+    ), lines[1]
+    assert re.match(
+        f'Delete the note "recipes"\\?{digest} \\[y/n\\] delete_note recipes: refused: ', lines[2]
+    ), lines[2]
     assert '"decision":"ask"' in lines[2]
     assert '"detail":"declined"' in lines[2]
     assert len(lines) == 3

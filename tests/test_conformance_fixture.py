@@ -30,6 +30,7 @@ from askgate.core import http as rules
 from askgate.server import Context
 from askgate.transports.http import HttpApp
 
+from .harness import without_digest
 from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -413,7 +414,8 @@ async def test_R_MRTR_21_an_approved_tool_asks_its_own_question_without_asking_a
             assert _text(ran) == "approved, then answered: name-answer"
             plain = await client.call_tool("test_logging_tool")
             assert _text(plain) == "Logging evaluated"
-    assert yes.messages == [f"Allow {name} to run?", "What is your name?"]
+    approval, *rest = yes.messages
+    assert [without_digest(approval), *rest] == [f"Allow {name} to run?", "What is your name?"]
 
     no = Answerer(types.ElicitResult(action="decline"))
     with anyio.fail_after(DEADLINE):
@@ -422,7 +424,7 @@ async def test_R_MRTR_21_an_approved_tool_asks_its_own_question_without_asking_a
             assert refused.is_error
             assert refused.structured_content is not None
             assert refused.structured_content["detail"] == "declined"
-    assert no.messages == [f"Allow {name} to run?"]
+    assert [without_digest(m) for m in no.messages] == [f"Allow {name} to run?"]
 
 
 SUMMARY = """\

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from askgate.core import (
     CancelRequested,
     ClientInitialized,
+    ClientReady,
     ElicitationAnswered,
     Event,
     MessageReceived,
@@ -136,7 +137,7 @@ def _meaning(message: dict[str, Any]) -> object:
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}},
             CancelRequested("a", 4, 9),
         ),
-        ({"jsonrpc": "2.0", "method": "notifications/initialized"}, None),
+        ({"jsonrpc": "2.0", "method": "notifications/initialized"}, ClientReady("a", 9)),
         (
             {"jsonrpc": "2.0", "id": "e", "result": {"action": "decline"}},
             ElicitationAnswered("a", "e", {"action": "decline"}, 9),

@@ -34,6 +34,7 @@ from askgate.transports.auth import ApiKeyAuth, BearerAuth, LoopbackOnly, is_loo
 from askgate.transports.http import HttpApp
 from askgate.transports.http_server import SHUTDOWN_GRACE_S
 
+from .harness import without_digest
 from .listener import GetWatched, count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
 
@@ -539,7 +540,7 @@ async def test_R_HTTP_7_the_sdk_client_approves_declines_and_times_out() -> None
             async with Client(url, mode="legacy", elicitation_callback=yes) as client:
                 assert text(await client.call_tool("echo", {"text": "hi"})) == "hi"
                 assert text(await client.call_tool("guarded_echo", {"text": "yo"})) == "yo"
-            assert yes.prompts == ['Allow guarded_echo to echo "yo"?']
+            assert [without_digest(p) for p in yes.prompts] == ['Allow guarded_echo to echo "yo"?']
             no = Asker(types.ElicitResult(action="decline"))
             async with Client(url, mode="legacy", elicitation_callback=no) as client:
                 result = await client.call_tool("guarded_echo", {"text": "yo"})

@@ -28,6 +28,7 @@ from askgate.server import ClientRequestError, Server
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 
+from .harness import without_digest
 from .listener import uvicorn_serving
 from .stdio_peer import CANNOT_ASK, deny_payload
 
@@ -543,7 +544,7 @@ async def test_R_HTTP_26_the_sdk_in_default_mode_approves_and_declines_over_http
             assert structured(declined) == deny_payload("guarded_echo", "ask", "declined")
             denied = await client.call_tool("forbidden", {})
             assert structured(denied)["decision"] == "deny"
-        assert asked == [
+        assert [(kind, without_digest(prompt)) for kind, prompt in asked] == [
             ("approval", 'Allow guarded_echo to echo "ok"?'),
             ("approval", 'Allow guarded_echo to echo "no"?'),
         ]
@@ -576,5 +577,5 @@ async def test_R_HTTP_26_the_sdk_in_legacy_mode_still_negotiates_2025_over_http(
             assert client.protocol_version == "2025-11-25"
             assert len(app.sessions) == 1
             assert text(await client.call_tool("guarded_echo", {"text": "ok"})) == "ok"
-        assert asked == ['Allow guarded_echo to echo "ok"?']
+        assert [without_digest(prompt) for prompt in asked] == ['Allow guarded_echo to echo "ok"?']
         assert len(app.sessions) == 0  # ended with DELETE

@@ -200,6 +200,7 @@ def _masked(exchange: bytes) -> bytes:
     stream's tag, an elicitation's id."""
     exchange = re.sub(rb"date: [^\r]*", b"date: -", exchange)
     exchange = re.sub(rb"askgate-elicit-[A-Za-z0-9_-]+", b"askgate-elicit--", exchange)
+    exchange = re.sub(rb"arguments digest [0-9a-f]{12}", b"arguments digest -", exchange)
     exchange = re.sub(rb"mcp-session-id: [A-Za-z0-9_-]+", b"mcp-session-id: -", exchange)
     return re.sub(rb"\nid: [A-Za-z0-9_-]+\.", b"\nid: -.", exchange)
 

@@ -75,6 +75,12 @@ def initialize(version: str = "2025-06-18", capabilities: object = None) -> dict
     return request(0, "initialize", {"protocolVersion": version, "capabilities": caps})
 
 
+def handshake(h: Harness, conn: str = "s", version: str = "2025-06-18") -> None:
+    """``initialize``, then ``notifications/initialized`` (R-PARK-8: prompts are sent after)."""
+    send(h, conn, initialize(version))
+    send(h, conn, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
 def stdio(**options: Any) -> Harness:
     """A harness with one subscribed connection, "s", that has not initialized yet."""
     h = Harness(tools=(ECHO,), **options)
@@ -96,7 +102,7 @@ def test_R_PROTO_1_bad_bytes_get_the_codec_reply_and_change_nothing() -> None:
 
 def test_R_PROTO_2_responses_are_elicitation_answers() -> None:
     h = stdio(has_authorizer=True)
-    send(h, "s", initialize())
+    handshake(h, "s")
     send(h, "s", request(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     h.finish(h.worker(), Ask("ok?"))
     eid = pushes(h.effects)[0].message["id"]
@@ -143,40 +149,42 @@ def test_R_PROTO_3_initialize_negotiates_the_version(asked: object, answered: st
     }
 
 
-def test_R_PROTO_3_second_initialize_changes_nothing() -> None:
+def test_R_PROTO_23_second_initialize_is_refused_and_changes_nothing() -> None:
     h = stdio(has_authorizer=True)
-    send(h, "s", initialize("2025-06-18"))
-    effects = send(h, "s", initialize("2025-11-25", capabilities={}))
-    assert only_reply(effects)["result"]["protocolVersion"] == "2025-06-18"
+    handshake(h, "s", "2025-06-18")
+    before = h.state
+    effects = send(h, "s", request(1, "initialize", {"protocolVersion": "2025-11-25"}))
+    assert only_reply(effects)["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: the session is already initialized",
+    }
+    effects = send(h, "s", request(2, "initialize", {"capabilities": "nonsense"}))
+    assert only_reply(effects)["error"]["code"] == -32600
+    assert h.state == before
     assert h.state.conns["s"].can_elicit
-    effects = send(h, "s", request(1, "initialize", {"capabilities": "nonsense"}))
-    assert only_reply(effects)["result"]["protocolVersion"] == "2025-06-18"
+    assert h.state.conns["s"].version == "2025-06-18"
 
 
-def test_R_PROTO_3_an_initialize_after_eviction_makes_the_connection_askable_again() -> None:
+def test_R_PROTO_23_an_evicted_connection_stays_unaskable() -> None:
     h = stdio(has_authorizer=True, max_client_capabilities=1)
     h.feed(SubscriberAttached("t"))
-    send(h, "s", initialize("2025-06-18"))
+    handshake(h, "s", "2025-06-18")
     effects = send(h, "t", initialize("2025-06-18"))  # the cap is 1: "s" is evicted
     assert [e for e in effects if isinstance(e, Emit)]
     assert not h.state.conns["s"].can_elicit
-    h.call("s", 1, arguments={"text": "t"})
+    effects = send(h, "s", initialize("2025-11-25"))  # refused: nothing recorded afresh
+    assert only_reply(effects)["error"]["code"] == -32600
+    assert not h.state.conns["s"].can_elicit
+    h.call("s", 2, arguments={"text": "t"})
     effects = h.finish(h.worker(), Ask("ok?"))
     assert deny_payload(only_reply(effects))["decision"] == "ask"  # the deny-on-ASK
     assert not pushes(effects)
-    effects = send(h, "s", initialize("2025-11-25"))  # initializes again: recorded afresh
-    assert only_reply(effects)["result"]["protocolVersion"] == "2025-06-18"
-    assert h.state.conns["s"].can_elicit
-    assert not h.state.conns["t"].can_elicit
-    h.call("s", 2, arguments={"text": "t"})
-    effects = h.finish(h.worker(), Ask("ok?"))
-    assert [p.message["method"] for p in pushes(effects)] == ["elicitation/create"]
 
 
 def test_R_PROTO_3_elicitation_mode_only_for_clients_that_know_it() -> None:
     for version, has_mode in (("2025-06-18", False), ("2025-11-25", True)):
         h = stdio(has_authorizer=True)
-        send(h, "s", initialize(version))
+        handshake(h, "s", version)
         send(h, "s", request(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
         h.finish(h.worker(), Ask("ok?"))
         assert ("mode" in pushes(h.effects)[0].message["params"]) == has_mode
@@ -185,7 +193,7 @@ def test_R_PROTO_3_elicitation_mode_only_for_clients_that_know_it() -> None:
 def test_R_PROTO_4_ping_answers_empty_object_any_time() -> None:
     h = stdio()
     assert only_reply(send(h, "s", request(1, "ping"))) == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    send(h, "s", initialize())
+    handshake(h, "s")
     effects = send(h, "s", request("x", "ping", {"anything": True}))
     assert only_reply(effects)["result"] == {}
 
@@ -428,7 +436,7 @@ def test_R_PROTO_11_log_messages_filtered_by_level() -> None:
 def test_R_PROTO_12_registrations_announce_list_changed_to_initialized_subscribers() -> None:
     h = stdio()
     h.feed(SubscriberAttached("t"))  # subscribed but never initialized
-    send(h, "s", initialize())
+    handshake(h, "s")
     effects = h.feed(ToolRegistered("late"))
     assert effects == [Push("s", {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})]
     assert [p.message["method"] for p in pushes(h.feed(ToolUnregistered("late")))] == [
@@ -445,7 +453,7 @@ def test_R_PROTO_12_registrations_announce_list_changed_to_initialized_subscribe
 def test_R_PROTO_13_cancelled_notification_drops_the_named_request() -> None:
     h = stdio(has_authorizer=True)
     h.feed(SubscriberAttached("t"))
-    send(h, "s", initialize())
+    handshake(h, "s")
     send(h, "s", request(0, "tools/call", {"name": "echo", "arguments": {"text": "x"}}))
     send(h, "t", request(0, "tools/call", {"name": "echo", "arguments": {"text": "x"}}))
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}
@@ -482,7 +490,7 @@ def test_dispatch_duplicate_id_of_any_method_is_refused() -> None:
 
 def test_dispatch_tools_call_runs_the_tool_end_to_end() -> None:
     h = stdio()
-    send(h, "s", initialize())
+    handshake(h, "s")
     effects = send(h, "s", request(4, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     assert effects[0] == StartWorker(1, "s", RunTool("echo", {"text": "hi"}))
     effects = h.finish(1, {"content": [{"type": "text", "text": "hi"}]})

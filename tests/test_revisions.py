@@ -12,6 +12,7 @@ import pytest
 from askgate.core import (
     Ask,
     ClientInitialized,
+    ClientReady,
     Options,
     Push,
     StartWorker,
@@ -45,6 +46,7 @@ def _parked(version: str | None) -> tuple[Any, list[Any]]:
         else ClientInitialized("a", caps, 0, 0, version)
     )
     state, _ = step(state, init)
+    state, _ = step(state, ClientReady("a"))  # R-PARK-8: the prompt is sent at once
     state, effects = step(state, ToolCallReceived("a", 1, "rm", {}, 0))
     ref = next(e.ref for e in effects if isinstance(e, StartWorker))
     return step(state, WorkerFinished(ref, Ask("Remove it?"), 1))

@@ -35,6 +35,7 @@ from askgate.server import derive_input_schema
 from askgate.transports.runtime import Runtime, now_ms
 from askgate.transports.stdio import LineSplitter, serve_stdio
 
+from .harness import without_digest
 from .stdio_peer import deny_payload, policy_denies
 
 pytestmark = pytest.mark.anyio
@@ -120,6 +121,7 @@ async def connected(
         conn = Conn(runtime, "c1")
         conn.initialize(capabilities)
         await conn.reply("init")
+        conn.send({"jsonrpc": "2.0", "method": "notifications/initialized"})  # R-PARK-8
         yield conn
 
 
@@ -506,7 +508,7 @@ async def test_R_PROTO_8_the_readme_authorizer_reading_path_lists_its_tool() -> 
         assert asked == []  # listing asked the authorizer nothing
         conn.call(1, "delete_file", path="/tmp/x")
         prompt = await conn.elicitation()
-        assert prompt["params"]["message"] == "Delete '/tmp/x'?"
+        assert without_digest(prompt["params"]["message"]) == "Delete '/tmp/x'?"
         conn.send({"jsonrpc": "2.0", "id": prompt["id"], "result": APPROVE})
         assert text_of(await conn.result(1)) == "deleted /tmp/x"
 

@@ -29,6 +29,7 @@ from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
 from askgate.transports.sse_legacy import LegacySse, _Stream
 
+from .harness import without_digest
 from .listener import count_decodes, uvicorn_serving
 from .stdio_peer import deny_payload
 
@@ -164,14 +165,14 @@ async def test_R_HTTP_14_the_sdk_sse_client_initializes_echoes_approves_and_decl
                 assert len(app.sessions) == 1
                 assert text(await client.call_tool("echo", {"text": "hi"})) == "hi"
                 assert text(await client.call_tool("guarded_echo", {"text": "yo"})) == "yo"
-            assert yes.prompts == ['Allow guarded_echo to echo "yo"?']
+            assert [without_digest(p) for p in yes.prompts] == ['Allow guarded_echo to echo "yo"?']
             no = Asker(types.ElicitResult(action="decline"))
             async with Client(
                 sse_client(f"{base}/sse"), mode="legacy", elicitation_callback=no
             ) as client:
                 result = await client.call_tool("guarded_echo", {"text": "yo"})
                 assert result.structured_content == deny_payload("guarded_echo", "ask", "declined")
-            assert no.prompts == ['Allow guarded_echo to echo "yo"?']
+            assert [without_digest(p) for p in no.prompts] == ['Allow guarded_echo to echo "yo"?']
             while len(pair):  # bounded by the deadline: each close ends its session
                 pair.ended = anyio.Event()
                 await pair.ended.wait()

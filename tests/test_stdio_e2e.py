@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 
+from .harness import without_digest
 from .stdio_peer import CANNOT_ASK, deny_payload, policy_denies
 
 pytestmark = [
@@ -106,7 +107,7 @@ async def test_an_approved_call_runs_the_tool(anyio_backend: str) -> None:
         assert text(result) == "hello"
         deleted = await client.call_tool("delete_file", {"path": "/tmp/x"})
         assert text(deleted) == "pretended to delete /tmp/x"
-    assert asker.prompts == [
+    assert [without_digest(p) for p in asker.prompts] == [
         'Allow guarded_echo to echo "hello"?',
         'Allow delete_file to delete "/tmp/x"? (the demo only pretends)',
     ]
@@ -258,7 +259,8 @@ async def test_an_approved_slow_tool_does_not_block_ping(
                 assert text(await client.call_tool("echo", {"text": "meanwhile"})) == "meanwhile"
                 assert not finished.is_set()
                 tg.cancel_scope.cancel()
-    assert asker.prompts == ["Sleep for 600000 ms?"]  # R-POL-3: a number, unquoted
+    shown = [without_digest(p) for p in asker.prompts]
+    assert shown == ["Sleep for 600000 ms?"]  # R-POL-3: a number, unquoted
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

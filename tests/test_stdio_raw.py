@@ -381,6 +381,9 @@ def test_a_peer_that_closes_stdout_ends_serving_without_a_traceback_loop(backend
             process.stdin.write(json.dumps(line).encode() + b"\n")
             process.stdin.flush()
             assert json.loads(_read_line(process.stdout.fileno(), READ_TIMEOUT))
+            if line["id"] == 0:  # R-PARK-8: a prompt is sent once the client is initialized
+                process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+                process.stdin.flush()
         process.stdout.close()  # the server's next write breaks
         process.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
         process.stdin.flush()
