@@ -47,7 +47,11 @@ _OPTION_FLAGS = (
     ("--max-parked", "max_parked_elicitations", "parked calls per owner (principal or connection)"),
     ("--max-parked-total", "max_parked_elicitations_total", "parked calls in total"),
     ("--max-in-flight", "max_in_flight", "callback workers in total"),
-    ("--max-in-flight-per-connection", "max_in_flight_per_connection", "workers per connection"),
+    (
+        "--max-in-flight-per-connection",
+        "max_in_flight_per_connection",
+        "workers per owner (principal, connection, or the stateless requests without credentials)",
+    ),
     ("--max-client-capabilities", "max_client_capabilities", "capability entries kept"),
     ("--callback-timeout-ms", "callback_timeout_ms", "how long a callback may run (ms)"),
     (
@@ -146,11 +150,18 @@ def _option_default(dest: str) -> str:
     return str(default)
 
 
-def _http_default(dest: str) -> str:
-    """The default of HTTP option ``dest`` (``askgate.core.http.HttpOptions``), for --help."""
-    from askgate.core import http as rules
+class _HttpDefault:
+    """An HTTP bound's flag left out: its value in ``args``, which --help shows as the
+    default of :class:`askgate.core.http.HttpOptions` field ``dest``. That module is imported
+    only when the help is printed, so a stdio server never imports it (R-EMB-17)."""
 
-    return str(getattr(rules, "DEFAULT_" + dest.upper()))
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __str__(self) -> str:
+        from askgate.core import http as rules
+
+        return str(getattr(rules, "DEFAULT_" + self.dest.upper()))
 
 
 _columns: list[int] = []
@@ -267,7 +278,8 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
             dest=dest,
             type=int,
             metavar="N",
-            help=f"{text} (default: {_http_default(dest)})",
+            default=_HttpDefault(dest),
+            help=f"{text} (default: %(default)s)",
         )
     serve.add_argument(
         "--backend",
@@ -681,7 +693,10 @@ def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
             "--allow-host": args.allow_host is not None,
             "--banner": args.banner,
         }
-        given |= {flag: getattr(args, dest) is not None for flag, dest, _ in _HTTP_LIMIT_FLAGS}
+        given |= {
+            flag: not isinstance(getattr(args, dest), _HttpDefault)
+            for flag, dest, _ in _HTTP_LIMIT_FLAGS
+        }
         for flag in (*HTTP_ONLY, *(flag for flag, _, _ in _HTTP_LIMIT_FLAGS)):
             if given[flag]:
                 raise StartError(f"askgate: {flag} applies to --http only (stdio has no network)")
@@ -799,7 +814,7 @@ def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:
     limits = {}
     for flag, dest, _ in _HTTP_LIMIT_FLAGS:
         value = getattr(args, dest)
-        if value is None:
+        if isinstance(value, _HttpDefault):  # left out: HttpOptions' default
             continue
         if value < 1:
             print(f"askgate: {flag} wants N >= 1, got {value}", file=sys.stderr)

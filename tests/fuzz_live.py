@@ -54,6 +54,7 @@ from askgate.transports.http import HttpApp
 from askgate.transports.runtime import Runtime, completes_without_suspending
 from askgate.transports.stdio import FdReceiveStream, FdSendStream, StdioTransport, serve_stdio
 
+from .harness import without_digest
 from .listener import uvicorn_serving
 
 DEADLINE = 20.0
@@ -380,8 +381,9 @@ class Peer:
         return f"fz-{self.next_id}"
 
     def approve_seen(self, ask: dict[str, Any]) -> None:
-        """Counts an exact approval of ``ask``: the digest its prompt names."""
-        words = str(ask.get("params", {}).get("message", "")).split()
+        """Counts an exact approval of ``ask``: the digest its prompt names (the authorizer's
+        text, before the arguments' digest every prompt ends with, R-DLV-5)."""
+        words = without_digest(str(ask.get("params", {}).get("message", ""))).split()
         if len(words) == 3 and words[0] == "approve":
             self.approved[words[2]] += 1
 

@@ -91,7 +91,8 @@ def test_R_AUD_9_new_trace_key_and_log_files_are_0600_whatever_the_umask(tmp_pat
     assert _serve(*flags, stdin=INIT_AND_CALL).returncode == 0
     headers = [line for line in trace.read_text().splitlines() if "askgate_trace" in line]
     assert len(headers) == 2
-    assert len(keys.read_text().splitlines()) == 2 * 3  # a comment, the id key, the sealing key
+    # a comment, the id key, the sealing key, the prompts' digest key (R-DLV-5), twice
+    assert len(keys.read_text().splitlines()) == 2 * 4
 
 
 FLAGS = [

@@ -43,7 +43,7 @@ from askgate.core import (
 from askgate.core import messages as m
 from askgate.core.codec import decode, encode
 from askgate.trace import digest as trace_digest
-from askgate.trace import read_trace, replay
+from askgate.trace import read_keys, read_trace, replay
 from askgate.transports.stdio import serve_stdio
 
 from .harness import ELICIT, Harness, only_reply, pushes
@@ -418,7 +418,8 @@ async def test_R_DLV_5_a_trace_of_prompts_with_digests_replays(redact: bool) -> 
     runs = Runs()
     server = catalogue_server(runs)
     text = io.StringIO()
-    server.audit(trace=Trace(text, redact=redact))
+    keys = io.StringIO()  # the digest key of a trace with arguments goes there (R-AUD-11)
+    server.audit(trace=Trace(text, redact=redact, keys=keys))
     to_server, server_in = anyio.create_memory_object_stream[bytes](100)
     server_out, from_server = anyio.create_memory_object_stream[bytes](100)
     with anyio.fail_after(DEADLINE):
@@ -437,6 +438,8 @@ async def test_R_DLV_5_a_trace_of_prompts_with_digests_replays(redact: bool) -> 
             await to_server.aclose()
     head, steps = read_trace(text.getvalue().splitlines())
     assert (head["digest_key"] == "redacted") is redact  # the key only beside the arguments
-    count, difference = replay(head, steps)
+    assert keys.getvalue()
+    assert keys.getvalue().split()[-1] not in text.getvalue()  # no key in the trace: R-AUD-10
+    count, difference = replay(head, steps, keys=read_keys(keys.getvalue().splitlines()))
     assert difference is None, difference
     assert count == len(steps)

@@ -437,7 +437,10 @@ class PerRequest(ReducerMachine):
 
 
 def test_R_PARK_7_model_machine_per_request_connections_share_one_owner() -> None:
-    seen = run(PerRequest, 150, seed="R-PARK-7")
+    # The histories are fixed; a stateless request without credentials parking is rare in
+    # them. This seed's reach both counters (9 and 21); the client_ready rule (R-PARK-8)
+    # shifted the histories of the seed before it, which then reached neither.
+    seen = run(PerRequest, 150, seed="anon-1")
     assert seen["anonymous owner parked"], seen
     assert seen["busy: principal"], seen
 
