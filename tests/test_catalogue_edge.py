@@ -30,21 +30,10 @@ from askgate.transports.http import HttpApp
 from askgate.transports.http_server import header_deadline_protocol
 
 from .listener import uvicorn_serving
+from .test_http_robust import INIT
 
 DEADLINE = 30.0
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdefgh"}
-INIT = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-).encode()
 
 
 @pytest.fixture
