@@ -158,6 +158,12 @@ class _HttpDefault:
     def __init__(self, dest: str) -> None:
         self.dest = dest
 
+    def __eq__(self, other: object) -> bool:  # two parsers' same flag left out: equal args
+        return isinstance(other, _HttpDefault) and other.dest == self.dest
+
+    def __hash__(self) -> int:
+        return hash(self.dest)
+
     def __str__(self) -> str:
         from askgate.core import http as rules
 
