@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
-import hashlib
 import math
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
@@ -1194,7 +1192,7 @@ def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION_ID_PREFIX) -> str:
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
-    hasher = _keyed_hasher(id_key).copy()  # _keyed_digest(id_key, counter), inlined
+    hasher = sealing.keyed_hasher(id_key).copy()  # _keyed_digest(id_key, counter), inlined
     hasher.update(counter.to_bytes(8, "big"))
     digest = hasher.digest()
     # base64.urlsafe_b64encode's two steps, without its two Python calls.
@@ -1207,16 +1205,9 @@ _URL_SAFE = bytes.maketrans(b"+/", b"-_")
 
 def _keyed_digest(id_key: bytes, counter: int) -> bytes:
     """16 bytes no one without ``id_key`` can predict, never repeated for another counter."""
-    hasher = _keyed_hasher(id_key).copy()
+    hasher = sealing.keyed_hasher(id_key).copy()
     hasher.update(counter.to_bytes(8, "big"))
     return hasher.digest()
-
-
-@functools.lru_cache(maxsize=8)
-def _keyed_hasher(id_key: bytes) -> hashlib.blake2b:
-    """A BLAKE2b keyed with ``id_key``, fed nothing: each digest copies it (keying costs more
-    than copying). It is never fed itself, so the cache holds no state of any step."""
-    return hashlib.blake2b(key=id_key[:64], digest_size=16)
 
 
 def owner_of(state: Variables, conn: ConnId, given: object = None) -> Hashable:
