@@ -41,6 +41,8 @@ import anyio
 import anyio.abc
 import httpx2
 
+from askgate.core.messages import CANNOT_ASK
+
 MAX_SESSIONS = 64  # victims and crowd sessions, each its own principal
 TOKENS = {
     **{f"victim-{n}": f"victim-{n}-token-0123456789abcdef" for n in range(MAX_SESSIONS)},
@@ -251,6 +253,8 @@ def detail_of(message: dict[str, Any]) -> str:
     result = message.get("result", {})
     payload = result.get("structuredContent") or {}
     if result.get("isError") and payload.get("error") == "authorization_required":
+        if str(payload.get("message", "")).endswith(CANNOT_ASK):  # its detail is the prompt
+            return "client cannot be asked"
         return str(payload.get("detail"))
     if result.get("isError"):
         return str(payload.get("error") or "tool error")
