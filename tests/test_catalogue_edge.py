@@ -6,6 +6,7 @@ timeout or a deadline; nothing sleeps to synchronise."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -343,6 +344,41 @@ async def test_R_HTTP_34_a_trailer_section_over_the_bound_closes_the_connection(
             status, _, answer = await anyio.to_thread.run_sync(exchange, port, head(port) + INIT)
             assert status == 200, answer
         assert len(app.sessions) == 2
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_34_a_trailer_section_in_one_read_is_bounded_and_never_a_header() -> None:
+    """A chunked POST whose whole trailer section, over the bounds, comes in the read that
+    ends the body has its connection closed unanswered; and a field of a trailer section is
+    never one of the request's headers: credentials sent only there authenticate no one
+    (401)."""
+    async with served(body_timeout_ms=60_000) as (app, port):
+        chunked = head(port).replace(
+            b"Content-Length: %d\r\n" % len(INIT), b"Transfer-Encoding: chunked\r\n"
+        )
+        body = b"%x\r\n%b\r\n0\r\n" % (len(INIT), INIT)
+        many = b"".join(b"X-T%d: %s\r\n" % (n, b"v" * 8) for n in range(3000)) + b"\r\n"
+        anonymous = chunked.replace(b"Authorization: Bearer " + TOKENS["alice"].encode(), b"X: y")
+        in_trailer = b"Authorization: Bearer " + TOKENS["alice"].encode() + b"\r\n\r\n"
+
+        def sent_whole(data: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(data)
+                answer = b""
+                with contextlib.suppress(ConnectionResetError):
+                    while chunk := client.recv(65536):
+                        answer += chunk
+                return answer
+
+        with anyio.fail_after(DEADLINE):
+            assert await anyio.to_thread.run_sync(sent_whole, chunked + body + many) == b""
+            status, _, answer = await anyio.to_thread.run_sync(
+                exchange, port, anonymous + body + in_trailer
+            )
+            assert status == 401, answer
+            status, _, answer = await anyio.to_thread.run_sync(exchange, port, head(port) + INIT)
+            assert status == 200, answer
+        assert len(app.sessions) == 1
 
 
 @pytest.mark.anyio

@@ -598,6 +598,7 @@ def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
             self.headers: list[tuple[bytes, bytes]] = []
             self.expect_100_continue = False
             self._proxied = False
+            self._in_head = True  # a head's fields (a trailer's are no headers, R-HTTP-34)
 
     pairs = [*http_server._HEADER_PROBES, (b"X-Other", b"x")]
     built: Any = header_deadline_protocol(1000)
@@ -621,7 +622,7 @@ def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
     kept: Any = header_deadline_protocol(1000)
     assert kept.on_header is not kept._on_header_inline
     theirs, bare = Probe(), kept.__new__(kept)
-    bare.headers, bare.expect_100_continue = [], False
+    bare.headers, bare.expect_100_continue, bare._in_head = [], False, True
     for name, value in pairs:
         unstripped(theirs, name, value)
         bare.on_header(name, value)

@@ -341,7 +341,9 @@ def header_deadline_protocol(
         _head_read = 0  # of the head being read: the bytes of reads that neither began nor ended it
         _head_began = False  # the read being parsed began a head (or a trailer section)
         _trailer = False  # a chunked body's last chunk may have begun: its trailer section
-        _trailer_from = 0  # the fields before the trailer section (uvicorn appends to them)
+        _in_head = False  # the parser is in a request's head: a field is a header
+        _trailer_fields = 0  # of the trailer section being read: its fields and their bytes
+        _trailer_bytes = 0
         _refusal: rules.Rejection | None = None  # what a parser callback refused (R-HTTP-34)
         _refused = False  # answered a refusal: what comes is discarded until the close
         _admitted = False  # counted among the admitted connections (R-HTTP-35)
@@ -462,12 +464,31 @@ def header_deadline_protocol(
             the request's answer may have begun, so one over the bound closes the
             connection, as a late head does."""
             self._head_read += nbytes
-            fields = len(self.headers) - self._trailer_from
-            refused = rules.header_block_too_large(self._head_read, fields, bounds)
+            refused = rules.header_block_too_large(self._head_read, self._trailer_fields, bounds)
             if refused is not None:
-                self._trailer = False
-                logger.info("closed a connection: %s (its trailer section)", refused.reason)
-                self.transport.close()
+                self._trailer_refused(refused)
+
+        def _trailer_refused(self, refused: rules.Rejection) -> None:
+            self._trailer = False
+            logger.info("closed a connection: %s (its trailer section)", refused.reason)
+            self.transport.close()
+
+        def _trailer_field(self, name: bytes, value: bytes) -> bool:
+            """Whether the field the parser read is one of a chunked body's trailer section
+            (the head is complete): then it is never one of the request's headers (the app is
+            given the head's alone), and it counts toward the trailer section's bounds, field
+            by field, whatever the reads that brought it (R-HTTP-34)."""
+            if self._in_head:
+                return False
+            self._trailer_fields += 1
+            self._trailer_bytes += len(name) + len(value) + 4
+            if not self.transport.is_closing():
+                refused = rules.header_block_too_large(
+                    self._trailer_bytes, self._trailer_fields, bounds
+                )
+                if refused is not None:
+                    self._trailer_refused(refused)
+            return True
 
         def on_chunk_header(self) -> None:
             # httptools' own callback (uvicorn has none): a chunk's size line was read; when
@@ -475,7 +496,7 @@ def header_deadline_protocol(
             self._trailer = True
             self._head_began = True  # this read's bytes before it are body: not counted
             self._head_read = 0
-            self._trailer_from = len(self.headers)
+            self._trailer_fields = self._trailer_bytes = 0
 
         def on_chunk_complete(self) -> None:
             self._trailer = False
@@ -489,6 +510,8 @@ def header_deadline_protocol(
             # X-Forwarded-* header as it goes (not by a loop over the headers for every whole
             # POST). Replaced below by _on_header_inline when that does what the installed
             # uvicorn's does.
+            if self._trailer_field(name, value):
+                return
             super().on_header(name, value)
             if name[:12].lower() == b"x-forwarded-":
                 self._proxied = True
@@ -496,6 +519,9 @@ def header_deadline_protocol(
         def _on_header_inline(self, name: bytes, value: bytes) -> None:
             # uvicorn 0.55's on_header and the X-Forwarded-* note in one call (a request's
             # every header comes through here)
+            if not self._in_head:  # a trailer section's field (_trailer_field)
+                self._trailer_field(name, value)
+                return
             name = name.lower()
             value = value.rstrip(b" \t")
             if name == b"expect" and value.lower() == b"100-continue":
@@ -506,6 +532,7 @@ def header_deadline_protocol(
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._in_head = True
             self._proxied = False
             self._head_read = 0
             self._head_first = self._read_len
@@ -518,6 +545,7 @@ def header_deadline_protocol(
                     self._timer = self.loop.call_at(due, self._expired)
 
         def on_headers_complete(self) -> None:
+            self._in_head = False
             # R-HTTP-34: judged first on the bytes of the reads that brought the head (more
             # than the head: a request in one read is judged once, without counting), then,
             # when that is over, on the head itself.
@@ -546,6 +574,9 @@ def header_deadline_protocol(
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
+            if self.transport.is_closing():  # closed while it came (a trailer section over
+                self._deferred = self._polled = None  # its bound): no one to answer, nothing
+                return  # is started
             scope: dict[str, Any] = self.scope  # type: ignore[assignment]
             scope[BODY_WHOLE] = True  # the app reads it without a deadline
             cycle = self._deferred
@@ -836,13 +867,15 @@ def _same_headers(
     """Whether ``inline`` does with every probe pair what the installed uvicorn's
     ``on_header`` does: every attribute it sets on the probe (the headers list,
     ``expect_100_continue``, and any a newer uvicorn adds), leaving out our own X-Forwarded-*
-    note."""
+    note and the mark that the fields are a head's (``_in_head``: a trailer's are not headers,
+    R-HTTP-34)."""
 
     class Probe:
         def __init__(self) -> None:
             self.headers: list[tuple[bytes, bytes]] = []
             self.expect_100_continue = False
             self._proxied = False
+            self._in_head = True
 
     for pairs in (_HEADER_PROBES, _HEADER_PROBES[3:], _HEADER_PROBES[:1]):
         theirs, ours = Probe(), Probe()
@@ -852,8 +885,9 @@ def _same_headers(
                 inline(ours, name, value)
         except Exception:  # any difference, even a failure, means "not the same"
             return False
-        set_by_them = {k: v for k, v in vars(theirs).items() if k != "_proxied"}
-        if set_by_them != {k: v for k, v in vars(ours).items() if k != "_proxied"}:
+        ours_only = ("_proxied", "_in_head")
+        set_by_them = {k: v for k, v in vars(theirs).items() if k not in ours_only}
+        if set_by_them != {k: v for k, v in vars(ours).items() if k not in ours_only}:
             return False
     return True
 
