@@ -371,7 +371,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "request-principal-from-the-event",
         REDUCER,
-        "    principal = given if c is None or c.principal is None else c.principal\n",
+        "    principal = given if c.principal is None else c.principal\n",
         "    principal = given\n",
         ("R-SUB-3", "R-PARK-5"),
         "a request's principal is the one its event carries, not its connection's: a modern "

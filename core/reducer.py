@@ -800,8 +800,7 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if era is None:
         _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
     else:  # R-MRTR-9: served statelessly
-        who = request_principal(d, conn, ev.principal)  # R-SUB-3
-        owner = _owner(conn, _get_conn(d, conn), who)  # owner_of(d, conn, ev.principal)
+        who, owner = principal_and_owner(d, conn, ev.principal)  # R-SUB-3, R-PARK-5
         principal = "" if who is None else who
         caps = era.capabilities
         st = StatelessCall(
@@ -903,8 +902,7 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
-    who = request_principal(d, conn, ev.principal)  # R-SUB-3
-    owner = _owner(conn, _get_conn(d, conn), who)  # owner_of(d, conn, ev.principal)
+    who, owner = principal_and_owner(d, conn, ev.principal)  # R-SUB-3, R-PARK-5
     principal = "" if who is None else who
     rounds = Round(era.capabilities) if method in ROUND_READS else None  # R-MRTR-24
     st = StatelessCall(era.revision, False, principal, owner, cacheable, None, rounds)
@@ -1217,16 +1215,19 @@ def owner_of(state: Variables, conn: ConnId, given: object = None) -> Hashable:
     (R-SUB-3). The owner is ``(PRINCIPAL_OWNER, principal)`` when a principal is known; else
     ``ANONYMOUS_OWNER`` for a connection that lives for one request (R-PARK-7); else the
     connection itself."""
-    c = state.conns.get(conn, EMPTY_CONN)
-    return _owner(conn, c, request_principal(state, conn, given))
+    return principal_and_owner(state, conn, given)[1]
 
 
-def request_principal(state: Variables, conn: ConnId, given: object = None) -> str | None:
+def principal_and_owner(
+    state: Variables, conn: ConnId, given: object = None
+) -> tuple[str | None, Hashable]:
     """R-SUB-3: who a request of ``conn`` comes from: its connection's principal (R-SUB-1),
-    else the non-empty principal its event carries, else no one (``None``)."""
-    c = state.conns.get(conn)
-    principal = given if c is None or c.principal is None else c.principal
-    return principal if isinstance(principal, str) and principal else None
+    else the non-empty principal its event carries, else no one (``None``); and the owner that
+    makes it (:func:`owner_of`)."""
+    c = state.conns.get(conn, EMPTY_CONN)
+    principal = given if c.principal is None else c.principal
+    who = principal if isinstance(principal, str) and principal else None
+    return who, _owner(conn, c, who)
 
 
 def _owner(conn: ConnId, c: Conn, principal: str | None) -> Hashable:
