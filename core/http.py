@@ -194,6 +194,14 @@ MEMO_VALUE_CHARS: Final = 256
 values on every request); longer ones are judged afresh each time, so the memo stays small."""
 
 
+def reducer_principal(principal: str, credentials: bool) -> str | None:
+    """R-HTTP-40: who the reducer is told authenticated a request its provider admitted as
+    ``principal``: that principal when the provider takes credentials, else no one (``None``:
+    ``--auth none`` names every loopback peer ``local``, which authenticates nobody, so each
+    session is an owner of its own, R-PARK-5)."""
+    return principal if credentials else None
+
+
 def check_origin_and_host(headers: Mapping[str, str], options: HttpOptions) -> Rejection | None:
     """R-HTTP-1, R-HTTP-2: every request, before anything else is looked at."""
     origin = headers.get("origin")

@@ -1228,11 +1228,10 @@ class HttpTransport:
                 await send({"type": "http.response.body", "body": payload, "more_body": True})
 
     def authenticated(self, principal: str) -> str | None:
-        """R-HTTP-40: who the reducer is told authenticated a request the provider admitted as
-        ``principal``: that principal when the provider takes credentials, else no one
-        (``None``: ``--auth none`` names every loopback peer ``local``, which authenticates
-        nobody, so each session is an owner of its own, R-PARK-5)."""
-        return principal if getattr(self.auth, "credentials", True) else None
+        """Who the reducer is told authenticated a request the provider admitted as
+        ``principal`` (:func:`askgate.core.http.reducer_principal`, R-HTTP-40), given whether
+        the provider takes credentials."""
+        return rules.reducer_principal(principal, getattr(self.auth, "credentials", True))
 
     def _stateless(self, decoded: codec.Decoded, principal: str) -> Whole | Continuation:
         """R-HTTP-26: one modern request, served on a reducer connection of its own that lives
