@@ -2116,14 +2116,7 @@ def _worker_event(d: _Draft, ref: int, kind: str, value: object, now: int, out: 
     except KeyError:
         return  # R-WORK-4: a worker already ended or killed
     call = d.working[key]
-    d.workers = d.workers.delete(ref)  # _release_worker(d, call), inlined (the hot path)
-    d.in_flight_total -= 1
-    conn = call.conn
-    n = d.in_flight[conn] - 1
-    d.in_flight = d.in_flight.set(conn, n) if n else d.in_flight.delete(conn)
-    owner = call.owner
-    n = d.owner_in_flight[owner] - 1
-    d.owner_in_flight = d.owner_in_flight.set(owner, n) if n else d.owner_in_flight.delete(owner)
+    _release_worker(d, call)
     if kind == "TimerFired":
         out.append(KillWorker(ref))  # R-WORK-2
     else:
