@@ -271,12 +271,19 @@ class _ByteOut(anyio.abc.ByteSendStream):
 
 @asynccontextmanager
 async def stdio_wire(
-    authorizer: Authorizer | None = None, *, init: Any = ELICIT, **options: Any
+    authorizer: Authorizer | None = None,
+    *,
+    init: Any = ELICIT,
+    prepare: Callable[[Server], object] | None = None,
+    **options: Any,
 ) -> AsyncIterator[StdioWire]:
     """A stdio connection to a fresh catalogue server, initialized with ``init`` as its
-    capabilities (``None``: not initialized)."""
+    capabilities (``None``: not initialized); ``prepare`` is given the server before it runs
+    (to audit it, say)."""
     runs = Runs()
     server = catalogue_server(runs, authorizer, **options)
+    if prepare is not None:
+        prepare(server)
     to_server, server_in = anyio.create_memory_object_stream[bytes](1000)
     server_out, from_server = anyio.create_memory_object_stream[bytes](1000)
     with anyio.fail_after(DEADLINE):

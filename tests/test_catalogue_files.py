@@ -30,6 +30,7 @@ from askgate.core.sealing import Key, Keyring
 from askgate.trace import key_lines, read_keys, read_trace, replay
 
 from .harness import APPROVE, Harness
+from .test_catalogue import initialize
 from .test_model import STEPS, ApprovedRounds, Context
 from .test_modern import APPROVE as MODERN_APPROVE
 from .test_modern import TOOLS, ask
@@ -40,16 +41,7 @@ RESULT = {"content": [{"type": "text", "text": "done"}]}
 INIT_AND_CALL = b"".join(
     json.dumps(line).encode() + b"\n"
     for line in (
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
+        initialize(1, {}),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {
             "jsonrpc": "2.0",

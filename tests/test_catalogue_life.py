@@ -44,7 +44,6 @@ from askgate.core import messages as m
 from askgate.core.codec import decode, encode
 from askgate.trace import digest as trace_digest
 from askgate.trace import read_keys, read_trace, replay
-from askgate.transports.stdio import serve_stdio
 
 from .harness import ELICIT, Harness, only_reply, pushes
 from .test_catalogue import (
@@ -54,15 +53,10 @@ from .test_catalogue import (
     PROMPT,
     VERSION,
     HttpWire,
-    Runs,
-    StdioWire,
     Wire,
-    _ByteIn,
-    _ByteOut,
     answer,
     anyio_backend,
     call,
-    catalogue_server,
     denied,
     http_server,
     initialize,
@@ -381,31 +375,20 @@ def test_R_DLV_5_the_prompt_shows_the_decision_logs_digest_in_every_era() -> Non
 
 
 async def test_R_DLV_5_live_two_look_alike_arguments_are_told_apart_and_logged() -> None:
-    runs = Runs()
-    server = catalogue_server(runs)
     log = AuditLog(io.StringIO())
-    server.audit(log=log)  # the server draws the key; the prompts and the log share it
     stream = log.sink._stream
     assert isinstance(stream, io.StringIO)
     look_alike = ("pay-acme", "pay-acme\u200b")  # the second ends in a zero-width space
-    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
-    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
     shown: list[str] = []
-    with anyio.fail_after(DEADLINE):
-        async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
-            tg.start_soon(serve_stdio, runtime, _ByteIn(server_in), _ByteOut(server_out))
-            wire = StdioWire(server, runs, runtime, to_server, from_server)
-            await wire.send(initialize(0))
-            await wire.reply_to(0)
-            await wire.send(INITIALIZED)
-            for rid, tag in enumerate(look_alike, 1):
-                await wire.send(call(rid, tag=tag))
-                ask = await wire.elicitation()
-                shown.append(_digest_in(ask["params"]["message"]))
-                await wire.send(answer(ask["id"], {"action": "decline"}))
-                assert denied(await wire.reply_to(rid)) == "declined"
-            await wire.settled()
-            await to_server.aclose()
+    # the server draws the key; the prompts and the log share it
+    async with stdio_wire(prepare=lambda server: server.audit(log=log)) as wire:
+        for rid, tag in enumerate(look_alike, 1):
+            await wire.send(call(rid, tag=tag))
+            ask = await wire.elicitation()
+            shown.append(_digest_in(ask["params"]["message"]))
+            await wire.send(answer(ask["id"], {"action": "decline"}))
+            assert denied(await wire.reply_to(rid)) == "declined"
+        await wire.settled()
     assert shown[0] != shown[1]
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     for rid in (1, 2):
@@ -415,27 +398,16 @@ async def test_R_DLV_5_live_two_look_alike_arguments_are_told_apart_and_logged()
 
 @pytest.mark.parametrize("redact", [True, False])
 async def test_R_DLV_5_a_trace_of_prompts_with_digests_replays(redact: bool) -> None:
-    runs = Runs()
-    server = catalogue_server(runs)
     text = io.StringIO()
     keys = io.StringIO()  # the digest key of a trace with arguments goes there (R-AUD-11)
-    server.audit(trace=Trace(text, redact=redact, keys=keys))
-    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
-    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
-    with anyio.fail_after(DEADLINE):
-        async with server.running("stdio") as runtime, anyio.create_task_group() as tg:
-            tg.start_soon(serve_stdio, runtime, _ByteIn(server_in), _ByteOut(server_out))
-            wire = StdioWire(server, runs, runtime, to_server, from_server)
-            await wire.send(initialize(0))
-            await wire.reply_to(0)
-            await wire.send(INITIALIZED)
-            await wire.send(call(1, tag="secret"))
-            ask = await wire.elicitation()
-            _digest_in(ask["params"]["message"])
-            await wire.approve(ask, "secret")
-            assert text_of(await wire.reply_to(1)) == "secret"
-            await wire.settled()
-            await to_server.aclose()
+    trace = Trace(text, redact=redact, keys=keys)
+    async with stdio_wire(prepare=lambda server: server.audit(trace=trace)) as wire:
+        await wire.send(call(1, tag="secret"))
+        ask = await wire.elicitation()
+        _digest_in(ask["params"]["message"])
+        await wire.approve(ask, "secret")
+        assert text_of(await wire.reply_to(1)) == "secret"
+        await wire.settled()
     head, steps = read_trace(text.getvalue().splitlines())
     assert (head["digest_key"] == "redacted") is redact  # the key only beside the arguments
     assert keys.getvalue()

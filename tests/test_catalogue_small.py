@@ -22,6 +22,8 @@ from askgate.policy import PolicyError, load_policy, parse_policy
 from askgate.transports.auth import ApiKeyAuth, BearerAuth, TokenFileError, load_tokens
 from tests.test_embedding import GUARDED, _call, _line, _reply
 
+from .test_catalogue import initialize
+
 # -- R-EMB-21: the sidecar's JSON door ------------------------------------------------------------
 
 
@@ -29,23 +31,13 @@ def test_R_EMB_21_a_principal_that_is_not_text_is_refused_at_the_door() -> None:
     session = sidecar.Session(init=GUARDED)
     witness = sidecar.Session(init=GUARDED)
     current = session.current
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    initialize = {"$": "bytes", "utf8": json.dumps(hello)}
+    hello = {"$": "bytes", "utf8": json.dumps(initialize(1, {}))}
     bad = [
         _line(
             "ToolCallReceived", conn="a", request_id=1, tool="rm", arguments={}, now=0, principal=7
         ),
         _line("SubscriberAttached", conn="c", now=0, principal=[1]),
-        _line("MessageReceived", conn="c", data=initialize, now=0, principal={"who": 1}),
+        _line("MessageReceived", conn="c", data=hello, now=0, principal={"who": 1}),
         _line(
             "ReadRequested",
             conn="c",
@@ -71,7 +63,7 @@ def test_R_EMB_21_a_principal_that_is_not_text_is_refused_at_the_door() -> None:
     stream = [
         _line("SubscriberAttached", conn="c", now=0, principal=7),
         _line("SubscriberAttached", conn="c", now=0, principal="alice"),
-        _line("MessageReceived", conn="c", data=initialize, now=0, principal="alice"),
+        _line("MessageReceived", conn="c", data=hello, now=0, principal="alice"),
     ]
     out = io.BytesIO()
     sidecar.serve_lines(sidecar.Session(init=GUARDED), io.BytesIO("\n".join(stream).encode()), out)
