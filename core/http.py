@@ -296,6 +296,24 @@ def header_block_too_large(received: int, fields: int, options: HttpOptions) -> 
     return None
 
 
+TRUSTED_PROXY: Final = "127.0.0.1"
+"""R-HTTP-44: the one peer whose ``X-Forwarded-For`` names the client (a proxy on this host)."""
+
+
+def forwarded_client(peer: str, forwarded_for: str) -> str:
+    """R-HTTP-44: the client's address for a request from ``peer`` that carried
+    ``X-Forwarded-For: forwarded_for`` (repeated headers joined by commas): from a trusted proxy,
+    the nearest address the proxies did not add (the list read from its end), or the first when
+    all are trusted; from any other peer, the peer itself."""
+    if peer != TRUSTED_PROXY:
+        return peer
+    hops = [hop.strip() for hop in forwarded_for.split(",")]
+    for hop in reversed(hops):
+        if hop != TRUSTED_PROXY:
+            return hop
+    return hops[0]
+
+
 TOO_MANY_CONNECTIONS: Final = Rejection(503, "Service Unavailable: too many open connections")
 """R-HTTP-35: the answer to a connection past ``max_connections``."""
 
