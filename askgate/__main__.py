@@ -295,10 +295,11 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--log-level",
-        default="warning",
+        default=None,
         choices=["debug", "info", "warning", "error", "critical"],
         type=str.lower,
-        help="what askgate logs on stderr (default: warning)",
+        help="what askgate logs on stderr (default: info with --http, a line per decision; "
+        "warning on stdio)",
     )
     _add_audit_flags(serve)
     if not serve_only:
@@ -733,6 +734,8 @@ def _load_policy(path: str) -> Any:
 def _serve(args: argparse.Namespace) -> int:
     from askgate.core import OptionError
 
+    if args.log_level is None:  # over HTTP the operator's log by default (R-HTTP-46)
+        args.log_level = "info" if args.http is not None else "warning"
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, args.log_level.upper()),

@@ -13,23 +13,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import anyio
 import pytest
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
 from askgate.server import Server
-from askgate.transports import http_server
 from askgate.transports.http import HttpApp
-from askgate.transports.http_server import header_deadline_protocol
 from askgate.transports.runtime import completes_without_suspending
 
-from .listener import uvicorn_serving
+from .listener import askgate_serving, uvicorn_serving
 
 DEADLINE = 20.0
 DEMO_POLICY_TEXT = (Path(demo.__file__).with_name(DEMO_POLICY)).read_text(encoding="utf-8")
@@ -195,10 +192,20 @@ def _demo_with_quick() -> Server:
     return server
 
 
+OWN: Final = "askgate"
+"""Served by askgate's own HTTP/1.1 server (what ``askgate serve --http`` runs)."""
+
+
+def _serving(make: Any, protocol: Any) -> Any:
+    """``make`` served by askgate's own server (``OWN``), or by uvicorn with ``protocol``."""
+    return askgate_serving(make) if protocol == OWN else uvicorn_serving(make, protocol)
+
+
 def _masked(exchange: bytes) -> bytes:
     """The exchange without what differs from run to run: the date, the session id, a
     stream's tag, an elicitation's id."""
     exchange = re.sub(rb"date: [^\r]*", b"date: -", exchange)
+    exchange = exchange.replace(b"server: uvicorn\r\n", b"")
     exchange = re.sub(rb"askgate-elicit-[A-Za-z0-9_-]+", b"askgate-elicit--", exchange)
     exchange = re.sub(rb"arguments digest [0-9a-f]{12}", b"arguments digest -", exchange)
     exchange = re.sub(rb"mcp-session-id: [A-Za-z0-9_-]+", b"mcp-session-id: -", exchange)
@@ -234,15 +241,15 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
             mounted.running = app.running  # type: ignore[attr-defined]
             return mounted
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(_script, port)
 
     async def scenario() -> tuple[list[bytes], list[str], list[bytes], list[bytes]]:
-        fast = await transcript(header_deadline_protocol(5000))
+        fast = await transcript(OWN)
         answered = list(outcomes)
         plain = await transcript("httptools")
-        mounted = await transcript(header_deadline_protocol(5000), wrapped=True)
+        mounted = await transcript(OWN, wrapped=True)
         return fast, answered, plain, mounted
 
     fast, answered, plain, mounted = anyio.run(scenario, backend="asyncio")
@@ -323,7 +330,7 @@ def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -
             lifespan="off",
             log_level="warning",
             access_log=False,
-            http=header_deadline_protocol(5000),
+            http=OWN,
             timeout_keep_alive=cast(int, idle),  # a float works: uvicorn's timers take one
         )
         web = uvicorn.Server(config)
@@ -368,7 +375,7 @@ def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once(
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), auth=refusing, options=rules.HttpOptions(port=port))
 
-        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        serving = _serving(make, OWN)
         async with serving as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(exchange, port)
@@ -409,11 +416,11 @@ def test_R_HTTP_33_a_post_with_proxy_headers_goes_through_asgi(
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(exchange, port)
 
-    fast = anyio.run(scenario, header_deadline_protocol(5000), backend="asyncio")
+    fast = anyio.run(scenario, OWN, backend="asyncio")
     answered = list(calls)
     plain = anyio.run(scenario, "httptools", backend="asyncio")
     assert [_masked(a) for a in fast] == [_masked(a) for a in plain]
@@ -478,7 +485,7 @@ def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> 
         def make(port: int) -> _PostWatched:
             return _PostWatched(server, options=rules.HttpOptions(port=port))
 
-        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        serving = _serving(make, OWN)
         async with serving as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 sid, stalled = await anyio.to_thread.run_sync(opened, port)
@@ -542,9 +549,7 @@ def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
 
     async def scenario() -> list[bytes]:
         app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        config = uvicorn.Config(
-            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
-        )
+        config = uvicorn.Config(app, access_log=False, log_level="warning", http=OWN)
         config.load()
         async with app.running():
             loop = asyncio.get_running_loop()
@@ -584,61 +589,6 @@ def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
     assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
     assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
     assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]
-
-
-def test_R_HTTP_33_the_protocol_reads_headers_as_the_installed_uvicorn_does(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The protocol's one-call ``on_header`` is used only when it makes the headers the
-    installed uvicorn's ``on_header`` makes; otherwise uvicorn's own is called, then the
-    X-Forwarded-* note."""
-
-    class Probe:
-        def __init__(self) -> None:
-            self.headers: list[tuple[bytes, bytes]] = []
-            self.expect_100_continue = False
-            self._proxied = False
-            self._in_head = True  # a head's fields (a trailer's are no headers, R-HTTP-34)
-
-    pairs = [*http_server._HEADER_PROBES, (b"X-Other", b"x")]
-    built: Any = header_deadline_protocol(1000)
-    assert built.on_header is built._on_header_inline
-    theirs, ours = Probe(), Probe()
-    for name, value in pairs:
-        HttpToolsProtocol.on_header(cast(Any, theirs), name, value)
-        built.on_header(ours, name, value)
-    assert ours.headers == theirs.headers
-    assert ours.expect_100_continue
-    assert theirs.expect_100_continue
-    assert ours._proxied
-
-    def unstripped(self: Any, name: bytes, value: bytes) -> None:  # an older uvicorn's
-        name = name.lower()
-        if name == b"expect" and value.lower() == b"100-continue":
-            self.expect_100_continue = True
-        self.headers.append((name, value))
-
-    monkeypatch.setattr(HttpToolsProtocol, "on_header", unstripped)
-    kept: Any = header_deadline_protocol(1000)
-    assert kept.on_header is not kept._on_header_inline
-    theirs, bare = Probe(), kept.__new__(kept)
-    bare.headers, bare.expect_100_continue, bare._in_head = [], False, True
-    for name, value in pairs:
-        unstripped(theirs, name, value)
-        bare.on_header(name, value)
-    assert bare.headers == theirs.headers
-    assert bare._proxied
-
-    monkeypatch.undo()
-    installed = cast(Any, HttpToolsProtocol.__dict__["on_header"])
-    assert http_server._same_headers(installed, built._on_header_inline)
-
-    def newer(self: Any, name: bytes, value: bytes) -> None:  # a uvicorn that sets more
-        installed(self, name, value)
-        if name.lower() == b"content-type":
-            self.content_type_seen = True
-
-    assert not http_server._same_headers(newer, built._on_header_inline)
 
 
 PRIMED = "2025-11-25"
@@ -736,12 +686,12 @@ def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asg
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(_takeover_script, port)
 
     async def scenario() -> tuple[list[bytes], list[bytes]]:
-        return await transcript(header_deadline_protocol(5000)), await transcript("httptools")
+        return await transcript(OWN), await transcript("httptools")
 
     fast, plain = anyio.run(scenario, backend="asyncio")
     assert fast == plain
@@ -809,9 +759,7 @@ class _InProcess:
 
         self.app = app
         self.version = version
-        self.config = uvicorn.Config(
-            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
-        )
+        self.config = uvicorn.Config(app, access_log=False, log_level="warning", http=OWN)
         self.config.load()
         self.client = cast(Any, type("C", (), {"port": 8765})())
         self.session: dict[str, str] = {}

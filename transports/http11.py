@@ -145,11 +145,11 @@ class _Cycle:
         "head",
         "keep_alive",
         "read",
+        "scope",
         "size",
         "started",
         "waiter",
         "whole",
-        "scope",
     )
 
     def __init__(self, scope: Scope, keep_alive: bool, continue_wanted: bool) -> None:
@@ -225,7 +225,7 @@ class Connection(asyncio.BufferedProtocol):
         listener.admitted += 1
         self.admitted = True
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002
         self.closed = True
         self.due = None
         if self.timer is not None:
@@ -483,7 +483,9 @@ class Connection(asyncio.BufferedProtocol):
         context = contextvars.copy_context()  # the request's own, as a task's would be
         body = b"".join(cycle.body)
         try:
-            served = context.run(self.listener.answer_whole, cycle.scope, body)
+            answer_whole = self.listener.answer_whole
+            assert answer_whole is not None  # _begin defers a POST only then
+            served = context.run(answer_whole, cycle.scope, body)
         except Exception:
             logger.exception("the HTTP app failed")
             self._write_whole(cycle, _FAILED)
@@ -591,9 +593,9 @@ class Connection(asyncio.BufferedProtocol):
                     data += _LAST_CHUNK
             else:
                 data = bytes(body)
-            head, cycle.head = cycle.head, None
-            if head is not None:
-                data = head + data
+            held, cycle.head = cycle.head, None
+            if held is not None:
+                data = held + data
             if data and self.transport is not None:
                 self.transport.write(data)
             if not more:
@@ -636,9 +638,7 @@ class Connection(asyncio.BufferedProtocol):
         content = [head, b"transfer-encoding: chunked\r\n\r\n"]
         sink = _ChunkSink(self, cycle)
         first, events, end = served.start(sink, self.loop)
-        for data in (first, events):
-            if data:
-                content.append(b"%x\r\n%b\r\n" % (len(data), data))
+        content.extend(b"%x\r\n%b\r\n" % (len(data), data) for data in (first, events) if data)
         if end:
             content.append(_LAST_CHUNK)
         if self.transport is not None and not cycle.disconnected:
