@@ -145,7 +145,7 @@ bench-http: $(STAMP)
 # Streamable HTTP. The peers install into .bench-peers/ (ignored): fastmcp into a venv of its own
 # (it brings its own mcp release), the TypeScript SDK with npm. Figures: bench/results/peers_*.json.
 # PEERS_STDIO_ARGS and PEERS_HTTP_ARGS pass options to the two benchmarks (e.g. fewer calls).
-# Over HTTP, askgate runs on uvloop (the test extra installs it; R-HTTP-32), and also on asyncio
+# Over HTTP, askgate runs on uvloop (the test extra installs it; docs/performance.md), and also on asyncio
 # (ASKGATE_LOOP=asyncio) and under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
 # the bench extra); uvicorn picks uvloop for the official SDK's servers in this venv too. Every
 # server takes PEERS_CLIENTS concurrent clients, each with its own connection and session

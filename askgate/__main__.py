@@ -153,7 +153,7 @@ def _option_default(dest: str) -> str:
 class _HttpDefault:
     """An HTTP bound's flag left out: its value in ``args``, which --help shows as the
     default of :class:`askgate.core.http.HttpOptions` field ``dest``. That module is imported
-    only when the help is printed, so a stdio server never imports it (R-EMB-17)."""
+    only when the help is printed, so a stdio server never imports it (docs/performance.md)."""
 
     def __init__(self, dest: str) -> None:
         self.dest = dest
