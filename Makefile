@@ -40,9 +40,9 @@ attrs-scripts: $(STAMP)
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
 # capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep, parking
 # owners shared by a principal's sessions 6 deep. Each run
-# writes its figures into bench/results/verify.json and rewrites the README's table from that
-# file.
-VERIFY_RECORD := --record bench/results/verify.json --readme README.md
+# writes its figures into bench/results/verify.json and rewrites the table of docs/checking.md
+# from that file.
+VERIFY_RECORD := --record bench/results/verify.json --readme docs/checking.md
 verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 10 --config tight --config shared $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config edges $(VERIFY_RECORD)
@@ -266,7 +266,7 @@ run: $(STAMP)
 
 # The demo tools over stdio: type JSON-RPC lines, or point an MCP client at the command.
 run-stdio: $(STAMP)
-	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README); Ctrl-D ends" >&2
+	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README, Connect a client); Ctrl-D ends" >&2
 	@$(BIN)/askgate serve --demo
 
 # The official mcp SDK client drives the demo: echo, guarded_echo approved then declined, forbidden.

@@ -1,4 +1,4 @@
-"""Policy files: allow / ask / deny per tool and per read method, in TOML (README "Policy file").
+"""Policy files: allow / ask / deny per tool and per read method, in TOML (docs/policy.md).
 
 ::
 
