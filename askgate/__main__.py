@@ -120,7 +120,7 @@ _HTTP_LIMIT_FLAGS = (
         "HTTP: how long a refused request's body is read and discarded (ms)",
     ),
 )
-"""``askgate serve --http``'s bounds (spec/http.md; README, Robustness, Limits): flag, the
+"""``askgate serve --http``'s bounds (spec/http.md; docs/robustness.md, Limits): flag, the
 :class:`askgate.core.http.HttpOptions` field it sets, what it bounds."""
 
 HTTP_ONLY = ("--auth", "--tokens", "--allow-origin", "--allow-host", "--banner")
@@ -153,7 +153,7 @@ def _option_default(dest: str) -> str:
 class _HttpDefault:
     """An HTTP bound's flag left out: its value in ``args``, which --help shows as the
     default of :class:`askgate.core.http.HttpOptions` field ``dest``. That module is imported
-    only when the help is printed, so a stdio server never imports it (R-EMB-17)."""
+    only when the help is printed, so a stdio server never imports it (docs/performance.md)."""
 
     def __init__(self, dest: str) -> None:
         self.dest = dest
@@ -235,9 +235,9 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
     serve.add_argument(
         "--policy",
         metavar="FILE",
-        help="a policy file (TOML; see README: a deny entry needs a reason, an ask a prompt); "
-        "replaces TARGET's own authorizers (default: none: TARGET's own authorizers, or the "
-        "demo's shipped policy)",
+        help="a policy file (TOML; see docs/policy.md: a deny entry needs a reason, an ask a "
+        "prompt); replaces TARGET's own authorizers (default: none: TARGET's own authorizers, "
+        "or the demo's shipped policy)",
     )
     serve.add_argument(
         "--auth",
@@ -877,7 +877,7 @@ def _policy_parser(commands: Any) -> None:
     policy = commands.add_parser(
         "policy",
         help="analyse a policy file: check it, explain a decision, diff two files",
-        description='Answers questions about a policy file (TOML, see README "Policy file")\n'
+        description="Answers questions about a policy file (TOML, see docs/policy.md)\n"
         "exactly, over every tool and read name: which entries never apply, which entry\n"
         "decides a name and why, which names two files decide differently.",
         epilog=POLICY_EXIT,

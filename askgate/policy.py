@@ -1,4 +1,4 @@
-"""Policy files: allow / ask / deny per tool and per read method, in TOML (README "Policy file").
+"""Policy files: allow / ask / deny per tool and per read method, in TOML (docs/policy.md).
 
 ::
 
@@ -174,7 +174,7 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     if isinstance(value, str):
         text = value
     else:
-        import json  # noqa: PLC0415 (when a prompt quotes a value that is not text, R-EMB-17)
+        import json  # noqa: PLC0415 (when a prompt quotes a value that is not text: docs/performance.md)
 
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -308,8 +308,8 @@ async def test_the_shipped_demo_policy() -> None:
     assert await policy.authorize_read("resources/read", {"uri": "demo://status"}, None) == Allow()
 
 
-def test_the_readme_shows_the_shipped_demo_policy() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_policy_reference_shows_the_shipped_demo_policy() -> None:
+    readme = (Path(__file__).parent.parent / "docs" / "policy.md").read_text(encoding="utf-8")
     shipped = (Path(__file__).parent.parent / "askgate" / "demo_policy.toml").read_text()
     assert shipped.strip() in readme
 

@@ -5,7 +5,7 @@ Where to listen and whether to refuse is decided before this module is reached
 (:func:`askgate.core.http.listen_or_refuse` for the command, :func:`run_http` with
 :func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
 server can start (its initial state) and which event loop it runs on (uvloop when installed,
-unless ``ASKGATE_LOOP=asyncio``: R-HTTP-32), binds the socket itself (a port in use or an
+unless ``ASKGATE_LOOP=asyncio``: docs/performance.md), binds the socket itself (a port in use or an
 address the machine does not have is a one-line refusal), then hands the socket and the
 :class:`~askgate.transports.http.HttpApp` to uvicorn, with a header deadline (R-HTTP-25).
 SIGINT (Ctrl-C) and SIGTERM stop it cleanly: every open call is answered (R-STOP-1,
@@ -301,7 +301,7 @@ def header_deadline_protocol(
 
     A POST to an :class:`HttpApp` whose body arrives whole in the read that brought its headers,
     or by the loop's next poll (``_polled``: a client that writes them apart), is served without
-    uvicorn's request task and ASGI messages (R-HTTP-33): the app's
+    uvicorn's request task and ASGI messages (docs/performance.md): the app's
     :meth:`~askgate.transports.http.HttpTransport.answer_whole` makes the same checks and answer
     as its ASGI path, and the response is written with the bytes uvicorn's ``send`` would write
     (status line, uvicorn's default headers, then the app's, in order). An SSE stream that opens
@@ -590,7 +590,7 @@ def header_deadline_protocol(
                 self._serve_whole(cycle)
 
         def _serve_whole(self, cycle: RequestResponseCycle) -> None:
-            """A POST whose body came whole with its headers (R-HTTP-33)."""
+            """A POST whose body came whole with its headers (docs/performance.md)."""
             app = self._whole
             if (
                 app is None
@@ -978,7 +978,7 @@ def serve_http(
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
-    loop, loop_refusal = event_loop(  # R-HTTP-32
+    loop, loop_refusal = event_loop(  # docs/performance.md, the event loop
         os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
     )
     if loop is None:
@@ -1029,7 +1029,7 @@ def serve_http(
     logger.info("serving Streamable HTTP on %s (event loop: %s)", url, loop)
     config = uvicorn.Config(
         app,
-        loop=loop,  # R-HTTP-32
+        loop=loop,  # docs/performance.md, the event loop
         log_level=log_level,
         lifespan="on",
         access_log=False,
