@@ -7,11 +7,12 @@ The client launches the demo server over stdio and calls ``echo`` (allowed), ``g
 twice (the policy asks: approved, then declined) and ``forbidden`` (denied), printing what the
 server asked and answered. The answers to the prompts are scripted; a real client shows them to
 a person. Arguments are passed on to ``askgate serve --demo``; the server's log goes to
-standard error.
+standard error. ``--help`` says so and starts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterator
 
@@ -29,7 +30,22 @@ def describe(result: types.CallToolResult) -> str:
     return f"isError={result.is_error} {' '.join(texts)!r}"
 
 
-async def main() -> None:
+def parse(argv: list[str]) -> list[str]:
+    """The arguments for ``askgate serve --demo``: every one but ``-h``/``--help``, which prints
+    this script's own help and exits 0 before anything starts."""
+    parser = argparse.ArgumentParser(
+        prog="demo_walkthrough.py",
+        allow_abbrev=False,  # --he is passed on, not taken for --help
+        description="The official mcp client drives `askgate serve --demo` over stdio: echo "
+        "(allowed), guarded_echo twice (asked: approved, then declined) and forbidden (denied).",
+        epilog="Every other argument is passed on to `askgate serve --demo` (for instance "
+        "--log-level info, --trace FILE, --audit-log FILE); see `askgate serve --help`.",
+    )
+    _, rest = parser.parse_known_args(argv)
+    return rest
+
+
+async def main(serve_args: list[str]) -> None:
     answers: Iterator[types.ElicitResult] = iter(
         [
             types.ElicitResult(action="accept", content={"approve": True}),
@@ -46,7 +62,7 @@ async def main() -> None:
         return answer
 
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "askgate", "serve", "--demo", *sys.argv[1:]]
+        command=sys.executable, args=["-m", "askgate", "serve", "--demo", *serve_args]
     )
     with anyio.fail_after(60):
         async with Client(server, mode="legacy", elicitation_callback=ask_the_user) as client:
@@ -67,4 +83,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(main, parse(sys.argv[1:]))
