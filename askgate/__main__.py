@@ -485,6 +485,8 @@ def _audit_command(args: argparse.Namespace) -> int:
         ]
         print(render(paths, fmt=args.format))
         return 0
+    except BrokenPipeError:
+        raise  # the reader left (R-AUD-14): not the trace's fault
     except (OSError, TraceError, KeyError, TypeError, ValueError, RecursionError) as bad:
         print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)  # R-AUD-13
         return 2
@@ -853,14 +855,36 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command in ("replay", "explain"):
-        return _audit_command(args)
+        return _to_a_reader(_audit_command, args)
     if args.command == "policy":
-        return _policy(args)
+        return _to_a_reader(_policy, args)
     if args.command == "spec":
-        return _spec(args)
+        return _to_a_reader(_spec, args)
     if args.command == "core":
         return _core(args)
     return _serve(args)
+
+
+CLOSED_PIPE = 141
+"""The exit status of a command whose reader closed standard output (``| head``): 128 + SIGPIPE,
+what a shell reports for a command the closed pipe ended."""
+
+
+def _to_a_reader(command: Any, args: argparse.Namespace) -> int:
+    """Runs a command that prints its answer on standard output. A reader that leaves early
+    (``| head``, a pager quit) closes the pipe: the command stops there, quietly (no traceback,
+    exit status :data:`CLOSED_PIPE`), and standard output goes to /dev/null so that no later
+    flush fails again."""
+    try:
+        status: int = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        return CLOSED_PIPE
+    return status
 
 
 # -- askgate policy: check, explain, diff (spec/policy.md R-POL-7 .. R-POL-10) ----------------
@@ -870,6 +894,7 @@ exit status:
   0  check: no findings; diff: no name's decision changes; explain: explained
   1  check: findings; diff: some decisions change
   2  usage error, or a policy file (or --server TARGET) that cannot be used
+  141  the reader closed standard output (| head): stopped, quietly
 """
 
 

@@ -320,6 +320,39 @@ def test_R_AUD_3_the_demo_is_traced_at_the_one_door_with_its_initial_state(
     assert all(set(arguments) == {"$redacted", "problem"} for arguments in calls), calls
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["explain", "{trace}"],
+        ["replay", "{trace}"],
+        ["policy", "diff", "askgate/demo_policy.toml", "examples/revised_policy.toml"],
+        ["spec"],
+    ],
+    ids=["explain", "replay", "policy diff", "spec"],
+)
+def test_R_AUD_14_a_closed_standard_output_ends_the_command_quietly(
+    demo: tuple[Path, Path], command: list[str]
+) -> None:
+    """Standard output is a pipe whose reader is gone before the first byte: every write
+    fails (EPIPE), as under ``| head`` once head has left; the command says nothing, exits 141."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "askgate", *(a.format(trace=demo[0]) for a in command)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 141
+
+
 def test_R_AUD_5_the_demo_replays_with_identical_effects(demo: tuple[Path, Path]) -> None:
     head, steps = _read(demo[0])
     count, difference = replay(head, steps, keys=_keys(demo[0]))
