@@ -780,7 +780,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(_option_refusal(refused), file=sys.stderr)
         return 2
     try:  # R-OPT-2 said to a command user: the flag that configures an authorizer
-        server.initial_state("http" if args.http is not None else "stdio")
+        first = server.initial_state("http" if args.http is not None else "stdio")
     except OptionError as refused:
         if refused.option == "authorizer":
             print(f"askgate refuses to start: {refused.rule}; give --policy FILE", file=sys.stderr)
@@ -789,8 +789,37 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.http is not None:
         return _serve_http(server, args, what)
+    ungated = ungated_tools(first)
+    if ungated:  # R-POL-13
+        log.warning(
+            "%s has no policy nor authorizer, and any client runs %s without being asked "
+            "(%s none of readOnlyHint, destructiveHint, sensitive); give --policy FILE",
+            what,
+            ", ".join(ungated),
+            "its annotations hold" if len(ungated) == 1 else "their annotations hold",
+        )
     log.info("serving %s on stdio: JSON-RPC lines on stdin/stdout, logs on stderr", what)
     return server.run_stdio(backend=args.backend)
+
+
+EFFECT_ANNOTATIONS = ("readOnlyHint", "destructiveHint", "sensitive")
+"""The annotations by which a tool says what running it does (R-TOOL-1, R-POL-13)."""
+
+
+def ungated_tools(state: Any) -> list[str]:
+    """The tools of the initial ``state`` that nothing gates and whose annotations say nothing
+    of what they do (none of :data:`EFFECT_ANNOTATIONS`), by name (R-POL-13): none when the
+    state has a tool authorizer (a policy, or the server's own)."""
+    if state.options.has_authorizer:
+        return []
+    found = []
+    for name, info in state.tools.items():
+        definition = info.definition if isinstance(info.definition, dict) else {}
+        annotations = definition.get("annotations")
+        said = isinstance(annotations, dict) and any(k in annotations for k in EFFECT_ANNOTATIONS)
+        if not info.sensitive and not said:
+            found.append(name)
+    return sorted(found)
 
 
 def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:

@@ -539,3 +539,42 @@ def test_serve_parses_without_the_other_commands_and_errs_as_the_whole_parser(
         errors.append(capsys.readouterr().err)
     assert errors[0] == errors[1]
     assert "{serve,replay,explain,policy,spec,core}" in errors[0]  # the whole parser's usage
+
+
+def test_R_POL_13_stdio_without_a_policy_names_the_tools_nobody_gates(tmp_path: Path) -> None:
+    """Served over stdio with no authorizer, the tools whose annotations say nothing of their
+    effects are named in one warning line at start; a read-only tool is not, a policy silences
+    it, and the server serves as before."""
+    (tmp_path / "plain.py").write_text(
+        "from askgate import Server\n"
+        "server = Server('plain')\n"
+        "@server.tool()\ndef wipe(path: str) -> str:\n    return path\n"
+        "@server.tool(annotations={'title': 'Note'})\ndef note(text: str) -> str:\n"
+        "    return text\n"
+        "@server.tool(annotations={'readOnlyHint': True})\ndef look() -> str:\n    return 'x'\n"
+    )
+    (tmp_path / "p.toml").write_text('[[tools]]\nmatch = "*"\ndecision = "allow"\n')
+    ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+
+    def serve(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "askgate", "serve", "plain.py:server", *flags],
+            input=ping,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=DEADLINE,
+            check=True,
+        )
+
+    bare = serve()
+    assert bare.stdout == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    warned = [line for line in bare.stderr.splitlines() if "without being asked" in line]
+    assert warned == [
+        "askgate WARNING askgate: plain.py:server has no policy nor authorizer, and any client "
+        "runs note, wipe without being asked (their annotations hold none of readOnlyHint, "
+        "destructiveHint, sensitive); give --policy FILE"
+    ]
+    gated = serve("--policy", "p.toml")
+    assert gated.stdout == bare.stdout
+    assert "without being asked" not in gated.stderr
