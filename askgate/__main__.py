@@ -661,7 +661,7 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
             or missing.name is None
             or not (where + ".").startswith(missing.name + ".")
         ):
-            traceback.print_exc()
+            _print_users_traceback(missing)
             raise StartError(
                 f"askgate refuses to start: {where} raised ModuleNotFoundError (traceback above)"
             ) from None
@@ -679,10 +679,24 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
             "askgate serve can apply its flags"
         ) from None
     except Exception as failed:
-        traceback.print_exc()
+        _print_users_traceback(failed)
         raise StartError(
             f"askgate refuses to start: {where} raised {type(failed).__name__} (traceback above)"
         ) from None
+
+
+def _print_users_traceback(failed: BaseException) -> None:
+    """Prints ``failed``'s traceback from the first frame of the user's code: the frames of
+    this loader and of the import machinery that ran it (``importlib``) are left out, so a
+    module that raises, or does not compile, shows its own lines and nothing of askgate's."""
+    machinery = {__file__, importlib.__file__}
+    frames = failed.__traceback__
+    while frames is not None and (
+        frames.tb_frame.f_code.co_filename in machinery
+        or frames.tb_frame.f_code.co_filename.startswith("<frozen importlib")
+    ):
+        frames = frames.tb_next
+    traceback.print_exception(type(failed), failed, frames, file=sys.stderr)
 
 
 def _refuse_misplaced_flags(args: argparse.Namespace) -> None:

@@ -578,3 +578,43 @@ def test_R_POL_13_stdio_without_a_policy_names_the_tools_nobody_gates(tmp_path: 
     gated = serve("--policy", "p.toml")
     assert gated.stdout == bare.stdout
     assert "without being asked" not in gated.stderr
+
+
+@pytest.mark.parametrize(
+    ("helper", "said"),
+    [
+        ("raise ImportError('no backend here')\n", "ImportError: no backend here"),
+        ("def broken(:\n", "SyntaxError: invalid syntax"),
+    ],
+    ids=["ImportError", "SyntaxError"],
+)
+def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    helper: str,
+    said: str,
+) -> None:
+    """TARGET's module imports a module of the user's that raises or does not compile: the
+    traceback shows the user's two files and lines, and no frame of askgate or importlib."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    name = f"cli_own_{said.split(':')[0].lower()}"
+    (tmp_path / f"{name}_helper.py").write_text(helper)
+    (tmp_path / f"{name}.py").write_text(
+        f"import {name}_helper\nfrom askgate import Server\nserver = Server('own')\n"
+    )
+    for target in (f"{name}:server", f"{name}.py:server"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delitem(sys.modules, f"{name}_helper", raising=False)
+        assert main(["serve", "--stdio", target]) == 2
+        err = capsys.readouterr().err
+        assert f'{tmp_path / name}.py", line 1, in <module>\n    import {name}_helper\n' in err
+        assert f'{tmp_path / name}_helper.py", line 1' in err
+        assert said in err
+        assert "__main__.py" not in err
+        assert "importlib" not in err
+        kind = said.split(":")[0]
+        assert err.endswith(
+            f"askgate refuses to start: {target.split(':')[0]} raised {kind} (traceback above)\n"
+        )
