@@ -316,8 +316,9 @@ one of them without naming it leaves it unguarded (R-POL-9)."""
 @attrs.frozen(slots=True)
 class Finding:
     """One thing ``askgate policy check`` reports; ``kind`` is ``shadowed``, ``argument``,
-    ``unguarded``, ``name`` (a match that looks like a name but reads as a glob, R-POL-12), or
-    ``warning`` (the loader's other warnings, R-POL-5)."""
+    ``unguarded``, ``name`` (a match that looks like a name but reads as a glob, R-POL-12),
+    ``warning`` (the loader's other warnings, R-POL-5), and given the server's tools ``unused``
+    (an entry matching none of them) or ``uncovered`` (a tool no entry matches)."""
 
     kind: str
     line: int
@@ -416,7 +417,8 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
     """What ``askgate policy check`` reports (R-POL-9), by line: entries that can never decide
     (exactly, R-POL-7), the loader's other warnings, reads of :data:`GUARDED_READS` allowed by
     a glob, and, given ``tools`` (name -> ``tools/list`` definition), each prompt quoting an
-    argument a tool it asks about does not declare."""
+    argument a tool it asks about does not declare, each ``[[tools]]`` entry matching none of
+    the tools and each tool no entry matches."""
     source = policy.source
     found: list[Finding] = []
     for section, rules in (("tools", policy.tools), ("reads", policy.reads)):
@@ -461,6 +463,8 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
                 "out data or change what a connection receives; write an entry for each",
             )
         )
+    if tools is not None:
+        found += _against_tools(policy, sorted(tools), {k for k, _ in shadowed(policy.tools)})
     for name, definition in sorted((tools or {}).items()):
         decider = next((k for k, rule in enumerate(policy.tools) if rule.fits(name)), None)
         if decider is None or policy.tools[decider].decision != "ask":
@@ -482,6 +486,28 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
                     )
                 )
     return sorted(found, key=lambda finding: finding.line)
+
+
+def _against_tools(policy: Policy, names: list[str], dead: set[int]) -> list[Finding]:
+    """Given the server's tool ``names`` (R-POL-9): each ``[[tools]]`` entry that matches none
+    of them (``unused``; not the entries of ``dead``, reported as never applying whatever the
+    names), and each tool that no entry matches (``uncovered``: denied and hidden, R-POL-1)."""
+    source = policy.source
+    found = []
+    listed = ", ".join(names) or "none"
+    for index, rule in enumerate(policy.tools):
+        if index not in dead and not any(rule.fits(name) for name in names):
+            where = _entry(source, "tools", index, rule)
+            said = f"{where} matches no tool of the server (its tools: {listed})"
+            found.append(Finding("unused", rule.line, said))
+    for name in names:
+        if not any(rule.fits(name) for rule in policy.tools):
+            said = (
+                f"{source}: no [[tools]] entry matches the server's tool {name}: every call of "
+                f"it is denied ({NO_MATCH}) and tools/list hides it"
+            )
+            found.append(Finding("uncovered", 0, said))
+    return found
 
 
 def _line(message: str) -> int:

@@ -121,6 +121,29 @@ def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
     check_client_run(done.stdout)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the README's tutorial policy opens every read with '*', which check reports; "
+    "the README change that names the lists instead ('*/list') lands with the docs split: "
+    "remove this mark then",
+)
+def test_R_POL_9_the_readme_tutorial_policy_passes_its_own_check(tmp_path: Path) -> None:
+    """`askgate policy check policy.toml --server server.py:server`, in the tutorial's folder,
+    finds nothing: the tutorial teaches a file the checker has nothing to say about."""
+    env = walkthrough(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "askgate", "policy", "check", "policy.toml"]
+        + ["--server", "server.py:server"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert (done.stdout, done.returncode) == ("no findings\n", 0)
+
+
 def test_the_readme_walkthrough_over_http(tmp_path: Path) -> None:
     """The same over Streamable HTTP: the README's `--http 127.0.0.1:8765` command on a free
     port, client.py given the URL; then Ctrl-C (SIGINT) stops the server: exit 0, no
