@@ -1020,12 +1020,14 @@ def _policy(args: argparse.Namespace) -> int:
                 print(json.dumps([c.as_json() for c in changes], indent=2))
             else:
                 for section in ("tools", "reads"):
-                    mine = [c for c in changes if c.section == section]
+                    mine = analysis.said_together([c for c in changes if c.section == section])
+                    classes = sum(len(group) for group in mine)
                     print(
                         f"[[{section}]]: {len(mine) or 'no'} change{'' if len(mine) == 1 else 's'}"
+                        + (f" ({classes} names and classes)" if classes > len(mine) else "")
                     )
-                    for change in mine:
-                        for line in analysis.describe(change, old, new):
+                    for group in mine:
+                        for line in analysis.describe_together(group, old, new):
                             print(f"  {line}")
             return 1 if changes else 0
         policy = load_policy(args.file)

@@ -295,6 +295,42 @@ def test_R_POL_10_the_diff_command_lists_names_and_classes(
     assert "names matched by 's?eep' (new line 18) and '*' (new line 22)" in out
 
 
+def test_R_POL_10_diff_says_changes_with_equal_decisions_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names, and apart from them classes, that go from the same decision to the same
+    decision are one change in text, with every deciding entry's line; JSON keeps each class."""
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(_file([("echo", "allow")]), encoding="utf-8")
+    new.write_text(
+        _file([("echo", "allow"), ("x*", "allow"), ("*y", "allow"), ("crash", "deny")])
+        + _file([("boom", "deny"), ("sleep", "ask")]),
+        encoding="utf-8",
+    )
+    assert main(["policy", "diff", str(old), str(new)]) == 1
+    out = capsys.readouterr().out.replace(str(tmp_path) + "/", "")
+    said = [
+        "[[tools]]: 3 changes (6 names and classes)",
+        "  boom, crash:",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: deny (new.toml, lines 13, 18; reason 'no')",
+        "  sleep:",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: ask (new.toml, line 23; prompt 'ok?')",
+        "  3 classes of names, each changed alike:",
+        "    names matched by 'x*' (new line 5) and by no other entry, e.g. \"x\"",
+        "    names matched by 'x*' (new line 5) and '*y' (new line 9) and by no other entry, "
+        'e.g. "xy"',
+        "    names matched by '*y' (new line 9) and by no other entry, e.g. \"y\"",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: allow (new.toml, lines 5, 9)",
+        "[[reads]]: no changes",
+    ]
+    assert out.splitlines() == said
+    assert main(["policy", "diff", str(old), str(new), "--format", "json"]) == 1
+    assert len(json.loads(capsys.readouterr().out)) == 6
+
+
 def test_R_POL_9_check_takes_the_tools_of_a_server_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
