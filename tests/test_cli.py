@@ -121,6 +121,9 @@ def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
     check_client_run(done.stdout)
 
 
+SERVER = ("--server", "server.py:server")
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="the README's tutorial policy opens every read with '*', which check reports; "
@@ -132,8 +135,7 @@ def test_R_POL_9_the_readme_tutorial_policy_passes_its_own_check(tmp_path: Path)
     finds nothing: the tutorial teaches a file the checker has nothing to say about."""
     env = walkthrough(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "askgate", "policy", "check", "policy.toml"]
-        + ["--server", "server.py:server"],
+        [sys.executable, "-m", "askgate", "policy", "check", "policy.toml", *SERVER],
         cwd=tmp_path,
         env=env,
         capture_output=True,
