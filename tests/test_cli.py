@@ -624,7 +624,7 @@ def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
     traceback shows the user's two files and lines, and no frame of askgate or importlib."""
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(tmp_path)
-    name = f"cli_own_{said.split(':')[0].lower()}"
+    name = f"cli_own_{said.split(':', maxsplit=1)[0].lower()}"
     (tmp_path / f"{name}_helper.py").write_text(helper)
     (tmp_path / f"{name}.py").write_text(
         f"import {name}_helper\nfrom askgate import Server\nserver = Server('own')\n"
@@ -639,7 +639,7 @@ def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
         assert said in err
         assert "__main__.py" not in err
         assert "importlib" not in err
-        kind = said.split(":")[0]
+        kind = said.split(":", maxsplit=1)[0]
         assert err.endswith(
             f"askgate refuses to start: {target.split(':')[0]} raised {kind} (traceback above)\n"
         )
