@@ -357,9 +357,7 @@ def test_R_POL_9_check_takes_the_tools_of_a_server_target(
     assert "no file" in capsys.readouterr().err
 
 
-def test_R_POL_9_check_with_the_servers_tools_finds_unused_entries_and_uncovered_tools(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_R_POL_9_check_with_the_servers_tools_finds_unused_entries_and_uncovered_tools() -> None:
     """Given the tools: an entry fitting none of them is ``unused`` (a shadowed one is not
     reported twice), a tool no entry fits is ``uncovered``; a file covering exactly the tools
     has no finding."""
