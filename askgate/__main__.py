@@ -444,6 +444,25 @@ def _steps_text(numbers: tuple[int, ...], most: int = 12) -> str:
     return ", ".join(shown) + more
 
 
+def _unverified_text(done: Any) -> str:
+    """Which steps of a replay (:class:`askgate.trace.Replayed`) could not be verified, and
+    why, in one clause: keys not given (R-AUD-12), arguments a redacted trace lacks (R-AUD-15)."""
+    keyed = tuple(n for n in done.unverified if n not in done.unbound)
+    said = []
+    if keyed:
+        said.append(
+            f"steps {_steps_text(keyed)} could not be verified: their ids and sealed states "
+            f"need the run's keys {', '.join(done.missing)} (give --keys FILE)"
+        )
+    if done.unbound:
+        said.append(
+            f"steps {_steps_text(done.unbound)} could not be verified: their 2026-07-28 "
+            "approval states bind the call's arguments, which a redacted trace does not hold "
+            "(record with --trace-arguments to verify them)"
+        )
+    return "; and ".join(said)
+
+
 def _audit_command(args: argparse.Namespace) -> int:
     """``askgate replay`` and ``askgate explain``."""
     from askgate.explain import explain, render
@@ -470,12 +489,8 @@ def _audit_command(args: argparse.Namespace) -> int:
                     print(f"{args.trace}{run}: {done.difference.text()}")
                     return 1
                 said = f"{args.trace}{run}: {done.count} steps replayed, every effect identical"
-                if done.unverified:  # R-AUD-12
-                    print(
-                        f"{said}, but steps {_steps_text(done.unverified)} could not be "
-                        f"verified: their ids and sealed states need the run's keys "
-                        f"{', '.join(done.missing)} (give --keys FILE)"
-                    )
+                if done.unverified:  # R-AUD-12, R-AUD-15
+                    print(f"{said}, but {_unverified_text(done)}")
                     status = 3
                 else:
                     print(said)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -30,9 +31,9 @@ def describe(result: types.CallToolResult) -> str:
     return f"isError={result.is_error} {' '.join(texts)!r}"
 
 
-def parse(argv: list[str]) -> list[str]:
-    """The arguments for ``askgate serve --demo``: every one but ``-h``/``--help``, which prints
-    this script's own help and exits 0 before anything starts."""
+def parse(argv: list[str]) -> tuple[str, list[str]]:
+    """The client's mode and the arguments for ``askgate serve --demo`` (every other one);
+    ``-h``/``--help`` prints this script's own help and exits 0 before anything starts."""
     parser = argparse.ArgumentParser(
         prog="demo_walkthrough.py",
         allow_abbrev=False,  # --he is passed on, not taken for --help
@@ -41,11 +42,18 @@ def parse(argv: list[str]) -> list[str]:
         epilog="Every other argument is passed on to `askgate serve --demo` (for instance "
         "--log-level info, --trace FILE, --audit-log FILE); see `askgate serve --help`.",
     )
-    _, rest = parser.parse_known_args(argv)
-    return rest
+    parser.add_argument(
+        "--client-mode",
+        choices=["legacy", "default"],
+        default="legacy",
+        help="the client's mode: legacy (the 2025 revisions, elicitation over the wire) or "
+        "the official client's default (2026-07-28: an approval is a retry) (default: legacy)",
+    )
+    known, rest = parser.parse_known_args(argv)
+    return known.client_mode, rest
 
 
-async def main(serve_args: list[str]) -> None:
+async def main(client_mode: str, serve_args: list[str]) -> None:
     answers: Iterator[types.ElicitResult] = iter(
         [
             types.ElicitResult(action="accept", content={"approve": True}),
@@ -65,7 +73,8 @@ async def main(serve_args: list[str]) -> None:
         command=sys.executable, args=["-m", "askgate", "serve", "--demo", *serve_args]
     )
     with anyio.fail_after(60):
-        async with Client(server, mode="legacy", elicitation_callback=ask_the_user) as client:
+        mode: dict[str, Any] = {"mode": "legacy"} if client_mode == "legacy" else {}
+        async with Client(server, elicitation_callback=ask_the_user, **mode) as client:
             assert client.server_info is not None
             print(f"connected to {client.server_info.name} ({client.protocol_version})")
             tools = await client.list_tools()
@@ -83,4 +92,4 @@ async def main(serve_args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, parse(sys.argv[1:]))
+    anyio.run(main, *parse(sys.argv[1:]))

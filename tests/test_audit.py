@@ -7,6 +7,7 @@ The reducer is driven through :class:`Audited`, a harness whose every step goes 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -287,6 +288,34 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return trace, log
 
 
+@pytest.fixture(scope="module")
+def default_mode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The demo walkthrough with the official client in its default mode (2026-07-28: an
+    approval is a sealed state and a retry), traced twice: redacted (the default) and keeping
+    the arguments, each with its key file beside it."""
+    where = tmp_path_factory.mktemp("default_mode")
+    redacted, kept = where / "redacted.trace", where / "kept.trace"
+    for trace, extra in ((redacted, []), (kept, ["--trace-arguments"])):
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "examples" / "demo_walkthrough.py"),
+                "--client-mode",
+                "default",
+                "--trace",
+                str(trace),
+                "--trace-keys",
+                str(trace.with_suffix(".keys")),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+    return redacted, kept
+
+
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return read_trace(path.read_text(encoding="utf-8").splitlines())
 
@@ -359,6 +388,57 @@ def test_R_AUD_5_the_demo_replays_with_identical_effects(demo: tuple[Path, Path]
     assert difference is None, difference and difference.text()
     assert count == len(steps)
     assert main(["replay", str(demo[0]), "--keys", str(demo[0].with_suffix(".keys"))]) == 0
+
+
+def test_R_AUD_15_a_default_mode_trace_replays_checking_all_but_the_arguments_it_binds(
+    default_mode: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redacted, with its keys: every effect identical, the two steps that seal an approval
+    state named in one line, exit 3; kept, with its keys: every step verified, exit 0."""
+    redacted, kept = default_mode
+    head, steps = _read(redacted)
+    assert head["redacted"] is True
+    done = replay(head, steps, keys=_keys(redacted))
+    assert done.difference is None, done.difference and done.difference.text()
+    assert len(done.unbound) == 2  # the approval, then the decline
+    assert done.unverified == done.unbound
+    sealed = [
+        s["n"]
+        for s in steps
+        if any("requestState" in json.dumps(e) for e in s["effects"] if e.get("$type") == "Reply")
+    ]
+    assert list(done.unbound) == sealed
+    assert main(["replay", str(redacted), "--keys", str(redacted.with_suffix(".keys"))]) == 3
+    out = capsys.readouterr().out
+    assert out == (
+        f"{redacted}: {len(steps)} steps replayed, every effect identical, but steps "
+        f"{sealed[0]}, {sealed[1]} could not be verified: their 2026-07-28 approval states bind "
+        "the call's arguments, which a redacted trace does not hold (record with "
+        "--trace-arguments to verify them)\n"
+    )
+    kept_head, kept_steps = _read(kept)
+    done = replay(kept_head, kept_steps, keys=_keys(kept))
+    assert (done.difference, done.unverified) == (None, ())
+    assert main(["replay", str(kept), "--keys", str(kept.with_suffix(".keys"))]) == 0
+
+
+def test_R_AUD_15_a_redacted_state_that_differs_in_what_it_does_hold_is_a_difference(
+    default_mode: tuple[Path, Path],
+) -> None:
+    """The recorded approval state with one byte of its nonce changed (everywhere it occurs,
+    its MAC left as it was): not the state the reducer seals, a difference at that step."""
+    redacted = default_mode[0]
+    text = redacted.read_text()
+    state = re.search(r'"requestState": ?"([A-Za-z0-9_-]+)"', text)
+    assert state is not None
+    token = state.group(1)
+    raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    raw[2 + raw[1]] ^= 1  # the nonce's first byte
+    forged = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    head, steps = read_trace(text.replace(token, forged).splitlines())
+    done = replay(head, steps, keys=_keys(redacted))
+    assert done.difference is not None
+    assert "requestState" in done.difference.where
 
 
 def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
