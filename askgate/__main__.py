@@ -444,6 +444,14 @@ def _steps_text(numbers: tuple[int, ...], most: int = 12) -> str:
     return ", ".join(shown) + more
 
 
+def _calls_text(calls: list[str], most: int = 12) -> str:
+    """A trace's calls as ``conn/id`` names, the first ``most`` of them, then how many more."""
+    if not calls:
+        return "none"
+    more = f" and {len(calls) - most} more" if len(calls) > most else ""
+    return ", ".join(dict.fromkeys(calls[:most])) + more
+
+
 def _unverified_text(done: Any) -> str:
     """Which steps of a replay (:class:`askgate.trace.Replayed`) could not be verified, and
     why, in one clause: keys not given (R-AUD-12), arguments a redacted trace lacks (R-AUD-15)."""
@@ -496,9 +504,19 @@ def _audit_command(args: argparse.Namespace) -> int:
                     print(said)
             return status
         paths = [
-            path for head, steps in runs for path in explain(head, steps, call=args.call, keys=keys)
+            path | {"run": number}
+            for number, (head, steps) in enumerate(runs, 1)
+            for path in explain(head, steps, call=args.call, keys=keys)
         ]
-        print(render(paths, fmt=args.format))
+        if args.call is not None and not paths:  # R-AUD-7
+            calls = [p["call"] for head, steps in runs for p in explain(head, steps, keys=keys)]
+            print(
+                f"askgate explain: {args.trace}: no call {args.call} (its calls: "
+                f"{_calls_text(calls)})",
+                file=sys.stderr,
+            )
+            return 1
+        print(render(paths, fmt=args.format, runs=len(runs)))
         return 0
     except BrokenPipeError:
         raise  # the reader left (R-AUD-14): not the trace's fault

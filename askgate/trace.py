@@ -46,7 +46,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 from immutables import Map
@@ -63,6 +63,7 @@ from askgate.ruleids import rules_of
 __all__ = [
     "CLASSES",
     "FORMAT",
+    "LOG_KINDS",
     "MAX_DEPTH",
     "Difference",
     "Redacted",
@@ -462,6 +463,16 @@ def state_of(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> S
 # -- reading and replaying ------------------------------------------------------------------------
 
 
+LOG_KINDS: Final = {"call_parked": "parked", "call_ended": "ended", "read_denied": "read_denied"}
+"""The decision log's line kind of each record it writes a line for (R-AUD-1); a line of kind
+``decided`` says an authorizer's verdict."""
+
+
+def _log_line(data: dict[str, Any]) -> bool:
+    """Whether ``data`` reads as a line of the decision log (R-AUD-1), not of a trace."""
+    return data.get("kind") in ("decided", *LOG_KINDS.values()) and "request_id" in data
+
+
 def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The runs of a trace file (each run appends its header, then its steps), as JSON data."""
     runs: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
@@ -482,6 +493,11 @@ def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str,
             raise TraceError(f"line {number}: not a JSON object")
         if "askgate_trace" in data:
             runs.append((data, []))
+        elif not runs and _log_line(data):  # R-AUD-13
+            raise TraceError(
+                f"line {number}: a line of a decision log (askgate serve --audit-log), not of a "
+                "trace: replay and explain read the file askgate serve --trace writes"
+            )
         elif not runs:
             raise TraceError(f"line {number}: a step before any header")
         else:

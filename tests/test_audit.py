@@ -441,6 +441,56 @@ def test_R_AUD_15_a_redacted_state_that_differs_in_what_it_does_hold_is_a_differ
     assert "requestState" in done.difference.where
 
 
+def test_R_AUD_7_explain_links_a_2026_approval_to_the_retry_it_allowed(
+    default_mode: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default-mode demo: guarded_echo's approval (approved) and its retry, then another
+    approval (declined) and its retry, each pair linked both ways with the approval id."""
+    redacted = default_mode[0]
+    paths = explain(*_read(redacted))
+    assert [p["tool"] for p in paths] == ["echo", *["guarded_echo"] * 4, "forbidden"]
+    first, retry, second, declined = paths[1:5]
+    assert (retry["retry_of"], first["retried_by"]) == (first["call"], [retry["call"]])
+    assert (declined["retry_of"], second["retried_by"]) == (second["call"], [declined["call"]])
+    approval = next(s["approval"] for s in first["steps"] if "approval" in s)
+    admitted = retry["steps"][0]
+    assert admitted["what"] == f"admitted, retry of call {first['call']} (approval {approval})"
+    assert {"R-MRTR-12", "R-MRTR-13"} <= set(admitted["rules"])
+    assert first["steps"][-1]["what"] == f"retried as call {retry['call']}"
+    assert first["steps"][-1]["step"] == admitted["step"]
+    assert [s["what"] for s in retry["steps"][1:]] == ["ran", "replied"]
+    assert declined["steps"][1]["what"] == "ended (denied: declined)"
+    assert "retry_of" not in paths[0]
+    assert main(["explain", str(redacted)]) == 0
+    assert f"admitted, retry of call {first['call']} (approval {approval})" in (
+        capsys.readouterr().out
+    )
+
+
+def test_R_AUD_7_explain_says_no_call_for_an_id_the_trace_lacks(
+    demo: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", str(demo[0]), "--call", "99"]) == 1
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.count("\n") == 1
+    assert said.err.startswith(f"askgate explain: {demo[0]}: no call 99 (its calls: stdio/")
+
+
+def test_R_AUD_5_a_decision_log_given_for_a_trace_is_said_to_be_one(
+    demo: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = demo[1]
+    for command in ("replay", "explain"):
+        assert main([command, str(log)]) == 2
+        said = capsys.readouterr()
+        assert said.err == (
+            f"askgate {command}: {log}: line 1: a line of a decision log (askgate serve "
+            "--audit-log), not of a trace: replay and explain read the file askgate serve "
+            "--trace writes\n"
+        )
+
+
 def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
     demo: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -451,7 +501,12 @@ def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
     assert "run 1 of 2" in out
     assert "run 2 of 2" in out
     assert main(["explain", str(twice), "--call", "4", "--format", "json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert [path["run"] for path in json.loads(capsys.readouterr().out)] == [1, 2]
+    assert main(["explain", str(twice), "--call", "4"]) == 0  # R-AUD-7: each run apart
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "run 1 of 2:"
+    assert out[out.index("run 2 of 2:") - 1] == ""
+    assert sum(line.startswith("call stdio/4 ") for line in out) == 2
 
 
 def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_sides(
