@@ -686,6 +686,8 @@ class Walker:
         if a[:tag] != b[:tag] or a[end : -sealing.MAC_BYTES] != b[end : -sealing.MAC_BYTES]:
             return False
         ring = before.keyring
+        if ring is None:
+            return False
         keys = [key for key in (ring.current, ring.previous) if key is not None]
         body, mac = a[: -sealing.MAC_BYTES], a[-sealing.MAC_BYTES :]
         return any(hmac.compare_digest(sealing._mac(key.secret, body), mac) for key in keys)

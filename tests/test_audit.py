@@ -503,10 +503,10 @@ def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
     assert main(["explain", str(twice), "--call", "4", "--format", "json"]) == 0
     assert [path["run"] for path in json.loads(capsys.readouterr().out)] == [1, 2]
     assert main(["explain", str(twice), "--call", "4"]) == 0  # R-AUD-7: each run apart
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "run 1 of 2:"
-    assert out[out.index("run 2 of 2:") - 1] == ""
-    assert sum(line.startswith("call stdio/4 ") for line in out) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "run 1 of 2:"
+    assert lines[lines.index("run 2 of 2:") - 1] == ""
+    assert sum(line.startswith("call stdio/4 ") for line in lines) == 2
 
 
 def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_sides(
