@@ -122,6 +122,31 @@ def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
     check_client_run(done.stdout)
 
 
+SERVER = ("--server", "server.py:server")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the README's tutorial policy opens every read with '*', which check reports; "
+    "the README change that names the lists instead ('*/list') lands with the docs split: "
+    "remove this mark then",
+)
+def test_R_POL_9_the_readme_tutorial_policy_passes_its_own_check(tmp_path: Path) -> None:
+    """`askgate policy check policy.toml --server server.py:server`, in the tutorial's folder,
+    finds nothing: the tutorial teaches a file the checker has nothing to say about."""
+    env = walkthrough(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "askgate", "policy", "check", "policy.toml", *SERVER],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert (done.stdout, done.returncode) == ("no findings\n", 0)
+
+
 def test_the_readme_walkthrough_over_http(tmp_path: Path) -> None:
     """The same over Streamable HTTP: the README's `--http 127.0.0.1:8765` command on a free
     port, client.py given the URL; then Ctrl-C (SIGINT) stops the server: exit 0, no
@@ -540,3 +565,82 @@ def test_serve_parses_without_the_other_commands_and_errs_as_the_whole_parser(
         errors.append(capsys.readouterr().err)
     assert errors[0] == errors[1]
     assert "{serve,replay,explain,policy,spec,core}" in errors[0]  # the whole parser's usage
+
+
+def test_R_POL_13_stdio_without_a_policy_names_the_tools_nobody_gates(tmp_path: Path) -> None:
+    """Served over stdio with no authorizer, the tools whose annotations say nothing of their
+    effects are named in one warning line at start; a read-only tool is not, a policy silences
+    it, and the server serves as before."""
+    (tmp_path / "plain.py").write_text(
+        "from askgate import Server\n"
+        "server = Server('plain')\n"
+        "@server.tool()\ndef wipe(path: str) -> str:\n    return path\n"
+        "@server.tool(annotations={'title': 'Note'})\ndef note(text: str) -> str:\n"
+        "    return text\n"
+        "@server.tool(annotations={'readOnlyHint': True})\ndef look() -> str:\n    return 'x'\n"
+    )
+    (tmp_path / "p.toml").write_text('[[tools]]\nmatch = "*"\ndecision = "allow"\n')
+    ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+
+    def serve(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "askgate", "serve", "plain.py:server", *flags],
+            input=ping,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=DEADLINE,
+            check=True,
+        )
+
+    bare = serve()
+    assert bare.stdout == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    warned = [line for line in bare.stderr.splitlines() if "without being asked" in line]
+    assert warned == [
+        "askgate WARNING askgate: plain.py:server has no policy nor authorizer, and any client "
+        "runs note, wipe without being asked (their annotations hold none of readOnlyHint, "
+        "destructiveHint, sensitive); give --policy FILE"
+    ]
+    gated = serve("--policy", "p.toml")
+    assert gated.stdout == bare.stdout
+    assert "without being asked" not in gated.stderr
+
+
+@pytest.mark.parametrize(
+    ("helper", "said"),
+    [
+        ("raise ImportError('no backend here')\n", "ImportError: no backend here"),
+        ("def broken(:\n", "SyntaxError: invalid syntax"),
+    ],
+    ids=["ImportError", "SyntaxError"],
+)
+def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    helper: str,
+    said: str,
+) -> None:
+    """TARGET's module imports a module of the user's that raises or does not compile: the
+    traceback shows the user's two files and lines, and no frame of askgate or importlib."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    name = f"cli_own_{said.split(':', maxsplit=1)[0].lower()}"
+    (tmp_path / f"{name}_helper.py").write_text(helper)
+    (tmp_path / f"{name}.py").write_text(
+        f"import {name}_helper\nfrom askgate import Server\nserver = Server('own')\n"
+    )
+    for target in (f"{name}:server", f"{name}.py:server"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delitem(sys.modules, f"{name}_helper", raising=False)
+        assert main(["serve", "--stdio", target]) == 2
+        err = capsys.readouterr().err
+        assert f'{tmp_path / name}.py", line 1, in <module>\n    import {name}_helper\n' in err
+        assert f'{tmp_path / name}_helper.py", line 1' in err
+        assert said in err
+        assert "__main__.py" not in err
+        assert "importlib" not in err
+        kind = said.split(":", maxsplit=1)[0]
+        assert err.endswith(
+            f"askgate refuses to start: {target.split(':')[0]} raised {kind} (traceback above)\n"
+        )

@@ -250,6 +250,21 @@ async def test_R_POL_3_a_hostile_argument_cannot_forge_the_prompt() -> None:
         ),
         ('[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "{0}"\n', 4, "{0}"),
         (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Delete {args.title?"\n',
+            4,
+            "the prompt has a { that no } closes, at '{args.title?'",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Run {tool} on {args.x"\n',
+            4,
+            "no } closes, at '{args.x'",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Run {args.x {tool}?"\n',
+            4,
+            "no } closes, at '{args.x {tool}?'",
+        ),
+        (
             '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "p"\nreason = "r"\n',
             5,
             "not a reason",
