@@ -125,12 +125,6 @@ def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
 SERVER = ("--server", "server.py:server")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the README's tutorial policy opens every read with '*', which check reports; "
-    "the README change that names the lists instead ('*/list') lands with the docs split: "
-    "remove this mark then",
-)
 def test_R_POL_9_the_readme_tutorial_policy_passes_its_own_check(tmp_path: Path) -> None:
     """`askgate policy check policy.toml --server server.py:server`, in the tutorial's folder,
     finds nothing: the tutorial teaches a file the checker has nothing to say about."""
