@@ -40,9 +40,9 @@ attrs-scripts: $(STAMP)
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
 # capabilities, no authorizer) 8 and 9 deep, the 2026-07-28 flow and the stop 7 deep, parking
 # owners shared by a principal's sessions 6 deep. Each run
-# writes its figures into bench/results/verify.json and rewrites the README's table from that
-# file.
-VERIFY_RECORD := --record bench/results/verify.json --readme README.md
+# writes its figures into bench/results/verify.json and rewrites the table of docs/checking.md
+# from that file.
+VERIFY_RECORD := --record bench/results/verify.json --readme docs/checking.md
 verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 10 --config tight --config shared $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config edges $(VERIFY_RECORD)
@@ -145,7 +145,7 @@ bench-http: $(STAMP)
 # Streamable HTTP. The peers install into .bench-peers/ (ignored): fastmcp into a venv of its own
 # (it brings its own mcp release), the TypeScript SDK with npm. Figures: bench/results/peers_*.json.
 # PEERS_STDIO_ARGS and PEERS_HTTP_ARGS pass options to the two benchmarks (e.g. fewer calls).
-# Over HTTP, askgate runs on uvloop (the test extra installs it; R-HTTP-32), and also on asyncio
+# Over HTTP, askgate runs on uvloop (the test extra installs it; docs/performance.md), and also on asyncio
 # (ASKGATE_LOOP=asyncio) and under hypercorn on trio and on asyncio (bench/askgate_hypercorn.py,
 # the bench extra); uvicorn picks uvloop for the official SDK's servers in this venv too. Every
 # server takes PEERS_CLIENTS concurrent clients, each with its own connection and session
@@ -266,7 +266,7 @@ run: $(STAMP)
 
 # The demo tools over stdio: type JSON-RPC lines, or point an MCP client at the command.
 run-stdio: $(STAMP)
-	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README); Ctrl-D ends" >&2
+	@echo "askgate demo on stdio: an MCP client runs '$(CURDIR)/$(BIN)/askgate serve --demo' (see README, Connect a client); Ctrl-D ends" >&2
 	@$(BIN)/askgate serve --demo
 
 # The official mcp SDK client drives the demo: echo, guarded_echo approved then declined, forbidden.

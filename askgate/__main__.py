@@ -120,7 +120,7 @@ _HTTP_LIMIT_FLAGS = (
         "HTTP: how long a refused request's body is read and discarded (ms)",
     ),
 )
-"""``askgate serve --http``'s bounds (spec/http.md; README, Robustness, Limits): flag, the
+"""``askgate serve --http``'s bounds (spec/http.md; docs/robustness.md, Limits): flag, the
 :class:`askgate.core.http.HttpOptions` field it sets, what it bounds."""
 
 HTTP_ONLY = ("--auth", "--tokens", "--allow-origin", "--allow-host", "--banner")
@@ -153,7 +153,7 @@ def _option_default(dest: str) -> str:
 class _HttpDefault:
     """An HTTP bound's flag left out: its value in ``args``, which --help shows as the
     default of :class:`askgate.core.http.HttpOptions` field ``dest``. That module is imported
-    only when the help is printed, so a stdio server never imports it (R-EMB-17)."""
+    only when the help is printed, so a stdio server never imports it (docs/performance.md)."""
 
     def __init__(self, dest: str) -> None:
         self.dest = dest
@@ -235,9 +235,9 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
     serve.add_argument(
         "--policy",
         metavar="FILE",
-        help="a policy file (TOML; see README: a deny entry needs a reason, an ask a prompt); "
-        "replaces TARGET's own authorizers (default: none: TARGET's own authorizers, or the "
-        "demo's shipped policy)",
+        help="a policy file (TOML; see docs/policy.md: a deny entry needs a reason, an ask a "
+        "prompt); replaces TARGET's own authorizers (default: none: TARGET's own authorizers, "
+        "or the demo's shipped policy)",
     )
     serve.add_argument(
         "--auth",
@@ -445,6 +445,33 @@ def _steps_text(numbers: tuple[int, ...], most: int = 12) -> str:
     return ", ".join(shown) + more
 
 
+def _calls_text(calls: list[str], most: int = 12) -> str:
+    """A trace's calls as ``conn/id`` names, the first ``most`` of them, then how many more."""
+    if not calls:
+        return "none"
+    more = f" and {len(calls) - most} more" if len(calls) > most else ""
+    return ", ".join(dict.fromkeys(calls[:most])) + more
+
+
+def _unverified_text(done: Any) -> str:
+    """Which steps of a replay (:class:`askgate.trace.Replayed`) could not be verified, and
+    why, in one clause: keys not given (R-AUD-12), arguments a redacted trace lacks (R-AUD-15)."""
+    keyed = tuple(n for n in done.unverified if n not in done.unbound)
+    said = []
+    if keyed:
+        said.append(
+            f"steps {_steps_text(keyed)} could not be verified: their ids and sealed states "
+            f"need the run's keys {', '.join(done.missing)} (give --keys FILE)"
+        )
+    if done.unbound:
+        said.append(
+            f"steps {_steps_text(done.unbound)} could not be verified: their 2026-07-28 "
+            "approval states bind the call's arguments, which a redacted trace does not hold "
+            "(record with --trace-arguments to verify them)"
+        )
+    return "; and ".join(said)
+
+
 def _audit_command(args: argparse.Namespace) -> int:
     """``askgate replay`` and ``askgate explain``."""
     from askgate.explain import explain, render
@@ -471,21 +498,29 @@ def _audit_command(args: argparse.Namespace) -> int:
                     print(f"{args.trace}{run}: {done.difference.text()}")
                     return 1
                 said = f"{args.trace}{run}: {done.count} steps replayed, every effect identical"
-                if done.unverified:  # R-AUD-12
-                    print(
-                        f"{said}, but steps {_steps_text(done.unverified)} could not be "
-                        f"verified: their ids and sealed states need the run's keys "
-                        f"{', '.join(done.missing)} (give --keys FILE)"
-                    )
+                if done.unverified:  # R-AUD-12, R-AUD-15
+                    print(f"{said}, but {_unverified_text(done)}")
                     status = 3
                 else:
                     print(said)
             return status
         paths = [
-            path for head, steps in runs for path in explain(head, steps, call=args.call, keys=keys)
+            path | {"run": number}
+            for number, (head, steps) in enumerate(runs, 1)
+            for path in explain(head, steps, call=args.call, keys=keys)
         ]
-        print(render(paths, fmt=args.format))
+        if args.call is not None and not paths:  # R-AUD-7
+            calls = [p["call"] for head, steps in runs for p in explain(head, steps, keys=keys)]
+            print(
+                f"askgate explain: {args.trace}: no call {args.call} (its calls: "
+                f"{_calls_text(calls)})",
+                file=sys.stderr,
+            )
+            return 1
+        print(render(paths, fmt=args.format, runs=len(runs)))
         return 0
+    except BrokenPipeError:
+        raise  # the reader left (R-AUD-14): not the trace's fault
     except (OSError, TraceError, KeyError, TypeError, ValueError, RecursionError) as bad:
         print(f"askgate {args.command}: {args.trace}: {bad}", file=sys.stderr)  # R-AUD-13
         return 2
@@ -660,7 +695,7 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
             or missing.name is None
             or not (where + ".").startswith(missing.name + ".")
         ):
-            traceback.print_exc()
+            _print_users_traceback(missing)
             raise StartError(
                 f"askgate refuses to start: {where} raised ModuleNotFoundError (traceback above)"
             ) from None
@@ -678,10 +713,24 @@ def _import(run: Any, where: str, *, target: str | None = None) -> Any:
             "askgate serve can apply its flags"
         ) from None
     except Exception as failed:
-        traceback.print_exc()
+        _print_users_traceback(failed)
         raise StartError(
             f"askgate refuses to start: {where} raised {type(failed).__name__} (traceback above)"
         ) from None
+
+
+def _print_users_traceback(failed: BaseException) -> None:
+    """Prints ``failed``'s traceback from the first frame of the user's code: the frames of
+    this loader and of the import machinery that ran it (``importlib``) are left out, so a
+    module that raises, or does not compile, shows its own lines and nothing of askgate's."""
+    machinery = {__file__, importlib.__file__}
+    frames = failed.__traceback__
+    while frames is not None and (
+        frames.tb_frame.f_code.co_filename in machinery
+        or frames.tb_frame.f_code.co_filename.startswith("<frozen importlib")
+    ):
+        frames = frames.tb_next
+    traceback.print_exception(type(failed), failed, frames, file=sys.stderr)
 
 
 def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
@@ -781,7 +830,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(_option_refusal(refused), file=sys.stderr)
         return 2
     try:  # R-OPT-2 said to a command user: the flag that configures an authorizer
-        server.initial_state("http" if args.http is not None else "stdio")
+        first = server.initial_state("http" if args.http is not None else "stdio")
     except OptionError as refused:
         if refused.option == "authorizer":
             print(f"askgate refuses to start: {refused.rule}; give --policy FILE", file=sys.stderr)
@@ -790,8 +839,37 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.http is not None:
         return _serve_http(server, args, what)
+    ungated = ungated_tools(first)
+    if ungated:  # R-POL-13
+        log.warning(
+            "%s has no policy nor authorizer, and any client runs %s without being asked "
+            "(%s none of readOnlyHint, destructiveHint, sensitive); give --policy FILE",
+            what,
+            ", ".join(ungated),
+            "its annotations hold" if len(ungated) == 1 else "their annotations hold",
+        )
     log.info("serving %s on stdio: JSON-RPC lines on stdin/stdout, logs on stderr", what)
     return server.run_stdio(backend=args.backend)
+
+
+EFFECT_ANNOTATIONS = ("readOnlyHint", "destructiveHint", "sensitive")
+"""The annotations by which a tool says what running it does (R-TOOL-1, R-POL-13)."""
+
+
+def ungated_tools(state: Any) -> list[str]:
+    """The tools of the initial ``state`` that nothing gates and whose annotations say nothing
+    of what they do (none of :data:`EFFECT_ANNOTATIONS`), by name (R-POL-13): none when the
+    state has a tool authorizer (a policy, or the server's own)."""
+    if state.options.has_authorizer:
+        return []
+    found = []
+    for name, info in state.tools.items():
+        definition = info.definition if isinstance(info.definition, dict) else {}
+        annotations = definition.get("annotations")
+        said = isinstance(annotations, dict) and any(k in annotations for k in EFFECT_ANNOTATIONS)
+        if not info.sensitive and not said:
+            found.append(name)
+    return sorted(found)
 
 
 def _serve_http(server: Server, args: argparse.Namespace, what: str) -> int:
@@ -856,14 +934,36 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command in ("replay", "explain"):
-        return _audit_command(args)
+        return _to_a_reader(_audit_command, args)
     if args.command == "policy":
-        return _policy(args)
+        return _to_a_reader(_policy, args)
     if args.command == "spec":
-        return _spec(args)
+        return _to_a_reader(_spec, args)
     if args.command == "core":
         return _core(args)
     return _serve(args)
+
+
+CLOSED_PIPE = 141
+"""The exit status of a command whose reader closed standard output (``| head``): 128 + SIGPIPE,
+what a shell reports for a command the closed pipe ended."""
+
+
+def _to_a_reader(command: Any, args: argparse.Namespace) -> int:
+    """Runs a command that prints its answer on standard output. A reader that leaves early
+    (``| head``, a pager quit) closes the pipe: the command stops there, quietly (no traceback,
+    exit status :data:`CLOSED_PIPE`), and standard output goes to /dev/null so that no later
+    flush fails again."""
+    try:
+        status: int = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        return CLOSED_PIPE
+    return status
 
 
 # -- askgate policy: check, explain, diff (spec/policy.md R-POL-7 .. R-POL-10) ----------------
@@ -873,6 +973,7 @@ exit status:
   0  check: no findings; diff: no name's decision changes; explain: explained
   1  check: findings; diff: some decisions change
   2  usage error, or a policy file (or --server TARGET) that cannot be used
+  141  the reader closed standard output (| head): stopped, quietly
 """
 
 
@@ -880,7 +981,7 @@ def _policy_parser(commands: Any) -> None:
     policy = commands.add_parser(
         "policy",
         help="analyse a policy file: check it, explain a decision, diff two files",
-        description='Answers questions about a policy file (TOML, see README "Policy file")\n'
+        description="Answers questions about a policy file (TOML, see docs/policy.md)\n"
         "exactly, over every tool and read name: which entries never apply, which entry\n"
         "decides a name and why, which names two files decide differently.",
         epilog=POLICY_EXIT,
@@ -955,12 +1056,14 @@ def _policy(args: argparse.Namespace) -> int:
                 print(json.dumps([c.as_json() for c in changes], indent=2))
             else:
                 for section in ("tools", "reads"):
-                    mine = [c for c in changes if c.section == section]
+                    mine = analysis.said_together([c for c in changes if c.section == section])
+                    classes = sum(len(group) for group in mine)
                     print(
                         f"[[{section}]]: {len(mine) or 'no'} change{'' if len(mine) == 1 else 's'}"
+                        + (f" ({classes} names and classes)" if classes > len(mine) else "")
                     )
-                    for change in mine:
-                        for line in analysis.describe(change, old, new):
+                    for group in mine:
+                        for line in analysis.describe_together(group, old, new):
                             print(f"  {line}")
             return 1 if changes else 0
         policy = load_policy(args.file)

@@ -45,6 +45,7 @@ from askgate.core.state import Stage
 from askgate.policy import Policy
 from askgate.ruleids import STEP_RULES, ended_rules
 from askgate.trace import (
+    LOG_KINDS,
     UnsafeFileError,
     digest,
     encode,
@@ -464,7 +465,7 @@ class Auditor:
         evictor_principal: str | None,
     ) -> str:
         conn = fields.get("conn")
-        kind = {"call_parked": "parked", "call_ended": "ended", "read_denied": "read_denied"}[name]
+        kind = LOG_KINDS[name]
         tool = fields.get("tool") if name != "read_denied" else fields.get("method")
         data: dict[str, Any] = {"kind": kind, "request_id": fields.get("request_id")}
         data.update(self._common(conn, principal, tool, arguments))

@@ -55,6 +55,7 @@ def explain(
     for them (R-AUD-12)."""
     walker = Walker(head, keys=keys)
     paths: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
+    retried: dict[tuple[Hashable, Hashable], tuple[object, int]] = {}
 
     def path(key: tuple[Hashable, Hashable], tool: object) -> dict[str, Any]:
         found = paths.get(key)
@@ -109,10 +110,52 @@ def explain(
                 add(key, fields.get("tool"), f"parked ({eid})", approval=eid)
             elif effect.name == "call_ended":
                 _ended(before, key, fields, recorded, add)
+                if fields.get("elicitation_id") is not None:
+                    retried[key] = (fields["elicitation_id"], n)
+    _link_retries(paths, retried)
     found = list(paths.values())
     if call is not None:
         found = [p for p in found if str(p["request_id"]) == call or p["call"] == call]
     return found
+
+
+RETRY_RULES = ("R-MRTR-12", "R-MRTR-13")
+"""The rules of a 2026-07-28 approval's retry: the approval parked a nonce and answered with a
+state (R-MRTR-12); the retry carrying it runs the tool once, only when approved (R-MRTR-13)."""
+
+
+def _link_retries(
+    paths: dict[tuple[Hashable, Hashable], dict[str, Any]],
+    retried: dict[tuple[Hashable, Hashable], tuple[object, int]],
+) -> None:
+    """Links each call that ended under an approval another call parked (a 2026-07-28 retry,
+    R-AUD-7) to that call: the retry's admission says whose approval it carried, and the
+    parked call gains a step ``retried as call ...`` at the retry's admission."""
+    parked_by = {
+        entry["approval"]: key
+        for key, found in paths.items()
+        for entry in found["steps"]
+        if "approval" in entry
+    }
+    for key, (approval, _) in retried.items():
+        origin = parked_by.get(approval)
+        if origin is None or origin == key:
+            continue  # the call's own approval (the 2025 flow), or one before the trace
+        retry, first = paths[key], paths[origin]
+        retry["retry_of"] = first["call"]
+        first.setdefault("retried_by", []).append(retry["call"])
+        admitted = next(s for s in retry["steps"] if s["what"].startswith("admitted"))
+        admitted["what"] = f"admitted, retry of call {first['call']} (approval {approval})"
+        admitted["rules"] = list(dict.fromkeys([*admitted["rules"], *RETRY_RULES]))
+        admitted["approval"] = approval
+        first["steps"].append(
+            {
+                "step": admitted["step"],
+                "now": admitted["now"],
+                "what": f"retried as call {retry['call']}",
+                "rules": list(RETRY_RULES),
+            }
+        )
 
 
 def _ended(before: State, key: Any, fields: dict[str, Any], recorded: list[Any], add: Any) -> None:
@@ -143,12 +186,17 @@ def _ended(before: State, key: Any, fields: dict[str, Any], recorded: list[Any],
         add(key, tool, "replied")
 
 
-def render(paths: list[dict[str, Any]], *, fmt: str = "text") -> str:
-    """The paths as text (one block per call) or JSON."""
+def render(paths: list[dict[str, Any]], *, fmt: str = "text", runs: int = 1) -> str:
+    """The paths as text (one block per call; with ``runs`` > 1, each run's calls under a line
+    ``run N of M``, the paths' ``run``) or JSON."""
     if fmt == "json":
         return json.dumps(paths, indent=2, default=str)
     lines: list[str] = []
+    run = None
     for p in paths:
+        if runs > 1 and p.get("run") != run:
+            run = p.get("run")
+            lines += [*([""] if lines else []), f"run {run} of {runs}:"]
         lines.append(f"call {p['call']} {p['tool']}")
         for s in p["steps"]:
             now = "" if s["now"] is None else f"t={s['now']} ms "

@@ -1,4 +1,4 @@
-"""Policy files: allow / ask / deny per tool and per read method, in TOML (README "Policy file").
+"""Policy files: allow / ask / deny per tool and per read method, in TOML (docs/policy.md).
 
 ::
 
@@ -174,7 +174,7 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     if isinstance(value, str):
         text = value
     else:
-        import json  # noqa: PLC0415 (when a prompt quotes a value that is not text, R-EMB-17)
+        import json  # noqa: PLC0415 (when a prompt quotes a value that is not text: docs/performance.md)
 
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -378,6 +378,18 @@ class _Layout:
 _KEY_LIST: Final = "match, decision, prompt, reason, literal"
 
 
+def _unclosed_brace(prompt: str) -> int | None:
+    """Where in ``prompt`` the first ``{`` is that no ``}`` closes (R-POL-4), or ``None``."""
+    at = 0
+    for found in _PLACEHOLDER.finditer(prompt):
+        brace = prompt.find("{", at, found.start())
+        if brace >= 0:
+            return brace
+        at = found.end()
+    brace = prompt.find("{", at)
+    return brace if brace >= 0 else None
+
+
 def _rule(entry: object, section: str, index: int, layout: _Layout, source: str) -> Rule:
     headers = layout.headers_of(section)
     start = headers[index] if index < len(headers) else layout.section_line(section)
@@ -428,6 +440,13 @@ def _rule(entry: object, section: str, index: int, layout: _Layout, source: str)
         if not isinstance(prompt, str) or not prompt:
             where = "prompt" if "prompt" in entry else "decision"
             raise fail("an ask needs a prompt (a non-empty string the user approves)", where)
+        brace = _unclosed_brace(prompt)
+        if brace is not None:
+            raise fail(
+                f"the prompt has a {{ that no }} closes, at {prompt[brace : brace + 24]!r}; "
+                "a placeholder is {tool} or {args.NAME}",
+                "prompt",
+            )
         for found in _PLACEHOLDER.finditer(prompt):
             field = found.group(1)
             if field != "tool" and not _ARG_NAME.fullmatch(field):

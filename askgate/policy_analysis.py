@@ -41,11 +41,13 @@ __all__ = [
     "Finding",
     "check",
     "describe",
+    "describe_together",
     "diff",
     "explain",
     "is_literal",
     "name_classes",
     "name_problem",
+    "said_together",
     "shadowed",
     "unguarded_reads",
 ]
@@ -316,8 +318,9 @@ one of them without naming it leaves it unguarded (R-POL-9)."""
 @attrs.frozen(slots=True)
 class Finding:
     """One thing ``askgate policy check`` reports; ``kind`` is ``shadowed``, ``argument``,
-    ``unguarded``, ``name`` (a match that looks like a name but reads as a glob, R-POL-12), or
-    ``warning`` (the loader's other warnings, R-POL-5)."""
+    ``unguarded``, ``name`` (a match that looks like a name but reads as a glob, R-POL-12),
+    ``warning`` (the loader's other warnings, R-POL-5), and given the server's tools ``unused``
+    (an entry matching none of them) or ``uncovered`` (a tool no entry matches)."""
 
     kind: str
     line: int
@@ -416,7 +419,8 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
     """What ``askgate policy check`` reports (R-POL-9), by line: entries that can never decide
     (exactly, R-POL-7), the loader's other warnings, reads of :data:`GUARDED_READS` allowed by
     a glob, and, given ``tools`` (name -> ``tools/list`` definition), each prompt quoting an
-    argument a tool it asks about does not declare."""
+    argument a tool it asks about does not declare, each ``[[tools]]`` entry matching none of
+    the tools and each tool no entry matches."""
     source = policy.source
     found: list[Finding] = []
     for section, rules in (("tools", policy.tools), ("reads", policy.reads)):
@@ -461,6 +465,8 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
                 "out data or change what a connection receives; write an entry for each",
             )
         )
+    if tools is not None:
+        found += _against_tools(policy, sorted(tools), {k for k, _ in shadowed(policy.tools)})
     for name, definition in sorted((tools or {}).items()):
         decider = next((k for k, rule in enumerate(policy.tools) if rule.fits(name)), None)
         if decider is None or policy.tools[decider].decision != "ask":
@@ -482,6 +488,28 @@ def check(policy: Policy, tools: Mapping[str, object] | None = None) -> list[Fin
                     )
                 )
     return sorted(found, key=lambda finding: finding.line)
+
+
+def _against_tools(policy: Policy, names: list[str], dead: set[int]) -> list[Finding]:
+    """Given the server's tool ``names`` (R-POL-9): each ``[[tools]]`` entry that matches none
+    of them (``unused``; not the entries of ``dead``, reported as never applying whatever the
+    names), and each tool that no entry matches (``uncovered``: denied and hidden, R-POL-1)."""
+    source = policy.source
+    found = []
+    listed = ", ".join(names) or "none"
+    for index, rule in enumerate(policy.tools):
+        if index not in dead and not any(rule.fits(name) for name in names):
+            where = _entry(source, "tools", index, rule)
+            said = f"{where} matches no tool of the server (its tools: {listed})"
+            found.append(Finding("unused", rule.line, said))
+    for name in names:
+        if not any(rule.fits(name) for rule in policy.tools):
+            said = (
+                f"{source}: no [[tools]] entry matches the server's tool {name}: every call of "
+                f"it is denied ({NO_MATCH}) and tools/list hides it"
+            )
+            found.append(Finding("uncovered", 0, said))
+    return found
 
 
 def _line(message: str) -> int:
@@ -569,21 +597,75 @@ def describe(change: Change, old: Policy, new: Policy) -> list[str]:
     them."""
     before: tuple[Rule, ...] = getattr(old, change.section)
     after: tuple[Rule, ...] = getattr(new, change.section)
-    if change.name is not None:
-        head = f"{change.name}"
-    else:
-        globs = [f"{_glob(before[k])} ({_where('old', before[k])})" for k in change.matched_old]
-        globs += [f"{_glob(after[k])} ({_where('new', after[k])})" for k in change.matched_new]
-        matched = " and ".join(globs) if globs else "no entry of either file"
-        head = (
-            f"names matched by {matched} and by no other entry, e.g. {json.dumps(change.example)}"
-        )
+    head = f"{change.name}" if change.name is not None else _class_text(change, before, after)
     was = _said(change.before, old.source, before, change.old)
     now = _said(change.after, new.source, after, change.new)
     said = [f"{head}:", f"  old: {was}", f"  new: {now}"]
     if change.methods and change.name is None:
         said.append(f"  the read methods in it: {', '.join(change.methods)}")
     return said
+
+
+def said_together(changes: Sequence[Change]) -> list[list[Change]]:
+    """``changes`` in groups said together in text (R-POL-10): of one section, the named
+    tools (or the classes) that go from the same decision to the same decision (verdict and
+    prompt or reason), in the order of their first member."""
+    groups: dict[tuple[object, ...], list[Change]] = {}
+    for change in changes:
+        key = (change.section, change.name is None, change.before, change.after)
+        groups.setdefault(key, []).append(change)
+    return list(groups.values())
+
+
+def describe_together(group: Sequence[Change], old: Policy, new: Policy) -> list[str]:
+    """A group of :func:`said_together` in words: one change as :func:`describe` says it;
+    several as their names (or one line per class), then both decisions once, with the lines
+    of every entry that makes them."""
+    first = group[0]
+    if len(group) == 1:
+        return describe(first, old, new)
+    before: tuple[Rule, ...] = getattr(old, first.section)
+    after: tuple[Rule, ...] = getattr(new, first.section)
+    if first.name is not None:
+        said = [f"{', '.join(str(change.name) for change in group)}:"]
+    else:
+        said = [f"{len(group)} classes of names, each changed alike:"]
+        said += [f"  {_class_text(change, before, after)}" for change in group]
+    was = _said_many(first.before, old.source, before, [c.old for c in group])
+    now = _said_many(first.after, new.source, after, [c.new for c in group])
+    said += [f"  old: {was}", f"  new: {now}"]
+    methods = sorted({method for change in group for method in change.methods})
+    if methods and first.name is None:
+        said.append(f"  the read methods in them: {', '.join(methods)}")
+    return said
+
+
+def _class_text(change: Change, before: Sequence[Rule], after: Sequence[Rule]) -> str:
+    globs = [f"{_glob(before[k])} ({_where('old', before[k])})" for k in change.matched_old]
+    globs += [f"{_glob(after[k])} ({_where('new', after[k])})" for k in change.matched_new]
+    matched = " and ".join(globs) if globs else "no entry of either file"
+    return f"names matched by {matched} and by no other entry, e.g. {json.dumps(change.example)}"
+
+
+def _said_many(
+    decision: tuple[str, str], source: str, rules: Sequence[Rule], indexes: list[int | None]
+) -> str:
+    """One decision several entries make alike (:func:`_said` for one), with their lines."""
+    distinct = sorted(set(indexes), key=lambda k: -1 if k is None else k)
+    if len(distinct) == 1:
+        return _said(decision, source, rules, distinct[0])
+    lines = [str(rules[k].line) for k in distinct if k is not None and rules[k].line]
+    places = [f"line{'s' if len(lines) > 1 else ''} {', '.join(lines)}"] if lines else []
+    places += ["the default without [[reads]]"] * any(
+        k is not None and not rules[k].line for k in distinct
+    )
+    places += ["no entry"] * (None in distinct)
+    verdict, text = decision
+    where = f"{source}, {'; '.join(places)}"
+    if verdict == "allow":
+        return f"allow ({where})"
+    label = "prompt" if verdict == "ask" else "reason"
+    return f"{verdict} ({where}; {label} {text!r})"
 
 
 def _glob(rule: Rule) -> str:

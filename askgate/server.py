@@ -438,7 +438,7 @@ def derive_input_schema(func: Callable[..., Any], what: str) -> tuple[dict[str, 
         if param.default is inspect.Parameter.empty:
             required.append(name)
         else:
-            import json  # noqa: PLC0415 (a parameter with a default: not at start, R-EMB-17)
+            import json  # noqa: PLC0415 (a parameter with a default: not at start: docs/performance.md)
 
             try:
                 json.dumps(param.default)

@@ -46,7 +46,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 from immutables import Map
@@ -63,6 +63,7 @@ from askgate.ruleids import rules_of
 __all__ = [
     "CLASSES",
     "FORMAT",
+    "LOG_KINDS",
     "MAX_DEPTH",
     "Difference",
     "Redacted",
@@ -462,6 +463,16 @@ def state_of(head: dict[str, Any], keys: Mapping[str, bytes] | None = None) -> S
 # -- reading and replaying ------------------------------------------------------------------------
 
 
+LOG_KINDS: Final = {"call_parked": "parked", "call_ended": "ended", "read_denied": "read_denied"}
+"""The decision log's line kind of each record it writes a line for (R-AUD-1); a line of kind
+``decided`` says an authorizer's verdict."""
+
+
+def _log_line(data: dict[str, Any]) -> bool:
+    """Whether ``data`` reads as a line of the decision log (R-AUD-1), not of a trace."""
+    return data.get("kind") in ("decided", *LOG_KINDS.values()) and "request_id" in data
+
+
 def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The runs of a trace file (each run appends its header, then its steps), as JSON data."""
     runs: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
@@ -482,6 +493,11 @@ def read_runs(lines: Iterable[str]) -> list[tuple[dict[str, Any], list[dict[str,
             raise TraceError(f"line {number}: not a JSON object")
         if "askgate_trace" in data:
             runs.append((data, []))
+        elif not runs and _log_line(data):  # R-AUD-13
+            raise TraceError(
+                f"line {number}: a line of a decision log (askgate serve --audit-log), not of a "
+                "trace: replay and explain read the file askgate serve --trace writes"
+            )
         elif not runs:
             raise TraceError(f"line {number}: a step before any header")
         else:
@@ -538,11 +554,6 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
     return path
 
 
-SEALED_HINT = (
-    "a redacted trace cannot recompute the arguments digest a 2026-07-28 approval state binds "
-    "(R-AUD-4): record with --trace-arguments"
-)
-
 KEYS_HINT = (
     "replayed without the run's keys {names}: if this step opens an approval state sealed "
     "before the trace began, give them with --keys FILE (R-AUD-12)"
@@ -592,6 +603,7 @@ class Walker:
         self.state = state_of(head, keys)
         self.redacted = bool(head.get("redacted"))
         self.unverified: list[int] = []
+        self.unbound: list[int] = []
         self._run = stepper or step
         self._stand_ins = frozenset(_stand_in(name) for name in self.missing)
         self._to_replayed: dict[str, str] = {}
@@ -612,27 +624,39 @@ class Walker:
         mine = [encode(effect) for effect in out]
         got = _renamed(mine, self._to_recorded) if self._to_recorded else mine
         want = record["effects"]
-        if got != want and self._stand_ins and self._learn(before, after, want, got):
+        learned = None
+        if got != want and (self._stand_ins or self.redacted):
+            learned = self._learn(before, after, want, got)
+        if learned is not None:
             got = _renamed(mine, self._to_recorded)
             if got == want:
                 self.unverified.append(n)
+                if learned:
+                    self.unbound.append(n)
         return before, event, out, got
 
-    def _learn(self, before: State, after: State, want: Any, got: Any) -> bool:
+    def _learn(self, before: State, after: State, want: Any, got: Any) -> bool | None:
         """Learns the recorded value each of ``got``'s stand-in derived values is, when the two
-        differ in those values and nothing else; says whether it learned any."""
+        differ in those values and nothing else (a request state of a redacted trace also when
+        it differs only in the arguments it binds, :meth:`_unbound`); ``None`` when it learned
+        none, else whether a request state was taken for that reason (R-AUD-15)."""
         recorded = _RUNS.split(json.dumps(want, sort_keys=True, ensure_ascii=False))
         replayed = _RUNS.split(json.dumps(got, sort_keys=True, ensure_ascii=False))
         if len(recorded) != len(replayed):
-            return False
+            return None
         pairs: dict[str, str] = {}
+        unbound = False
         for i, (theirs, mine) in enumerate(zip(recorded, replayed, strict=True)):
             if theirs == mine:
                 continue
-            if i % 2 == 0 or not self._derived(mine, before, after):
-                return False  # a difference no stand-in key made
+            if i % 2 == 0:
+                return None  # a difference in no id nor sealed state
+            if not self._derived(mine, before, after):
+                if not self._unbound(theirs, mine, before):
+                    return None  # a difference no stand-in key made
+                unbound = True
             if pairs.setdefault(mine, theirs) != theirs:
-                return False
+                return None
         new = {
             mine: theirs
             for mine, theirs in pairs.items()
@@ -640,7 +664,33 @@ class Walker:
         }
         self._to_recorded.update(new)
         self._to_replayed.update((theirs, mine) for mine, theirs in new.items())
-        return bool(new)
+        return unbound if new else None
+
+    def _unbound(self, theirs: str, mine: str, before: State) -> bool:
+        """Whether, in a redacted trace, the recorded request state ``theirs`` and the replayed
+        ``mine`` are one state but for the arguments it binds (R-AUD-4, R-AUD-15): the same
+        version, key id, nonce, expiry, principal and tool tags (and a round's approval and
+        state), only the arguments tag and the MAC over it differing, and the recorded MAC made
+        by a sealing key of the run."""
+        if not self.redacted:
+            return False
+        a, b = _token_bytes(theirs), _token_bytes(mine)
+        if a is None or b is None or len(a) != len(b) or len(a) < 2:
+            return False
+        if a[0] not in (sealing.TOKEN_VERSION, sealing.ROUND_VERSION) or a[:2] != b[:2]:
+            return False
+        tag = 2 + a[1] + sealing.NONCE_BYTES + sealing.EXPIRY_BYTES + 2 * sealing.TAG_BYTES
+        end = tag + sealing.TAG_BYTES
+        if len(a) < end + sealing.MAC_BYTES:
+            return False
+        if a[:tag] != b[:tag] or a[end : -sealing.MAC_BYTES] != b[end : -sealing.MAC_BYTES]:
+            return False
+        ring = before.keyring
+        if ring is None:
+            return False
+        keys = [key for key in (ring.current, ring.previous) if key is not None]
+        body, mac = a[: -sealing.MAC_BYTES], a[-sealing.MAC_BYTES :]
+        return any(hmac.compare_digest(sealing._mac(key.secret, body), mac) for key in keys)
 
     def _derived(self, value: str, before: State, after: State) -> bool:
         """Whether the step could have derived ``value`` from a stand-in key: an elicitation
@@ -655,11 +705,8 @@ class Walker:
                     nonce_id(_keyed_digest(id_key, counter)),
                 ):
                     return True
-        if sealing.token_version(value) not in (sealing.TOKEN_VERSION, sealing.ROUND_VERSION):
-            return False
-        try:
-            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        except ValueError:  # binascii.Error: a length no base64 text has
+        raw = _token_bytes(value)
+        if raw is None:
             return False
         body, mac = raw[: -sealing.MAC_BYTES], raw[-sealing.MAC_BYTES :]
         return any(
@@ -668,17 +715,30 @@ class Walker:
         )
 
 
+def _token_bytes(value: str) -> bytes | None:
+    """The bytes of a request state (R-MRTR-1, R-MRTR-21) spelled ``value``, or ``None``."""
+    if sealing.token_version(value) not in (sealing.TOKEN_VERSION, sealing.ROUND_VERSION):
+        return None
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except ValueError:  # binascii.Error: a length no base64 text has
+        return None
+
+
 @attrs.frozen
 class Replayed:
     """What replaying a run found: how many steps it replayed, the first :class:`Difference`
     (``None``: every step reproduced its effects), the steps whose effects needed a key it
-    lacked (their key-derived values taken as recorded, R-AUD-12) and the ids of those keys.
+    lacked (their key-derived values taken as recorded, R-AUD-12) and the ids of those keys,
+    and among those steps the ones whose request state binds arguments a redacted trace does
+    not hold (``unbound``, R-AUD-15).
     Unpacks and indexes as the pair ``count, difference`` replay returned before it."""
 
     count: int
     difference: Difference | None
     unverified: tuple[int, ...] = ()
     missing: tuple[str, ...] = ()
+    unbound: tuple[int, ...] = ()
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.count, self.difference))
@@ -712,9 +772,7 @@ def replay(
             theirs = got[index] if index < len(got) else None
             where = first_difference(mine, theirs)
             hint = ""
-            if walker.redacted and "requestState" in where:
-                hint = SEALED_HINT
-            elif walker.missing:
+            if walker.missing:
                 hint = KEYS_HINT.format(names=", ".join(walker.missing))
             difference = Difference(
                 n=n,
@@ -727,8 +785,12 @@ def replay(
                 where=where,
                 hint=hint,
             )
-            return Replayed(count, difference, tuple(walker.unverified), walker.missing)
-    return Replayed(len(steps), None, tuple(walker.unverified), walker.missing)
+            return Replayed(
+                count, difference, tuple(walker.unverified), walker.missing, tuple(walker.unbound)
+            )
+    return Replayed(
+        len(steps), None, tuple(walker.unverified), walker.missing, tuple(walker.unbound)
+    )
 
 
 class UnsafeFileError(OSError):

@@ -11,8 +11,8 @@ Each ``--tree`` (a checkout) runs, under ``valgrind --tool=callgrind`` with ``py
 ``header_deadline_protocol`` (what ``askgate serve --http`` runs) on a transport that keeps
 what is written, one session opened (``initialize``, ``notifications/initialized``), then
 ``tools/call echo`` POSTs fed one after another, each a whole request in one read (answered
-without a request task, R-HTTP-33). The figure is the difference of the totals for 1 200 and
-200 calls over 1 000. ``--stub-reducer`` answers each call at once instead of feeding the
+without a request task, docs/performance.md). The figure is the difference of the totals for
+1 200 and 200 calls over 1 000. ``--stub-reducer`` answers each call at once instead of feeding the
 reducer (the same reply): what the shell, uvicorn's parser callbacks and the codec cost alone.
 
 ``--phase elicit`` counts 2025 elicitation round trips instead, on two connections of the

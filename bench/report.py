@@ -639,8 +639,9 @@ CLIENTS_TEXT = [
 ]
 VARIANTS_TEXT = [
     "The same app (askgate's demo, `HttpApp`) served by `askgate serve --http` (uvicorn with",
-    "httptools, on uvloop where it is installed, as in this venv: R-HTTP-32; `askgate-asyncio`",
-    "is the same server with `ASKGATE_LOOP=asyncio`) and by `bench/askgate_hypercorn.py`",
+    "httptools, on uvloop where it is installed, as in this venv: docs/performance.md;",
+    "`askgate-asyncio` is the same server with `ASKGATE_LOOP=asyncio`) and by",
+    "`bench/askgate_hypercorn.py`",
     "(hypercorn with h11) on asyncio and on trio: askgate's shell is anyio, so it runs on either",
     "loop. trio's cost is the ratio of the two hypercorn columns, hypercorn's that of the two",
     "asyncio columns, and uvloop's gain that of askgate over askgate-asyncio.",

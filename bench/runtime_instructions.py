@@ -4,7 +4,7 @@ without the event loop's reads and writes, so that every run takes the same path
 
     python bench/runtime_instructions.py --tree /tmp/base --tree /tmp/mine [--phase echo elicit]
 
-Each ``--tree`` (a checkout, unpacked alike: see the README's "Comparing two trees") serves the
+Each ``--tree`` (a checkout, unpacked alike: see docs/performance.md, "Measuring") serves the
 demo server (``askgate.demo.build_demo``) in a :class:`~askgate.transports.runtime.Runtime`
 on uvloop, run with ``python -P``, ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0`` from outside
 both trees under ``valgrind --tool=callgrind``. The client's lines are encoded before anything

@@ -1,23 +1,22 @@
-"""Which event loop askgate serves on (R-HTTP-32 for HTTP, R-LOOP-1 for stdio): one decision
+"""Which event loop askgate serves on (docs/performance.md, "The event loop"): one decision
 for both, in a module of its own so that a stdio server takes it without importing the HTTP side
-(R-EMB-17)."""
+(docs/performance.md)."""
 
 from __future__ import annotations
 
 from typing import Final, Literal
 
 LOOP_ENV: Final = "ASKGATE_LOOP"
-"""The environment variable that chooses the event loop (R-HTTP-32, R-LOOP-1)."""
+"""The environment variable that chooses the event loop (docs/performance.md)."""
 LOOP_CHOICES: Final = ("auto", "asyncio", "uvloop")
 Loop = Literal["asyncio", "uvloop"]
 
 
 def event_loop(asked: str | None, uvloop_installed: bool) -> tuple[Loop, None] | tuple[None, str]:
-    """The event loop ``askgate serve --http`` and ``Server.run_http`` run uvicorn on
-    (R-HTTP-32), and ``askgate serve --stdio`` and ``Server.run_stdio`` run on asyncio's
-    backend (R-LOOP-1), from the value of ``ASKGATE_LOOP`` (``asked``; ``None`` when unset) and
-    whether the ``uvloop`` package is importable: ``(loop, None)``, or ``(None, the one-line
-    refusal)``."""
+    """The event loop ``askgate serve --http`` and ``Server.run_http`` run uvicorn on,
+    and ``askgate serve --stdio`` and ``Server.run_stdio`` run on asyncio's backend, from the value
+    of ``ASKGATE_LOOP`` (``asked``; ``None`` when unset) and whether the ``uvloop`` package is
+    importable: ``(loop, None)``, or ``(None, the one-line refusal)``."""
     choice = (asked or "auto").strip().lower() or "auto"
     if choice not in LOOP_CHOICES:
         return None, (

@@ -1,4 +1,4 @@
-"""Tool schemas checked without jsonschema-rs while every check passes (R-EMB-18).
+"""Tool schemas checked without jsonschema-rs while every check passes (docs/performance.md).
 
 A schema is *plain* when it is ``True``, ``False`` or an object whose keys are among
 ``type`` (one of the seven type names), ``properties``, ``required`` (distinct names),
@@ -232,7 +232,7 @@ class PlainValidator:
     def compiled(self) -> Any:
         """The jsonschema-rs validator of the schema, compiled on first use."""
         if self._compiled is None:
-            import jsonschema_rs  # noqa: PLC0415 - only when a check needs it (R-EMB-18)
+            import jsonschema_rs  # noqa: PLC0415 - only when a check needs it (docs/performance.md)
 
             self._compiled = jsonschema_rs.validator_for(self.schema)
         return self._compiled

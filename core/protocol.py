@@ -274,7 +274,7 @@ def _text_block(text: str) -> JsonObject:
 
 
 def _compact(value: object) -> str:
-    import json  # noqa: PLC0415 (when a tool returns a dict: not at start, R-EMB-17)
+    import json  # noqa: PLC0415 (when a tool returns a dict: not at start: docs/performance.md)
 
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 

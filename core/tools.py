@@ -4,7 +4,7 @@ The validators are built once, when the tool is registered, with ``jsonschema-rs
 2020-12 unless the schema names another): the input schema's is used on every ``tools/call``
 before the authorizer sees the arguments (R-PROTO-6), the output schema's on every result the
 tool returns (R-PROTO-17). A plain schema gets a :class:`~.plain_schema.PlainValidator`, which
-imports and compiles jsonschema-rs only when a check needs it (R-EMB-18).
+imports and compiles jsonschema-rs only when a check needs it (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _schema_validator(name: str, definition: object, field: str) -> Any:
         return None
     if plain_schema(definition[field]):  # always a valid schema: compiled when a check needs it
         return PlainValidator(definition[field])
-    import jsonschema_rs  # noqa: PLC0415 - a schema beyond the plain ones (R-EMB-18)
+    import jsonschema_rs  # noqa: PLC0415 - a schema beyond the plain ones (docs/performance.md)
 
     try:
         return jsonschema_rs.validator_for(definition[field])

@@ -159,14 +159,11 @@ from askgate.core.sealing import (
 JsonObject = dict[str, Any]
 CallKey = tuple[Hashable, Hashable]
 
-NOT_MODELLED = frozenset(
-    {"R-AUTH-5", "R-CTX-2", "R-CTX-3", "R-DLV-5", "R-LOOP-1", "R-OPT-1", "R-OPT-2"}
-)
-"""The rules of spec/rules.md this model does not implement: progress and logs (see above),
-option validation (it is given valid :class:`Options`), the shell's copy of what an
-authorizer is given (R-AUTH-5: the model runs no callbacks), the event loop stdio runs on
-(R-LOOP-1) and the arguments' digest a prompt shows (R-DLV-5: the machines' states have no
-digest key, so prompts show none). ``make spec`` credits the model-based
+NOT_MODELLED = frozenset({"R-AUTH-5", "R-CTX-2", "R-CTX-3", "R-DLV-5", "R-OPT-1", "R-OPT-2"})
+"""The rules of spec/rules.md this model does not implement: progress and logs (see above), option
+validation (it is given valid :class:`Options`), the shell's copy of what an authorizer is given
+(R-AUTH-5: the model runs no callbacks) and the arguments' digest a prompt shows (R-DLV-5: the
+machines' states have no digest key, so prompts show none). ``make spec`` credits the model-based
 machines with every other rule of spec/rules.md in spec/traceability.md."""
 
 # Stages of an open call; every one but PARKED holds one worker.

@@ -7,6 +7,7 @@ The reducer is driven through :class:`Audited`, a harness whose every step goes 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -287,6 +288,34 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return trace, log
 
 
+@pytest.fixture(scope="module")
+def default_mode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The demo walkthrough with the official client in its default mode (2026-07-28: an
+    approval is a sealed state and a retry), traced twice: redacted (the default) and keeping
+    the arguments, each with its key file beside it."""
+    where = tmp_path_factory.mktemp("default_mode")
+    redacted, kept = where / "redacted.trace", where / "kept.trace"
+    for trace, extra in ((redacted, []), (kept, ["--trace-arguments"])):
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "examples" / "demo_walkthrough.py"),
+                "--client-mode",
+                "default",
+                "--trace",
+                str(trace),
+                "--trace-keys",
+                str(trace.with_suffix(".keys")),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+    return redacted, kept
+
+
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return read_trace(path.read_text(encoding="utf-8").splitlines())
 
@@ -320,12 +349,146 @@ def test_R_AUD_3_the_demo_is_traced_at_the_one_door_with_its_initial_state(
     assert all(set(arguments) == {"$redacted", "problem"} for arguments in calls), calls
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["explain", "{trace}"],
+        ["replay", "{trace}"],
+        ["policy", "diff", "askgate/demo_policy.toml", "examples/revised_policy.toml"],
+        ["spec"],
+    ],
+    ids=["explain", "replay", "policy diff", "spec"],
+)
+def test_R_AUD_14_a_closed_standard_output_ends_the_command_quietly(
+    demo: tuple[Path, Path], command: list[str]
+) -> None:
+    """Standard output is a pipe whose reader is gone before the first byte: every write
+    fails (EPIPE), as under ``| head`` once head has left; the command says nothing, exits 141."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "askgate", *(a.format(trace=demo[0]) for a in command)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 141
+
+
 def test_R_AUD_5_the_demo_replays_with_identical_effects(demo: tuple[Path, Path]) -> None:
     head, steps = _read(demo[0])
     count, difference = replay(head, steps, keys=_keys(demo[0]))
     assert difference is None, difference and difference.text()
     assert count == len(steps)
     assert main(["replay", str(demo[0]), "--keys", str(demo[0].with_suffix(".keys"))]) == 0
+
+
+def test_R_AUD_15_a_default_mode_trace_replays_checking_all_but_the_arguments_it_binds(
+    default_mode: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redacted, with its keys: every effect identical, the two steps that seal an approval
+    state named in one line, exit 3; kept, with its keys: every step verified, exit 0."""
+    redacted, kept = default_mode
+    head, steps = _read(redacted)
+    assert head["redacted"] is True
+    done = replay(head, steps, keys=_keys(redacted))
+    assert done.difference is None, done.difference and done.difference.text()
+    assert len(done.unbound) == 2  # the approval, then the decline
+    assert done.unverified == done.unbound
+    sealed = [
+        s["n"]
+        for s in steps
+        if any("requestState" in json.dumps(e) for e in s["effects"] if e.get("$type") == "Reply")
+    ]
+    assert list(done.unbound) == sealed
+    assert main(["replay", str(redacted), "--keys", str(redacted.with_suffix(".keys"))]) == 3
+    out = capsys.readouterr().out
+    assert out == (
+        f"{redacted}: {len(steps)} steps replayed, every effect identical, but steps "
+        f"{sealed[0]}, {sealed[1]} could not be verified: their 2026-07-28 approval states bind "
+        "the call's arguments, which a redacted trace does not hold (record with "
+        "--trace-arguments to verify them)\n"
+    )
+    kept_head, kept_steps = _read(kept)
+    done = replay(kept_head, kept_steps, keys=_keys(kept))
+    assert (done.difference, done.unverified) == (None, ())
+    assert main(["replay", str(kept), "--keys", str(kept.with_suffix(".keys"))]) == 0
+
+
+def test_R_AUD_15_a_redacted_state_that_differs_in_what_it_does_hold_is_a_difference(
+    default_mode: tuple[Path, Path],
+) -> None:
+    """The recorded approval state with one byte of its nonce changed (everywhere it occurs,
+    its MAC left as it was): not the state the reducer seals, a difference at that step."""
+    redacted = default_mode[0]
+    text = redacted.read_text()
+    state = re.search(r'"requestState": ?"([A-Za-z0-9_-]+)"', text)
+    assert state is not None
+    token = state.group(1)
+    raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    raw[2 + raw[1]] ^= 1  # the nonce's first byte
+    forged = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    head, steps = read_trace(text.replace(token, forged).splitlines())
+    done = replay(head, steps, keys=_keys(redacted))
+    assert done.difference is not None
+    assert "requestState" in done.difference.where
+
+
+def test_R_AUD_7_explain_links_a_2026_approval_to_the_retry_it_allowed(
+    default_mode: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default-mode demo: guarded_echo's approval (approved) and its retry, then another
+    approval (declined) and its retry, each pair linked both ways with the approval id."""
+    redacted = default_mode[0]
+    paths = explain(*_read(redacted))
+    assert [p["tool"] for p in paths] == ["echo", *["guarded_echo"] * 4, "forbidden"]
+    first, retry, second, declined = paths[1:5]
+    assert (retry["retry_of"], first["retried_by"]) == (first["call"], [retry["call"]])
+    assert (declined["retry_of"], second["retried_by"]) == (second["call"], [declined["call"]])
+    approval = next(s["approval"] for s in first["steps"] if "approval" in s)
+    admitted = retry["steps"][0]
+    assert admitted["what"] == f"admitted, retry of call {first['call']} (approval {approval})"
+    assert {"R-MRTR-12", "R-MRTR-13"} <= set(admitted["rules"])
+    assert first["steps"][-1]["what"] == f"retried as call {retry['call']}"
+    assert first["steps"][-1]["step"] == admitted["step"]
+    assert [s["what"] for s in retry["steps"][1:]] == ["ran", "replied"]
+    assert declined["steps"][1]["what"] == "ended (denied: declined)"
+    assert "retry_of" not in paths[0]
+    assert main(["explain", str(redacted)]) == 0
+    assert f"admitted, retry of call {first['call']} (approval {approval})" in (
+        capsys.readouterr().out
+    )
+
+
+def test_R_AUD_7_explain_says_no_call_for_an_id_the_trace_lacks(
+    demo: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", str(demo[0]), "--call", "99"]) == 1
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.count("\n") == 1
+    assert said.err.startswith(f"askgate explain: {demo[0]}: no call 99 (its calls: stdio/")
+
+
+def test_R_AUD_5_a_decision_log_given_for_a_trace_is_said_to_be_one(
+    demo: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = demo[1]
+    for command in ("replay", "explain"):
+        assert main([command, str(log)]) == 2
+        said = capsys.readouterr()
+        assert said.err == (
+            f"askgate {command}: {log}: line 1: a line of a decision log (askgate serve "
+            "--audit-log), not of a trace: replay and explain read the file askgate serve "
+            "--trace writes\n"
+        )
 
 
 def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
@@ -338,7 +501,12 @@ def test_R_AUD_5_each_run_appended_to_a_trace_replays_from_its_own_header(
     assert "run 1 of 2" in out
     assert "run 2 of 2" in out
     assert main(["explain", str(twice), "--call", "4", "--format", "json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert [path["run"] for path in json.loads(capsys.readouterr().out)] == [1, 2]
+    assert main(["explain", str(twice), "--call", "4"]) == 0  # R-AUD-7: each run apart
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "run 1 of 2:"
+    assert lines[lines.index("run 2 of 2:") - 1] == ""
+    assert sum(line.startswith("call stdio/4 ") for line in lines) == 2
 
 
 def test_R_AUD_5_a_changed_decision_is_reported_at_its_step_with_rules_on_both_sides(

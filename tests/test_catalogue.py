@@ -1,7 +1,7 @@
 """The bad-input and fault catalogue (../shared/reference/security.md section 3, A1-H63) against
 a live server, over stdio and over Streamable HTTP where a case applies.
 
-Cases already checked in full elsewhere are listed in the README's table with the test that
+Cases already checked in full elsewhere are listed in docs/robustness.md's table with the test that
 covers them; this file holds the rest. Every case ends with the same three checks
 (:meth:`Wire.settled`): the server still answers ``ping``; no call is open, parked or in flight,
 no worker or client request is left, and (HTTP) the sessions are the ones the case started

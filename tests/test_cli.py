@@ -31,6 +31,7 @@ from askgate.core import Options
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+SERVING = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
 DEADLINE = 60.0
 BIN = str(Path(sys.executable).parent)  # the venv's askgate and python
 
@@ -121,6 +122,25 @@ def test_the_readme_walkthrough_over_stdio(tmp_path: Path) -> None:
     check_client_run(done.stdout)
 
 
+SERVER = ("--server", "server.py:server")
+
+
+def test_R_POL_9_the_readme_tutorial_policy_passes_its_own_check(tmp_path: Path) -> None:
+    """`askgate policy check policy.toml --server server.py:server`, in the tutorial's folder,
+    finds nothing: the tutorial teaches a file the checker has nothing to say about."""
+    env = walkthrough(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "askgate", "policy", "check", "policy.toml", *SERVER],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert (done.stdout, done.returncode) == ("no findings\n", 0)
+
+
 def test_the_readme_walkthrough_over_http(tmp_path: Path) -> None:
     """The same over Streamable HTTP: the README's `--http 127.0.0.1:8765` command on a free
     port, client.py given the URL; then Ctrl-C (SIGINT) stops the server: exit 0, no
@@ -171,12 +191,12 @@ def _serve_actions() -> list[argparse.Action]:
     return [action for action in serve._actions if action.dest != "help"]
 
 
-def test_every_serve_flag_is_in_the_readme_and_shows_its_default_in_help() -> None:
+def test_every_serve_flag_is_in_the_serving_doc_and_shows_its_default_in_help() -> None:
     actions = _serve_actions()
     assert {flag for flag, _, _ in _OPTION_FLAGS} <= {
         option for action in actions for option in action.option_strings
     }
-    synopsis = README.partition("The whole synopsis")[2].partition("```\n\n")[0]
+    synopsis = SERVING.partition("The whole synopsis")[2].partition("```\n\n")[0]
     for action in actions:
         name = action.option_strings[0] if action.option_strings else action.metavar
         assert isinstance(name, str)
@@ -190,11 +210,11 @@ def test_every_serve_flag_is_in_the_readme_and_shows_its_default_in_help() -> No
         if default is not None:
             assert f"(default: {default})" in str(helps[flag]), flag
     assert "(default: half of --max-in-flight" in str(helps["--max-in-flight-per-connection"])
-    # Every exit status the command can return is documented, in --help and in the README.
+    # Every exit status the command can return is documented, in --help and in docs/serving.md.
     epilog = _parser().epilog or ""
     for status in ("0", "1", "2", "3"):
         assert f"\n  {status}  " in epilog
-        assert f"\n| {status} | " in README
+        assert f"\n| {status} | " in SERVING
 
 
 def test_serve_needs_one_target_and_refuses_bad_ones_in_one_line(
@@ -539,3 +559,82 @@ def test_serve_parses_without_the_other_commands_and_errs_as_the_whole_parser(
         errors.append(capsys.readouterr().err)
     assert errors[0] == errors[1]
     assert "{serve,replay,explain,policy,spec,core}" in errors[0]  # the whole parser's usage
+
+
+def test_R_POL_13_stdio_without_a_policy_names_the_tools_nobody_gates(tmp_path: Path) -> None:
+    """Served over stdio with no authorizer, the tools whose annotations say nothing of their
+    effects are named in one warning line at start; a read-only tool is not, a policy silences
+    it, and the server serves as before."""
+    (tmp_path / "plain.py").write_text(
+        "from askgate import Server\n"
+        "server = Server('plain')\n"
+        "@server.tool()\ndef wipe(path: str) -> str:\n    return path\n"
+        "@server.tool(annotations={'title': 'Note'})\ndef note(text: str) -> str:\n"
+        "    return text\n"
+        "@server.tool(annotations={'readOnlyHint': True})\ndef look() -> str:\n    return 'x'\n"
+    )
+    (tmp_path / "p.toml").write_text('[[tools]]\nmatch = "*"\ndecision = "allow"\n')
+    ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+
+    def serve(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "askgate", "serve", "plain.py:server", *flags],
+            input=ping,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=DEADLINE,
+            check=True,
+        )
+
+    bare = serve()
+    assert bare.stdout == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    warned = [line for line in bare.stderr.splitlines() if "without being asked" in line]
+    assert warned == [
+        "askgate WARNING askgate: plain.py:server has no policy nor authorizer, and any client "
+        "runs note, wipe without being asked (their annotations hold none of readOnlyHint, "
+        "destructiveHint, sensitive); give --policy FILE"
+    ]
+    gated = serve("--policy", "p.toml")
+    assert gated.stdout == bare.stdout
+    assert "without being asked" not in gated.stderr
+
+
+@pytest.mark.parametrize(
+    ("helper", "said"),
+    [
+        ("raise ImportError('no backend here')\n", "ImportError: no backend here"),
+        ("def broken(:\n", "SyntaxError: invalid syntax"),
+    ],
+    ids=["ImportError", "SyntaxError"],
+)
+def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    helper: str,
+    said: str,
+) -> None:
+    """TARGET's module imports a module of the user's that raises or does not compile: the
+    traceback shows the user's two files and lines, and no frame of askgate or importlib."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    name = f"cli_own_{said.split(':', maxsplit=1)[0].lower()}"
+    (tmp_path / f"{name}_helper.py").write_text(helper)
+    (tmp_path / f"{name}.py").write_text(
+        f"import {name}_helper\nfrom askgate import Server\nserver = Server('own')\n"
+    )
+    for target in (f"{name}:server", f"{name}.py:server"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.delitem(sys.modules, f"{name}_helper", raising=False)
+        assert main(["serve", "--stdio", target]) == 2
+        err = capsys.readouterr().err
+        assert f'{tmp_path / name}.py", line 1, in <module>\n    import {name}_helper\n' in err
+        assert f'{tmp_path / name}_helper.py", line 1' in err
+        assert said in err
+        assert "__main__.py" not in err
+        assert "importlib" not in err
+        kind = said.split(":", maxsplit=1)[0]
+        assert err.endswith(
+            f"askgate refuses to start: {target.split(':')[0]} raised {kind} (traceback above)\n"
+        )

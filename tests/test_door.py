@@ -207,8 +207,8 @@ def _constructed_in_shell() -> set[str]:
 
 
 def _readme_feeders() -> dict[str, str]:
-    """Event name -> who feeds it, from the README's "One way in" table."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Event name -> who feeds it, from docs/architecture.md's "One way in" table."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("## One way in", 1)[1].split("\n## ", 1)[0]
     feeders: dict[str, str] = {}
     for line in section.splitlines():
@@ -222,13 +222,13 @@ def _readme_feeders() -> dict[str, str]:
 
 def test_R_PROTO_15_every_event_kind_is_fed_by_the_shell_or_an_embedders_entry() -> None:
     """Every event kind is either emitted by a shipped transport (or the Server) or documented
-    in the README as an embedder's entry, and the README says which, truly."""
+    in docs/architecture.md as an embedder's entry, and it says which, truly."""
     kinds = {kind.__name__ for kind in typing.get_args(Event)}
     feeders = _readme_feeders()
     assert set(feeders) == kinds
     shell = _constructed_in_shell()
     for name, who in feeders.items():
         if "embedder's entry" in who:
-            assert name not in shell, f"the README calls {name} an embedder's entry"
+            assert name not in shell, f"docs/architecture.md calls {name} an embedder's entry"
         else:
-            assert name in shell, f"the README says the shell feeds {name}; it does not"
+            assert name in shell, f"docs/architecture.md says the shell feeds {name}; it does not"

@@ -652,7 +652,7 @@ def test_R_EMB_16_a_node_host_drives_one_guarded_tool_end_to_end() -> None:
     assert by_case["stopped"]["status"] == 0
 
 
-# -- Packaging: what a server imports (R-EMB-17) ----------------------------------------------
+# -- Packaging: what a server imports (docs/performance.md) -------------------------------------
 
 STDIO_NEVER = (
     "askgate.core.http",
@@ -756,7 +756,7 @@ def _modules_of_own_and_demo_stdio_servers(tmp_path: Path) -> tuple[set[str], se
     return own, demo
 
 
-def test_R_EMB_17_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
+def test_a_stdio_server_imports_no_http_stack(tmp_path: Path) -> None:
     own, demo = _modules_of_own_and_demo_stdio_servers(tmp_path)
     for served in (own, demo):
         assert "askgate.transports.stdio" in served  # what served it
@@ -772,7 +772,7 @@ STDIO_NOT_AT_START = ("shutil", "bz2", "lzma", "json")
 """Standard modules a stdio server does not import to start and run a tool that returns text."""
 
 
-def test_R_EMB_20_a_stdio_server_imports_neither_shutil_nor_json_to_start(
+def test_a_stdio_server_imports_neither_shutil_nor_json_to_start(
     tmp_path: Path,
 ) -> None:
     own, demo = _modules_of_own_and_demo_stdio_servers(tmp_path)
@@ -783,7 +783,7 @@ def test_R_EMB_20_a_stdio_server_imports_neither_shutil_nor_json_to_start(
         )
 
 
-def test_R_EMB_20_the_help_is_as_wide_as_shutil_says() -> None:
+def test_the_help_is_as_wide_as_shutil_says() -> None:
     """The command's formatter takes the width shutil.get_terminal_size gives (less 2, as
     argparse's own does), from COLUMNS or, without it, 80 off a terminal."""
     script = (
@@ -807,7 +807,7 @@ def test_R_EMB_20_the_help_is_as_wide_as_shutil_says() -> None:
         assert mine == theirs == str(int(columns or "80") - 2)
 
 
-def test_R_EMB_18_a_stdio_server_of_plain_schemas_loads_no_jsonschema_rs() -> None:
+def test_a_stdio_server_of_plain_schemas_loads_no_jsonschema_rs() -> None:
     served = _modules_of_a_stdio_server(
         "from askgate.__main__ import main\nmain(['serve', '--stdio', '--demo'])"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -168,3 +169,21 @@ def test_check_your_reducer_refuses_a_target_it_cannot_use(
     (tmp_path / "good_gate.py").write_text(_GOOD)
     assert example.main(["--reducer", target.format(tmp=tmp_path)]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_demo_walkthrough_answers_help_itself_and_starts_nothing(tmp_path: Path) -> None:
+    """``examples/demo_walkthrough.py --help`` prints its own usage and exits 0; the other
+    arguments it would pass on to the server start nothing (no trace is written)."""
+    trace = tmp_path / "never.trace"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo_walkthrough.py"), "--help", "--trace", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: demo_walkthrough.py")
+    assert "passed on to `askgate serve --demo`" in done.stdout
+    assert "connected to" not in done.stdout
+    assert not trace.exists()

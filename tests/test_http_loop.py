@@ -1,5 +1,5 @@
-"""The event loop the HTTP server runs on (spec/http.md, R-HTTP-32): uvloop when installed,
-asyncio's own when told so or without it. The served processes listen on 127.0.0.1 only;
+"""The event loop the HTTP server runs on (docs/performance.md, "The event loop"): uvloop when
+installed, asyncio's own when told so or without it. The served processes listen on 127.0.0.1 only;
 every wait is on a line of output, an answer or the process's exit, under a deadline."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from askgate.core.loop import LOOP_ENV, event_loop
 DEADLINE = 60.0
 
 
-def test_R_HTTP_32_the_loop_follows_the_setting_and_what_is_installed() -> None:
+def test_the_loop_follows_the_setting_and_what_is_installed() -> None:
     for asked in (None, "", "auto", " Auto "):
         assert event_loop(asked, True) == ("uvloop", None)
         assert event_loop(asked, False) == ("asyncio", None)
@@ -42,7 +42,7 @@ def test_R_HTTP_32_the_loop_follows_the_setting_and_what_is_installed() -> None:
         )
 
 
-def test_R_HTTP_32_an_unknown_loop_is_refused_before_listening(
+def test_an_unknown_loop_is_refused_before_listening(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(LOOP_ENV, "tornado")
@@ -64,7 +64,7 @@ def _post(url: str, message: dict[str, Any], session: str | None) -> tuple[int, 
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_R_HTTP_32_the_server_serves_on_uvloop_and_on_asyncio(loop: str) -> None:
+def test_the_server_serves_on_uvloop_and_on_asyncio(loop: str) -> None:
     """``askgate serve --http`` with ``ASKGATE_LOOP`` set: it says which loop it runs on,
     answers initialize and an echo call, and stops cleanly on SIGTERM."""
     if loop == "uvloop":

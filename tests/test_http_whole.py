@@ -1,6 +1,7 @@
 """askgate's own uvicorn protocol answering a whole POST without an ASGI request cycle
-(spec/http.md, R-HTTP-33): the same bytes as uvicorn's own protocol, exchange by exchange, over
-raw sockets on 127.0.0.1. Every wait is bounded by a socket timeout; nothing sleeps."""
+(docs/performance.md, "A whole POST without a request cycle"): the same bytes as uvicorn's own
+protocol, exchange by exchange, over raw sockets on 127.0.0.1. Every wait is bounded by a socket
+timeout; nothing sleeps."""
 
 from __future__ import annotations
 
@@ -212,7 +213,7 @@ def _masked(exchange: bytes) -> bytes:
     return re.sub(rb"\nid: [A-Za-z0-9_-]+\.", b"\nid: -.", exchange)
 
 
-def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
+def test_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same exchanges through askgate's protocol and through uvicorn's own give the same
@@ -266,7 +267,7 @@ def test_R_HTTP_33_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     assert b"connection: close\r\n" in plain[11]
 
 
-def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
+def test_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
     """askgate's protocol keeps uvicorn's keep-alive timeout with one timer per connection: a
     request on a kept connection moves it, and the connection is closed once idle that long
     after its last response, not before; a stream that began in the read that carried an
@@ -353,7 +354,7 @@ def test_R_HTTP_33_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -
     assert idle - 0.05 <= took < idle + 5.0, took
 
 
-def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once() -> None:
+def test_a_request_the_fast_path_declines_asks_the_auth_provider_once() -> None:
     """A whole POST refused by the auth provider (401) goes on through ASGI, which takes the
     verdict answer_whole found instead of asking the provider a second time (a provider may
     count failures, spend one-time tokens or ask a remote service)."""
@@ -385,7 +386,7 @@ def test_R_HTTP_33_a_request_the_fast_path_declines_asks_the_auth_provider_once(
     assert asked == ["127.0.0.1"]
 
 
-def test_R_HTTP_33_a_post_with_proxy_headers_goes_through_asgi(
+def test_a_post_with_proxy_headers_goes_through_asgi(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A whole POST carrying an ``X-Forwarded-*`` header is not answered by the fast path: it
@@ -526,7 +527,7 @@ class _Kept(asyncio.Transport):
         return None
 
 
-def test_R_HTTP_33_a_body_read_by_the_next_poll_is_answered_whole(
+def test_a_body_read_by_the_next_poll_is_answered_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A POST whose body comes in a read after its headers' (a client writing them apart), by
@@ -707,7 +708,7 @@ def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asg
     assert fast[10].endswith(b"\r\n0\r\n\r\n"), fast[10]
 
 
-# -- a stream that opens at once, written without a request task (R-HTTP-33) ---------------------
+# -- a stream that opens at once, written without a request task (docs/performance.md) ----------
 
 
 class _Written(_Kept):
@@ -884,7 +885,7 @@ def _tick_now(direct: Any) -> None:
     direct._tick()
 
 
-def test_R_HTTP_33_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by_its_reply(
+def test_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by_its_reply(
     served: list[Any],
 ) -> None:
     """A call whose ``elicitation/create`` came in the step that fed it is written without a
@@ -1070,7 +1071,7 @@ def test_R_HTTP_20_a_stream_written_without_a_task_is_taken_over_by_a_get(
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_R_HTTP_33_a_stream_that_opens_at_once_is_served_through_asgi_on_either_loop(
+def test_a_stream_that_opens_at_once_is_served_through_asgi_on_either_loop(
     backend: str,
 ) -> None:
     """Served through ASGI (any server, hypercorn on trio among them), a stream that opened at
@@ -1152,7 +1153,7 @@ class _ClosedUnder(_Written):
 
 
 @pytest.mark.parametrize("raising", [False, True])
-def test_R_HTTP_33_a_stream_whose_transport_closed_under_it_fails_no_other_request(
+def test_a_stream_whose_transport_closed_under_it_fails_no_other_request(
     served: list[Any], raising: bool
 ) -> None:
     """A stream written without a task whose transport was closed before its loss was

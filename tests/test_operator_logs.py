@@ -1,4 +1,4 @@
-"""The operator's log (README "Operator logs"): the shell formats the reducer's records
+"""The operator's log (docs/auditing.md, "Operator logs"): the shell formats the reducer's records
 (R-LOG-1 .. R-LOG-4) on ``askgate.calls``, names a failing callback, gives a callback the
 principal in its ``Context``, and logs HTTP refusals on ``askgate.http``."""
 

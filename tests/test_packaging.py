@@ -14,7 +14,7 @@ def test_the_models_extra_brings_hypothesis() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not any(dep.startswith("hypothesis") for dep in project["dependencies"])
     assert any(dep.startswith("hypothesis") for dep in project["optional-dependencies"]["models"])
-    assert "askgate[models]" in (ROOT / "README.md").read_text()
+    assert "askgate[models]" in (ROOT / "docs" / "checking.md").read_text()
 
 
 def test_askgate_models_without_hypothesis_says_which_extra_to_install() -> None:

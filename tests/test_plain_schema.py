@@ -1,4 +1,5 @@
-"""Plain tool schemas: askgate's own checks give jsonschema-rs's verdicts (R-EMB-18)."""
+"""Plain tool schemas: askgate's own checks give jsonschema-rs's verdicts (docs/performance.md,
+"Plain schemas")."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def _errors(validator: Any, instance: Any) -> list[tuple[str, list[Any]]]:
 
 @settings(max_examples=50, deadline=None)
 @given(schema=schemas, drawn=st.lists(json_values, max_size=3))
-def test_R_EMB_18_plain_schemas_get_jsonschema_rs_verdicts(schema: Any, drawn: list[Any]) -> None:
+def test_plain_schemas_get_jsonschema_rs_verdicts(schema: Any, drawn: list[Any]) -> None:
     assert plain_schema(schema)
     compiled = jsonschema_rs.validator_for(schema)  # a plain schema is always a valid one
     plain = PlainValidator(schema)
@@ -119,7 +120,7 @@ SHAPES: list[Any] = [
 
 
 @pytest.mark.parametrize("schema", SHAPES)
-def test_R_EMB_18_each_keyword_gets_jsonschema_rs_verdicts(schema: Any) -> None:
+def test_each_keyword_gets_jsonschema_rs_verdicts(schema: Any) -> None:
     assert plain_schema(schema)
     compiled, plain = jsonschema_rs.validator_for(schema), PlainValidator(schema)
     for instance in CORPUS:
@@ -155,7 +156,7 @@ class _Text(str):
         {"anyOf": [{"type": "string"}, {"properties": {"a": {"type": "integer"}}}]},
     ],
 )
-def test_R_EMB_18_what_is_not_plain_json_goes_to_jsonschema_rs(schema: Any, instance: Any) -> None:
+def test_what_is_not_plain_json_goes_to_jsonschema_rs(schema: Any, instance: Any) -> None:
     compiled, plain = jsonschema_rs.validator_for(schema), PlainValidator(schema)
 
     def outcome(check: Any) -> object:
@@ -189,7 +190,7 @@ def test_R_EMB_18_what_is_not_plain_json_goes_to_jsonschema_rs(schema: Any, inst
         {"items": [{"type": "string"}]},
     ],
 )
-def test_R_EMB_18_other_schemas_are_compiled_at_registration(schema: Any) -> None:
+def test_other_schemas_are_compiled_at_registration(schema: Any) -> None:
     assert not plain_schema(schema)
     definition = {"name": "t", "inputSchema": schema}
     try:
@@ -203,7 +204,7 @@ def test_R_EMB_18_other_schemas_are_compiled_at_registration(schema: Any) -> Non
     assert got == expected
 
 
-def test_R_EMB_18_a_plain_tools_checks_say_what_jsonschema_rs_says() -> None:
+def test_a_plain_tools_checks_say_what_jsonschema_rs_says() -> None:
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {"text": {"type": "string"}, "n": {"type": "integer"}},

@@ -250,6 +250,21 @@ async def test_R_POL_3_a_hostile_argument_cannot_forge_the_prompt() -> None:
         ),
         ('[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "{0}"\n', 4, "{0}"),
         (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Delete {args.title?"\n',
+            4,
+            "the prompt has a { that no } closes, at '{args.title?'",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Run {tool} on {args.x"\n',
+            4,
+            "no } closes, at '{args.x'",
+        ),
+        (
+            '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "Run {args.x {tool}?"\n',
+            4,
+            "no } closes, at '{args.x {tool}?'",
+        ),
+        (
             '[[tools]]\nmatch = "a"\ndecision = "ask"\nprompt = "p"\nreason = "r"\n',
             5,
             "not a reason",
@@ -308,8 +323,8 @@ async def test_the_shipped_demo_policy() -> None:
     assert await policy.authorize_read("resources/read", {"uri": "demo://status"}, None) == Allow()
 
 
-def test_the_readme_shows_the_shipped_demo_policy() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_policy_reference_shows_the_shipped_demo_policy() -> None:
+    readme = (Path(__file__).parent.parent / "docs" / "policy.md").read_text(encoding="utf-8")
     shipped = (Path(__file__).parent.parent / "askgate" / "demo_policy.toml").read_text()
     assert shipped.strip() in readme
 

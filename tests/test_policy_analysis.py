@@ -163,6 +163,7 @@ def test_R_POL_9_check_reports_prompt_arguments_unguarded_reads_and_warnings(
     policy = load_policy(bad)
     assert check(policy) == [f for f in check(policy, None) if f.kind != "argument"]
     found = check(policy, {"guarded_echo": {"inputSchema": {"properties": {"text": {}}}}})
+    found = [f for f in found if f.kind != "unused"]  # entries for the tools not given
     assert [f.kind for f in found] == ["argument", "unguarded", "warning"]
     assert "quoting {args.txt}, an argument guarded_echo does not have (its arguments: text)" in (
         found[0].message
@@ -294,6 +295,42 @@ def test_R_POL_10_the_diff_command_lists_names_and_classes(
     assert "names matched by 's?eep' (new line 18) and '*' (new line 22)" in out
 
 
+def test_R_POL_10_diff_says_changes_with_equal_decisions_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names, and apart from them classes, that go from the same decision to the same
+    decision are one change in text, with every deciding entry's line; JSON keeps each class."""
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(_file([("echo", "allow")]), encoding="utf-8")
+    new.write_text(
+        _file([("echo", "allow"), ("x*", "allow"), ("*y", "allow"), ("crash", "deny")])
+        + _file([("boom", "deny"), ("sleep", "ask")]),
+        encoding="utf-8",
+    )
+    assert main(["policy", "diff", str(old), str(new)]) == 1
+    out = capsys.readouterr().out.replace(str(tmp_path) + "/", "")
+    said = [
+        "[[tools]]: 3 changes (6 names and classes)",
+        "  boom, crash:",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: deny (new.toml, lines 13, 18; reason 'no')",
+        "  sleep:",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: ask (new.toml, line 23; prompt 'ok?')",
+        "  3 classes of names, each changed alike:",
+        "    names matched by 'x*' (new line 5) and by no other entry, e.g. \"x\"",
+        "    names matched by 'x*' (new line 5) and '*y' (new line 9) and by no other entry, "
+        'e.g. "xy"',
+        "    names matched by '*y' (new line 9) and by no other entry, e.g. \"y\"",
+        "    old: deny (no policy rule matches; no entry of old.toml matches)",
+        "    new: allow (new.toml, lines 5, 9)",
+        "[[reads]]: no changes",
+    ]
+    assert out.splitlines() == said
+    assert main(["policy", "diff", str(old), str(new), "--format", "json"]) == 1
+    assert len(json.loads(capsys.readouterr().out)) == 6
+
+
 def test_R_POL_9_check_takes_the_tools_of_a_server_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -318,6 +355,30 @@ def test_R_POL_9_check_takes_the_tools_of_a_server_target(
     )
     assert main(["policy", "check", str(policy), "--server", str(tmp_path / "no.py:x")]) == 2
     assert "no file" in capsys.readouterr().err
+
+
+def test_R_POL_9_check_with_the_servers_tools_finds_unused_entries_and_uncovered_tools() -> None:
+    """Given the tools: an entry fitting none of them is ``unused`` (a shadowed one is not
+    reported twice), a tool no entry fits is ``uncovered``; a file covering exactly the tools
+    has no finding."""
+    definitions: dict[str, object] = {"delete_note": {}, "list_notes": {}}
+    text = _file([("delete_note", "allow"), ("rename_*", "allow"), ("delete_*", "deny")])
+    policy = parse_policy(text + _file([], [("*/list", "allow")]), "p.toml")
+    found = check(policy, definitions)
+    assert [(f.kind, f.line) for f in found] == [("uncovered", 0), ("unused", 5)]
+    assert found[0].message == (
+        "p.toml: no [[tools]] entry matches the server's tool list_notes: every call of it is "
+        "denied (no policy rule matches) and tools/list hides it"
+    )
+    assert found[1].message == (
+        "p.toml, line 5: [[tools]] entry 2 (match = 'rename_*') matches no tool of the server "
+        "(its tools: delete_note, list_notes)"
+    )
+    assert check(policy) == []  # without the server's tools, nothing to hold them against
+    shadowed_too = parse_policy(_file([("*", "allow"), ("nothing_here", "deny")]), "s.toml")
+    assert [f.kind for f in check(shadowed_too, definitions)] == ["shadowed"]
+    covered = parse_policy(_file([("delete_note", "allow"), ("list_*", "allow")]), "c.toml")
+    assert [f.kind for f in check(covered, definitions)] == []
 
 
 def test_R_POL_9_a_file_past_the_analysis_bound_is_refused_not_guessed(

@@ -486,7 +486,7 @@ async def test_authorizers_sync_or_async_get_the_context() -> None:
 
 
 async def test_R_PROTO_8_the_readme_authorizer_reading_path_lists_its_tool() -> None:
-    """The README's Python API example: an authorizer that reads ``arguments['path']`` would
+    """docs/api.md's example: an authorizer that reads ``arguments['path']`` would
     raise on made-up arguments; listing never asks it, so the tool is listed and callable."""
     asked: list[object] = []
 

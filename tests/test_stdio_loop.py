@@ -1,5 +1,5 @@
-"""The event loop stdio runs on (spec/rules.md, R-LOOP-1): uvloop when installed, unless
-``ASKGATE_LOOP`` says otherwise; a setting it cannot follow is refused before anything is
+"""The event loop stdio runs on (docs/performance.md, "The event loop"): uvloop when installed,
+unless ``ASKGATE_LOOP`` says otherwise; a setting it cannot follow is refused before anything is
 served."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _serve(loop: str | None, lines: list[dict[str, Any]], *extra: str) -> tuple[
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio", "auto", None])
-def test_R_LOOP_1_stdio_serves_on_the_loop_the_setting_picks(loop: str | None) -> None:
+def test_stdio_serves_on_the_loop_the_setting_picks(loop: str | None) -> None:
     """It says which loop it runs on (the one ``event_loop`` picks for the setting and what is
     installed) and answers the same there: an echo call and a ping."""
     installed = True
@@ -77,14 +77,14 @@ def test_R_LOOP_1_stdio_serves_on_the_loop_the_setting_picks(loop: str | None) -
     assert answers[3] == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
 
-def test_R_LOOP_1_an_unknown_loop_is_refused_before_serving() -> None:
+def test_an_unknown_loop_is_refused_before_serving() -> None:
     status, out, err = _serve("tornado", [INIT])
     assert status == 2
     assert out == ""
     assert err == "askgate refuses to start: ASKGATE_LOOP='tornado': one of auto, asyncio, uvloop\n"
 
 
-def test_R_LOOP_1_trio_runs_on_trio_whatever_the_setting() -> None:
+def test_trio_runs_on_trio_whatever_the_setting() -> None:
     pytest.importorskip("trio")
     status, out, err = _serve("tornado", [INIT], "--backend", "trio", "--log-level", "info")
     assert status == 0, err
@@ -92,9 +92,9 @@ def test_R_LOOP_1_trio_runs_on_trio_whatever_the_setting() -> None:
     assert json.loads(out)["result"]["protocolVersion"] == "2025-06-18"
 
 
-def test_R_LOOP_1_stdio_decides_as_http_does() -> None:
-    """The stdio decision is HTTP's (R-HTTP-32): the one function both servers call, in a module
-    a stdio server may import (R-EMB-17)."""
+def test_stdio_decides_as_http_does() -> None:
+    """The stdio decision is HTTP's: the one function both servers call, in a module
+    a stdio server may import (docs/performance.md)."""
     from askgate.transports import http_server, stdio  # noqa: PLC0415
 
     assert vars(stdio)["event_loop"] is vars(http_server)["event_loop"] is event_loop

@@ -36,6 +36,8 @@ from askgate.transports.sync import (
     LocalClient,
     ManualClock,
     SyncRuntime,
+    ToolCallError,
+    UnknownToolError,
     serve_stdio_blocking,
 )
 
@@ -527,6 +529,22 @@ def test_R_SYNC_5_the_local_client_answers_approvals_through_the_reducer() -> No
         assert blind.call_tool("guarded", {"text": "x"})["structuredContent"]["message"] == (
             CANNOT_ASK_TEXT
         )
+
+
+def test_R_SYNC_5_an_unknown_tool_raises_a_typed_error_with_the_json_rpc_fields() -> None:
+    """A misspelled tool is ``UnknownToolError`` (-32601, R-ADM-2), a ``ToolCallError`` and a
+    ``RuntimeError``; a tool that exists still returns its result."""
+    scenario = Scenario()
+    with scenario.server.running_in_threads(clock=ManualClock()) as runtime:
+        client = LocalClient(runtime)
+        with pytest.raises(UnknownToolError) as raised:
+            client.call_tool("no_such_tool", {})
+        assert isinstance(raised.value, ToolCallError)
+        assert isinstance(raised.value, RuntimeError)
+        assert raised.value.code == -32601
+        assert raised.value.tool == "no_such_tool"
+        assert "no_such_tool" in str(raised.value.message)
+        assert client.call_tool("echo", {"text": "x"})["content"] == [{"type": "text", "text": "x"}]
 
 
 def test_a_blocking_stdio_server_answers_each_line() -> None:

@@ -1,8 +1,9 @@
-"""The README's ``make verify`` table is written by the runs that measure it.
+"""The ``make verify`` table of docs/checking.md is written by the runs that measure it.
 
 ``make verify`` records each exploration's figures in bench/results/verify.json and rewrites
-the README's table from it (:mod:`askgate.models.figures`); these tests check the committed
-README against the committed figures, and the writer on a shallow run in a temporary folder.
+docs/checking.md's table from it (:mod:`askgate.models.figures`, through ``--readme``); these
+tests check the committed doc against the committed figures, and the writer on a shallow run in
+a temporary folder.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ More text.
 """
 
 
-def test_the_readme_quotes_the_recorded_verify_figures() -> None:
+def test_the_checking_doc_quotes_the_recorded_verify_figures() -> None:
     recorded = figures.load(ROOT / "bench" / "results" / "verify.json")
     assert set(recorded) == set(explore.CONFIGS)
-    assert figures.quoted_table(ROOT / "README.md") == figures.table(recorded)
+    assert figures.quoted_table(ROOT / "docs" / "checking.md") == figures.table(recorded)
 
 
 def test_explore_records_its_figures_and_rewrites_the_readme_table(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ decide, and routes each session's replies and pushes to its open streams:
 
 A POST is served in synchronous steps that return its whole response or what serves the rest
 (its stream): the ASGI path awaits them, and askgate's own uvicorn protocol runs the same steps
-through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (R-HTTP-33).
+through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -1012,8 +1012,8 @@ class HttpTransport:
                 return Whole(*answered, extra)
 
         if not stream.done:
-            # Registered now, not when ``rest`` first runs: run in a task of its own (R-HTTP-33),
-            # it may start after a worker fed here has already answered.
+            # Registered now, not when ``rest`` first runs: run in a task of its own
+            # (docs/performance.md), it may start after a worker fed here has already answered.
             live.pending.setdefault(key, stream)
         if stream.done or stream.last:  # its stream opens now (R-HTTP-7)
             return DirectStream(self, session.id, live, stream, key, extra)
@@ -1284,7 +1284,7 @@ class HttpTransport:
             if whole is not None:
                 end()
                 return whole
-        else:  # registered before ``rest`` runs, maybe in a later task (R-HTTP-33)
+        else:  # registered before ``rest`` runs, maybe in a later task (docs/performance.md)
             live.pending[key] = stream
 
         async def rest(receive: Receive, send: Send) -> None:

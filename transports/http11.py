@@ -6,8 +6,8 @@ It does I/O only. Whether a connection is admitted (R-HTTP-35), whether a head i
 are decided in :mod:`askgate.core.http` and by the app. The app is an
 :class:`~askgate.transports.http.HttpApp`: a POST whose body came whole with its head, or by the
 event loop's next poll, is given to :meth:`~askgate.transports.http.HttpApp.answer_whole`
-(R-HTTP-33) and its answer written without a task; everything else is an ASGI request, run in
-a task of its own with this module's ``receive`` and ``send``.
+(docs/performance.md) and its answer written without a task; everything else is an ASGI
+request, run in a task of its own with this module's ``receive`` and ``send``.
 
 A connection has one deadline at a time, kept by one timer (moved, never re-created per
 request): its request head must arrive within ``header_timeout_ms`` of the connection's opening
@@ -160,7 +160,7 @@ class _Cycle:
         self.read = False  # the app was given the whole body
         self.keep_alive = keep_alive
         self.continue_wanted = continue_wanted
-        self.deferred = False  # a POST waiting for its body to be answered whole (R-HTTP-33)
+        self.deferred = False  # a POST waiting for its body to be answered whole
         self.started = False
         self.complete = False
         self.chunked = False
@@ -478,7 +478,7 @@ class Connection(asyncio.BufferedProtocol):
             self._run_asgi(cycle)
 
     def _serve_whole(self, cycle: _Cycle) -> None:
-        """A POST whose body came whole (R-HTTP-33)."""
+        """A POST whose body came whole (docs/performance.md)."""
         cycle.deferred = False
         context = contextvars.copy_context()  # the request's own, as a task's would be
         body = b"".join(cycle.body)

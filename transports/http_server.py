@@ -5,7 +5,7 @@ Where to listen and whether to refuse is decided before this module is reached
 (:func:`askgate.core.http.listen_or_refuse` for the command, :func:`run_http` with
 :func:`askgate.core.http.run_http_refusal` for Python, R-HTTP-13). This module checks that the
 server can start (its initial state) and which event loop it runs on (uvloop when installed,
-unless ``ASKGATE_LOOP=asyncio``: R-HTTP-32), binds the socket itself (a port in use or an
+unless ``ASKGATE_LOOP=asyncio``: docs/performance.md), binds the socket itself (a port in use or an
 address the machine does not have is a one-line refusal), then serves the
 :class:`~askgate.transports.http.HttpApp` on it with askgate's HTTP/1.1 server
 (:mod:`askgate.transports.http11`). SIGINT (Ctrl-C) and SIGTERM stop it cleanly: every open call
@@ -175,7 +175,7 @@ def serve_http(
     except OptionError as refused:
         print(refused, file=sys.stderr)
         return 2
-    loop, loop_refusal = event_loop(  # R-HTTP-32
+    loop, loop_refusal = event_loop(  # docs/performance.md, the event loop
         os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
     )
     if loop is None:
@@ -244,7 +244,7 @@ def serve_http(
 
 
 def _run(main: Coroutine[None, None, None], loop: str) -> None:
-    """Runs ``main`` on a new event loop of the kind ``loop`` names (R-HTTP-32)."""
+    """Runs ``main`` on a new event loop of the kind ``loop`` names (docs/performance.md)."""
     if loop == "uvloop":
         import uvloop  # noqa: PLC0415
 

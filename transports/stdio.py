@@ -676,10 +676,10 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     - 1: the server's own machinery failed (said on standard error, with the traceback);
     - 2: the server refused to start (an :class:`~askgate.core.OptionError`, such as a
       sensitive tool nothing authorizes, R-OPT-2, or an ``ASKGATE_LOOP`` it cannot follow,
-      R-LOOP-1): its one-line reason is printed on standard error and nothing is served.
+      docs/performance.md): its one-line reason is printed on standard error and nothing is served.
 
     On asyncio (``backend``) it runs on uvloop's event loop when uvloop is installed, unless
-    ``ASKGATE_LOOP=asyncio`` (spec/rules.md, R-LOOP-1).
+    ``ASKGATE_LOOP=asyncio`` (docs/performance.md, the event loop).
 
     A script ends with ``raise SystemExit(server.run_stdio())``.
     """
@@ -689,7 +689,7 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
         print(refused, file=sys.stderr)
         return 2
     options: dict[str, Any] = {}
-    if backend == "asyncio":  # R-LOOP-1: uvloop's loop when installed, as ASKGATE_LOOP says
+    if backend == "asyncio":  # uvloop's loop when installed, as ASKGATE_LOOP says
         loop, loop_refusal = event_loop(
             os.environ.get(LOOP_ENV), importlib.util.find_spec("uvloop") is not None
         )
@@ -701,7 +701,7 @@ def run_stdio(server: Serving, *, backend: str = "asyncio") -> int:
     with WireIsolation() as wire:
 
         async def main() -> None:
-            if backend == "asyncio":  # the loop it runs on, read off the running loop (R-LOOP-1)
+            if backend == "asyncio":  # the loop it runs on, read off the running loop
                 running = type(asyncio.get_running_loop()).__module__.partition(".")[0]
                 logger.info("serving stdio (event loop: %s)", running)
             stdin, stdout = FdReceiveStream(wire.wire_in), FdSendStream(wire.wire_out)

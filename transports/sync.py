@@ -60,6 +60,7 @@ from askgate.core import (
 )
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived, TimerKey
+from askgate.core.messages import METHOD_NOT_FOUND
 from askgate.core.state import State
 
 from .runtime import (
@@ -80,6 +81,8 @@ __all__ = [
     "LocalClient",
     "ManualClock",
     "SyncRuntime",
+    "ToolCallError",
+    "UnknownToolError",
     "serve_stdio_blocking",
 ]
 
@@ -457,6 +460,23 @@ class CallTimeoutError(Exception):
     """:meth:`LocalClient.call_tool` waited longer than its ``timeout``; the call was cancelled."""
 
 
+class ToolCallError(RuntimeError):
+    """:meth:`LocalClient.call_tool` was answered a JSON-RPC error, not a tool result: its
+    ``code``, ``message`` and ``data`` (``None`` when absent) are the error's."""
+
+    def __init__(self, tool: str, error: object) -> None:
+        fields = error if isinstance(error, dict) else {}
+        self.tool = tool
+        self.code: object = fields.get("code")
+        self.message: object = fields.get("message")
+        self.data: object = fields.get("data")
+        super().__init__(f"tools/call {tool}: {error}")
+
+
+class UnknownToolError(ToolCallError):
+    """The server has no tool of that name: the call was answered ``-32601`` (R-ADM-2)."""
+
+
 class LocalClient:
     """One MCP client of a :class:`SyncRuntime`, in the same process (R-SYNC-5).
 
@@ -539,12 +559,15 @@ class LocalClient:
         self, name: str, arguments: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
         """Calls a tool; returns the ``tools/call`` result object (a deny is an ``isError``
-        result), or raises ``RuntimeError`` with a JSON-RPC error."""
+        result), or raises :class:`UnknownToolError` for a tool the server does not have and
+        :class:`ToolCallError` (a ``RuntimeError``) for any other JSON-RPC error (R-SYNC-5)."""
         reply = self.request(
             "tools/call", {"name": name, "arguments": arguments or {}}, timeout=timeout
         )
         if "error" in reply:
-            raise RuntimeError(f"tools/call {name}: {reply['error']}")
+            error = reply["error"]
+            unknown = isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND
+            raise (UnknownToolError if unknown else ToolCallError)(name, error)
         result: dict[str, Any] = reply["result"]
         return result
 
