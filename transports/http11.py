@@ -320,7 +320,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def _set_due(self, seconds: float) -> None:
         due = self.due = self.loop.time() + seconds
-        if self.timer is None:
+        timer = self.timer
+        if timer is not None and timer.when() > due:  # sooner than the timer: set it anew
+            timer.cancel()
+            timer = None
+        if timer is None:
             self.timer = self.loop.call_at(due, self._expired)
 
     def _expired(self) -> None:
@@ -726,10 +730,12 @@ class _ChunkSink:
             chunk = b"%x\r\n%b\r\n" % (len(data), data) if data else b""
             if end:
                 chunk += _LAST_CHUNK
-            if chunk:
+            if transport.is_closing():  # closed before its loss is reported: a client gone
+                cycle.disconnected = True
+            elif chunk:
                 try:
                     transport.write(chunk)
-                except (OSError, RuntimeError):  # closed under it: a client gone
+                except (OSError, RuntimeError):  # closed under it (uvloop): a client gone
                     cycle.disconnected = True
         if end:
             self._done()
