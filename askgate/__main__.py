@@ -20,8 +20,7 @@ Exit status:
   ``--demo``, a TARGET that cannot be loaded, a flag given where it does not apply, a bad
   option value (named by its flag), a malformed policy or tokens file, an address refused by
   R-HTTP-13, a port in use or an address the machine cannot bind;
-- 3 is not used (uvicorn's exit status for a failed start: askgate binds the port itself and
-  refuses with 2).
+- 3 is not used (askgate binds the port itself and refuses with 2).
 """
 
 from __future__ import annotations
@@ -758,7 +757,7 @@ def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
                 raise StartError(f"askgate: {flag} applies to --http only (stdio has no network)")
     elif args.backend not in _http_backends():
         raise StartError(
-            f"askgate: --backend {args.backend} serves stdio only; --http runs on asyncio (uvicorn)"
+            f"askgate: --backend {args.backend} serves stdio only; --http runs on asyncio"
         )
 
 

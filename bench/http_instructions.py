@@ -10,7 +10,7 @@ machine; the HTTP counterpart of ``bench/stdio_instructions.py``.
 
 Each ``--server`` (split like a shell would; ``{port}`` replaced by a free port on 127.0.0.1)
 serves MCP Streamable HTTP at ``/mcp`` and is run under ``valgrind --tool=callgrind`` (its whole
-process tree: interpreter, imports, event loop, uvicorn). The client opens a session
+process tree: interpreter, imports, event loop, HTTP server). The client opens a session
 (``initialize``, ``notifications/initialized``), then makes ``N`` sequential exchanges of one
 phase on keep-alive connections (each request's head and body written in one ``send``), each
 waiting for its answer: ``echo`` (``tools/call echo``);

@@ -25,7 +25,7 @@ decide, and routes each session's replies and pushes to its open streams:
   POST's response; the client closing that response cancels it. GET and DELETE are then 405.
 
 A POST is served in synchronous steps that return its whole response or what serves the rest
-(its stream): the ASGI path awaits them, and askgate's own uvicorn protocol runs the same steps
+(its stream): the ASGI path awaits them, and askgate's own HTTP/1.1 server runs the same steps
 through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (docs/performance.md).
 """
 
@@ -854,7 +854,7 @@ class HttpTransport:
 
     def answer_whole(self, scope: Scope, body: bytes) -> Whole | Continuation | None:
         """A POST to ``/mcp`` whose ``body`` arrived whole with its headers, served without an
-        ASGI request cycle, for askgate's own uvicorn protocol: the whole response, or what
+        ASGI request cycle, for askgate's own HTTP/1.1 server: the whole response, or what
         serves the rest of it on its request's ``receive`` and ``send`` (its SSE stream), once
         the request was fed. ``None`` (nothing fed, nothing answered): a request refused before
         its body is read, one for another path or method, or a body over the cap; it is served
