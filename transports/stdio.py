@@ -314,12 +314,14 @@ async def serve_stdio(
             finally:
                 outbox.release(write_now)
 
+        receive, has_room = stdin.receive, outbox.has_room
         try:
             with reading:
                 while True:
-                    await outbox.wait_for_room()
+                    if not has_room():  # no coroutine per chunk while there is room
+                        await outbox.wait_for_room()
                     try:
-                        handle(await stdin.receive(CHUNK_BYTES))
+                        handle(await receive(CHUNK_BYTES))
                     except (
                         anyio.EndOfStream,
                         anyio.ClosedResourceError,
@@ -445,34 +447,32 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
             self._watcher.remove_reader(self._fd)
             self._watcher = None
 
-    async def _receive_on_loop(self, loop: asyncio.AbstractEventLoop, max_bytes: int) -> bytes:
-        """On asyncio: the descriptor stays watched between reads (no registration per wait),
-        its callback reading each chunk as it comes; the reader wakes once per chunk."""
-        if self._waiter is not None:
-            raise anyio.BusyResourceError("reading from")
-        self._want = max_bytes
-        try:
-            if self._ready is None:
-                if self._watcher is None:
-                    loop.add_reader(self._fd, self._on_readable)
-                    self._watcher = loop
-                waiter = self._waiter = loop.create_future()
-                await waiter
-        except BaseException:
-            self._waiter = None
-            self._unwatch()  # cancelled: nobody reads until the next receive
-            raise
-        data, self._ready = self._ready, None
-        if isinstance(data, OSError):
-            self._unwatch()
-            raise data
-        if not data:
-            self._unwatch()  # end of input
-        return data or b""
-
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
-        if self._mode.polled and (loop := _asyncio_loop()) is not None:
-            data = await self._receive_on_loop(loop, max_bytes)
+        loop = self._watcher or (_asyncio_loop() if self._mode.polled else None)
+        if loop is not None:
+            # On asyncio: the descriptor stays watched between reads (no registration per
+            # wait), its callback reading each chunk as it comes; the reader wakes once per
+            # chunk. In this method itself: no coroutine of its own per chunk.
+            if self._waiter is not None:
+                raise anyio.BusyResourceError("reading from")
+            self._want = max_bytes
+            try:
+                if self._ready is None:
+                    if self._watcher is None:
+                        loop.add_reader(self._fd, self._on_readable)
+                        self._watcher = loop
+                    waiter = self._waiter = loop.create_future()
+                    await waiter
+            except BaseException:
+                self._waiter = None
+                self._unwatch()  # cancelled: nobody reads until the next receive
+                raise
+            data, self._ready = self._ready, None
+            if isinstance(data, OSError):
+                self._unwatch()
+                raise data
+            if not data:
+                self._unwatch()  # end of input
         elif self._mode.polled:
             waited = False
             while True:
