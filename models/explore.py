@@ -294,7 +294,8 @@ def alphabet(
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
     if not modern:
         yield ToolCallReceived("a", 3, "nope", {}, 0)
-    for (owner, request_id), call in state.calls.items():
+    for call in in_admission_order(state):
+        owner, request_id = call.conn, call.request_id
         if call.stage is Stage.PARKED:
             eid = call.elicitation_id
             yield ElicitationAnswered(owner, eid, APPROVE, 0)
@@ -314,7 +315,7 @@ def alphabet(
             if call.stage is Stage.RUNNING:  # R-CTX-4
                 yield ToolRequested(call.worker, TOKEN, "elicitation/create", FORM, 0)
         yield CancelRequested(owner, request_id, 0)
-    for asked, request in state.client_requests.items():  # R-CTX-5, R-CTX-6
+    for asked, request in sorted(state.client_requests.items()):  # R-CTX-5, R-CTX-6
         owner = request.key[0]
         yield ElicitationAnswered(owner, asked, ANSWER, 0)
         yield ElicitationAnswered(next(c for c in CONNS if c != owner), asked, ANSWER, 0)
@@ -327,6 +328,13 @@ def alphabet(
         yield from _edges(state)
     if modern:
         yield from modern_alphabet(state, issued)
+
+
+def in_admission_order(state: State) -> list[Call]:
+    """``state``'s open calls, oldest first. The alphabet tries moves in this order, never in
+    the maps' own: an ``immutables.Map`` iterates in the order of its keys' hashes, which for
+    strings changes with ``PYTHONHASHSEED`` from run to run."""
+    return sorted(state.calls.values(), key=lambda call: call.seq)
 
 
 def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
@@ -347,14 +355,24 @@ def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
             retry = retry_of(asked, kind)
             if (retry.conn, retry.request_id) not in state.calls:
                 yield retry
-    for nid, parked in state.parked.items():  # R-MRTR-15: a nonce times out, silently
+    for nid, parked in sorted(state.parked.items()):  # R-MRTR-15: a nonce times out, silently
         if parked.stateless:
             yield TimerFired(("elicitation", nid), state.store.nonces[nid])
     yield ServerStopping(0)
-    stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
-    if stale >= 0 and stale not in state.workers:
+    stale = _stale_ref(state)
+    if stale is not None:
         yield WorkerFinished(stale, {"content": []}, 0)
         yield TimerFired(("worker", stale), 0)
+
+
+def _stale_ref(state: State) -> int | None:
+    """The newest worker ref no longer live, whose late reports the alphabet tries (R-WORK-4);
+    ``None`` while no worker has ended. Whether there is one is part of :func:`canonical`'s
+    key; which one it is is not (refs are names), and a late report changes nothing."""
+    for ref in range(state.next_ref - 1, -1, -1):
+        if ref not in state.workers:
+            return ref
+    return None
 
 
 def retry_of(asked: Issued, kind: str) -> ToolCallReceived:
@@ -395,17 +413,17 @@ def _edges(state: State) -> Iterator[Event]:
         for conn in CONNS[:2]:
             if (conn, READ_ID) not in state.calls:
                 yield ReadRequested(conn, READ_ID, "resources/read", {"uri": "demo://x"}, 0)
-        for call in state.calls.values():
+        for call in in_admission_order(state):
             if call.stage in (Stage.RUNNING, Stage.READ_RUNNING):  # R-WORK-3
                 yield WorkerFailed(call.worker, 0)
             if call.stage is Stage.READ_AUTHORIZING:  # R-READ-2 (its other outcomes: above)
                 yield WorkerFinished(call.worker, Allow(), 0)
                 yield WorkerFinished(call.worker, Ask("ok?"), 0)
                 yield WorkerFinished(call.worker, Deny("no"), 0)
-        for (owner, _), call in state.calls.items():
+        for call in in_admission_order(state):
             if call.stage is Stage.PARKED:
                 for refusal in REFUSALS:
-                    yield ElicitationAnswered(owner, call.elicitation_id, refusal, 0)
+                    yield ElicitationAnswered(call.conn, call.elicitation_id, refusal, 0)
     else:
         if "rm" not in state.tools:
             yield ToolRegistered("rm", sensitive=True)
@@ -415,13 +433,13 @@ def _edges(state: State) -> Iterator[Event]:
     else:
         yield ToolRegistered("echo")
     yield ToolCallReceived("b", None, "echo", {}, 0)  # R-ADM-0
-    for owner, rid in list(state.calls)[:1]:  # R-ADM-1: the id of an open call, again
-        yield ToolCallReceived(owner, rid, "echo", {}, 0)
-        yield PingReceived(owner, rid, 0)
+    for call in in_admission_order(state)[:1]:  # R-ADM-1: the id of an open call, again
+        yield ToolCallReceived(call.conn, call.request_id, "echo", {}, 0)
+        yield PingReceived(call.conn, call.request_id, 0)
     for data in HOSTILE:  # R-PROTO-1, R-PROTO-5, R-PROTO-6, R-PROTO-15
         yield MessageReceived("a", data, 0)
-    stale = state.next_ref - 1  # the newest worker ref, if it is no longer live (R-WORK-4)
-    if stale >= 0 and stale not in state.workers:
+    stale = _stale_ref(state)
+    if stale is not None:
         yield WorkerFinished(stale, Allow(), 0)
         yield WorkerFailed(stale, 0)
         yield TimerFired(("worker", stale), 0)
@@ -429,10 +447,16 @@ def _edges(state: State) -> Iterator[Event]:
 
 def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
     """``state`` up to renaming of worker refs, elicitation ids and counters; a modern nonce is
-    named by its place in ``issued`` (the states its clients keep), which is part of the key."""
+    named by its place in ``issued`` (the states its clients keep), which is part of the key.
+
+    Two states with the same key must have the same moves (:func:`alphabet`) and successors
+    with the same keys, or the figures would depend on which of them the search meets first,
+    an order that the maps' hash order makes change from run to run: so the key holds each
+    connection's version and held prompts (R-PROTO-23, R-PARK-8) and whether a worker has
+    ended (:func:`_stale_ref`). tests/test_explore.py checks it by searching in both orders."""
     names = {asked.nid: ("nonce", n) for n, asked in enumerate(issued)}
     parked = state.parked
-    calls = sorted(state.calls.values(), key=lambda call: call.seq)
+    calls = in_admission_order(state)
     call_part = tuple(
         (
             call.conn,
@@ -454,6 +478,8 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
                 c.principal,
                 c.can_elicit,
                 c.cap_group,
+                c.version,  # R-PROTO-23: a second initialize is refused
+                None if c.held is None else tuple(rid for _, rid, _ in c.held),  # R-PARK-8
             )
             for conn, c in state.conns.items()
         )
@@ -474,7 +500,8 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
             tuple((names[nid], store.closed[nid][0]) for nid in store.closed_order),
             tuple(sorted((str(key), str(st)) for key, st in state.stateless.items())),
         )
-    return (call_part, conns, owners, buckets, caps, tuple(sorted(state.tools)), modern)
+    stale = _stale_ref(state) is not None  # whether late reports are tried (R-WORK-4)
+    return (call_part, conns, owners, buckets, caps, tuple(sorted(state.tools)), modern, stale)
 
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
@@ -985,13 +1012,17 @@ def explore(
     *,
     modern: bool = False,
     principals: bool = False,
+    reverse: bool = False,
 ) -> Report:
     """Breadth-first to ``depth`` steps; raises :class:`ExplorationError` with the path.
 
     ``step_fn`` is the reducer under test (the real one by default); ``modern`` adds the modern
     flow and the stop (:func:`modern_alphabet`); ``principals`` attaches the connections with
     :data:`PRINCIPAL_OF`'s principals (R-PARK-1). A step is one event, or the two of an
-    :class:`Asked` call (each checked); a transition is one event.
+    :class:`Asked` call (each checked); a transition is one event. ``reverse`` tries each
+    state's moves last to first: the figures must not change, since :func:`canonical` merges
+    only states with the same moves and the same successors, so that which of them the search
+    meets first does not matter.
     """
     began = time.perf_counter()
     start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
@@ -1006,7 +1037,8 @@ def explore(
     for _ in range(depth):
         next_frontier: deque[Node] = deque()
         for state, path, issued in frontier:
-            for move in alphabet(state, issued, modern, principals):
+            moves = list(alphabet(state, issued, modern, principals))
+            for move in reversed(moves) if reverse else moves:
                 after, done = state, path
                 events: list[Event] = [move.call] if isinstance(move, Asked) else [move]
                 kept = issued
