@@ -20,8 +20,7 @@ Exit status:
   ``--demo``, a TARGET that cannot be loaded, a flag given where it does not apply, a bad
   option value (named by its flag), a malformed policy or tokens file, an address refused by
   R-HTTP-13, a port in use or an address the machine cannot bind;
-- 3 is not used (uvicorn's exit status for a failed start: askgate binds the port itself and
-  refuses with 2).
+- 3 is not used (askgate binds the port itself and refuses with 2).
 """
 
 from __future__ import annotations
@@ -295,10 +294,11 @@ def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--log-level",
-        default="warning",
+        default=None,
         choices=["debug", "info", "warning", "error", "critical"],
         type=str.lower,
-        help="what askgate logs on stderr (default: warning)",
+        help="what askgate logs on stderr (default: info with --http, a line per decision; "
+        "warning on stdio)",
     )
     _add_audit_flags(serve)
     if not serve_only:
@@ -757,7 +757,7 @@ def _refuse_misplaced_flags(args: argparse.Namespace) -> None:
                 raise StartError(f"askgate: {flag} applies to --http only (stdio has no network)")
     elif args.backend not in _http_backends():
         raise StartError(
-            f"askgate: --backend {args.backend} serves stdio only; --http runs on asyncio (uvicorn)"
+            f"askgate: --backend {args.backend} serves stdio only; --http runs on asyncio"
         )
 
 
@@ -782,6 +782,8 @@ def _load_policy(path: str) -> Any:
 def _serve(args: argparse.Namespace) -> int:
     from askgate.core import OptionError
 
+    if args.log_level is None:  # over HTTP the operator's log by default (R-HTTP-46)
+        args.log_level = "info" if args.http is not None else "warning"
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, args.log_level.upper()),

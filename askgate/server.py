@@ -958,10 +958,10 @@ class Server:
         limits: Mapping[str, int] | None = None,
     ) -> int:
         """Serves Streamable HTTP on ``host:port`` (endpoint ``/mcp``, and the 2024-11-05
-        HTTP+SSE pair) with uvicorn until SIGINT (Ctrl-C) or SIGTERM, the code path of
-        ``askgate serve --http``, and returns the exit status: 0 when stopped, 1 when the
-        server's own machinery failed, 2 when it refused to start, its one-line reason printed
-        on standard error with no traceback. A script ends with
+        HTTP+SSE pair) with askgate's own HTTP/1.1 server until SIGINT (Ctrl-C) or SIGTERM,
+        the code path of ``askgate serve --http``, and returns the exit status: 0 when stopped,
+        1 when the server's own machinery failed, 2 when it refused to start, its one-line
+        reason printed on standard error with no traceback. A script ends with
         ``raise SystemExit(server.run_http())``.
 
         It refuses (spec/http.md, R-HTTP-13) a port outside 0 to 65535; ``auth=None`` (loopback
@@ -970,15 +970,16 @@ class Server:
         address it cannot bind (a port in use). ``auth`` is an
         :mod:`askgate.transports.auth` provider (``BearerAuth(tokens)``,
         ``ApiKeyAuth(tokens)``); ``allowed_origins`` and ``allowed_hosts`` add to the loopback
-        names the Origin and Host checks admit. ``backend`` is ``"asyncio"`` (uvicorn runs on
-        nothing else); ``log_level`` is uvicorn's and ``banner`` prints the URL and an MCP
+        names the Origin and Host checks admit. ``backend`` is ``"asyncio"`` (the HTTP server runs
+        on nothing else); ``log_level`` is the operator's log's, when the process has
+        configured no logging (R-HTTP-46), and ``banner`` prints the URL and an MCP
         client configuration on standard error. ``limits`` sets the transport's bounds by
         :class:`askgate.core.http.HttpOptions` field name, e.g. ``{"max_header_bytes": 16384,
         "max_headers": 100, "max_connections": 1000, "max_sessions_per_principal": 128}`` (the
         defaults; spec/http.md R-HTTP-34 .. R-HTTP-36); an unknown name or a value under 1 is
         refused as above.
         """
-        # uvicorn is imported when HTTP is served, not by every `import askgate`
+        # the HTTP stack is imported when HTTP is served, not by every `import askgate`
         from askgate.transports.http_server import run_http  # noqa: PLC0415
 
         _refuse_serving_at_import()

@@ -10,7 +10,7 @@ machine; the HTTP counterpart of ``bench/stdio_instructions.py``.
 
 Each ``--server`` (split like a shell would; ``{port}`` replaced by a free port on 127.0.0.1)
 serves MCP Streamable HTTP at ``/mcp`` and is run under ``valgrind --tool=callgrind`` (its whole
-process tree: interpreter, imports, event loop, uvicorn). The client opens a session
+process tree: interpreter, imports, event loop, HTTP server). The client opens a session
 (``initialize``, ``notifications/initialized``), then makes ``N`` sequential exchanges of one
 phase on keep-alive connections (each request's head and body written in one ``send``), each
 waiting for its answer: ``echo`` (``tools/call echo``);
@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -77,13 +78,14 @@ class Peer:
         valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
         valgrind.append("--trace-children=yes")  # through env, into the server it starts
         argv = [part.replace("{port}", str(self.port)) for part in command]
-        self.proc = subprocess.Popen(
-            [*valgrind, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        # Standard error goes to a file, read at the end: a server that logs each call (the
+        # default of `serve --http`, R-HTTP-46) would fill a pipe nobody reads, and block.
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by count, at the end)
+        self.proc = subprocess.Popen([*valgrind, *argv], stdout=subprocess.DEVNULL, stderr=self.err)
         began = time.monotonic()
         while True:  # bounded: the port accepts, the server exits, or the deadline passes
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.proc.stderr.read()[-500:]!r}")  # type: ignore[union-attr]
+                raise RuntimeError(f"the server exited: {self._stderr()[-500:]!r}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 break
@@ -94,6 +96,10 @@ class Peer:
         self.a = self._connection()
         self.b = self._connection()
         self.session = ""
+
+    def _stderr(self) -> bytes:
+        self.err.seek(0)
+        return self.err.read()
 
     def _connection(self) -> http.client.HTTPConnection:
         return _OnePiece("127.0.0.1", self.port, timeout=DEADLINE)
@@ -139,7 +145,8 @@ class Peer:
         for conn in (self.a, self.b):
             conn.close()
         self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=DEADLINE)
+        self.proc.wait(timeout=DEADLINE)
+        err = self._stderr()
         totals = [int(n) for n in COLLECTED.findall(err)]
         if not totals:
             raise RuntimeError(f"valgrind reported no count: {err[-500:]!r}")
@@ -220,6 +227,7 @@ def count(command: list[str], phase: str, n: int) -> int:
         if peer.proc.poll() is None:
             peer.proc.kill()
             peer.proc.wait()
+        peer.err.close()
 
 
 def main() -> int:

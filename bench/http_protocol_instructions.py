@@ -1,4 +1,4 @@
-"""Instructions askgate's own uvicorn protocol executes per echo POST (or per 2025 elicitation
+"""Instructions askgate's own HTTP/1.1 connection executes per echo POST (or per 2025 elicitation
 round trip), in process, counted by valgrind: the request path from the bytes read to the
 response bytes written, without the event loop's reads and writes, the socket or the client; for
 comparing two checkouts of the HTTP shell on a shared, noisy machine in about a minute.
@@ -8,12 +8,13 @@ comparing two checkouts of the HTTP shell on a shared, noisy machine in about a 
 
 Each ``--tree`` (a checkout) runs, under ``valgrind --tool=callgrind`` with ``python -P``,
 ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0``: the demo's ``HttpApp`` served by
-``header_deadline_protocol`` (what ``askgate serve --http`` runs) on a transport that keeps
+``askgate.transports.http11.Connection`` (what ``askgate serve --http`` runs; in a checkout
+that predates it, the uvicorn protocol ``header_deadline_protocol``) on a transport that keeps
 what is written, one session opened (``initialize``, ``notifications/initialized``), then
 ``tools/call echo`` POSTs fed one after another, each a whole request in one read (answered
 without a request task, docs/performance.md). The figure is the difference of the totals for
 1 200 and 200 calls over 1 000. ``--stub-reducer`` answers each call at once instead of feeding the
-reducer (the same reply): what the shell, uvicorn's parser callbacks and the codec cost alone.
+reducer (the same reply): what the shell, the parser callbacks and the codec cost alone.
 
 ``--phase elicit`` counts 2025 elicitation round trips instead, on two connections of the
 session: ``tools/call guarded_echo`` on the first, its SSE stream (written in a request task)
@@ -170,27 +171,38 @@ def _ended(written: bytes) -> bool:
     raise SystemExit(f"a modern answer had no length: {head!r}")
 
 
-async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
-    import uvicorn  # noqa: PLC0415
-    from uvicorn.server import ServerState  # noqa: PLC0415
+def _connections(app: Any) -> Any:
+    """What makes a connection of the tree under test: askgate's own HTTP/1.1 connection
+    (``askgate.transports.http11``), or in a tree that predates it its uvicorn protocol."""
+    try:
+        from askgate.transports.http11 import Listener  # noqa: PLC0415
+    except ImportError:
+        import uvicorn  # noqa: PLC0415
+        from uvicorn.server import ServerState  # noqa: PLC0415
 
+        from askgate.transports import http_server  # noqa: PLC0415
+
+        made = http_server.header_deadline_protocol(10_000)  # type: ignore[attr-defined]
+        config = uvicorn.Config(app, access_log=False, log_level="warning", http=made)
+        config.load()
+        loop = asyncio.get_running_loop()
+        return lambda: config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=ServerState(), app_state={}, _loop=loop
+        )
+    return Listener(app, app.options)
+
+
+async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
     from askgate.core.effects import Reply  # noqa: PLC0415
     from askgate.core.events import MessageReceived  # noqa: PLC0415
     from askgate.core.http import HttpOptions  # noqa: PLC0415
     from askgate.demo import build_demo  # noqa: PLC0415
     from askgate.transports.http import HttpApp  # noqa: PLC0415
-    from askgate.transports.http_server import header_deadline_protocol  # noqa: PLC0415
 
     app = HttpApp(build_demo(), options=HttpOptions(port=8765))
-    config = uvicorn.Config(
-        app, access_log=False, log_level="warning", http=header_deadline_protocol(10_000)
-    )
-    config.load()
+    connection = _connections(app)
     async with app.running():
-        loop = asyncio.get_running_loop()
-        protocol = config.http_protocol_class(  # type: ignore[call-arg]
-            config=config, server_state=ServerState(), app_state={}, _loop=loop
-        )
+        protocol = connection()
         kept = _Kept()
         protocol.connection_made(kept)
         if phase == "modern":
@@ -215,9 +227,7 @@ async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
         protocol.data_received(_request(done, extra))
         await asyncio.sleep(0)
         if phase == "elicit":
-            second = config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=ServerState(), app_state={}, _loop=loop
-            )
+            second = connection()
             second_kept = _Kept()
             second.connection_made(second_kept)
             await _elicit(protocol, kept, (second, second_kept), extra, count)

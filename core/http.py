@@ -296,6 +296,78 @@ def header_block_too_large(received: int, fields: int, options: HttpOptions) -> 
     return None
 
 
+NOT_FOUND: Final = Rejection(404, "Not Found")
+"""A request for a path the app does not serve."""
+
+NOT_RUNNING: Final = Rejection(503, "Service Unavailable: not running")
+"""A request to an app that is not running, or is stopping (R-STOP-1, R-HTTP-45)."""
+
+METHOD_NOT_ALLOWED_MCP: Final = Rejection(405, "Method Not Allowed")
+"""A request to ``/mcp`` with a method other than POST, GET and DELETE."""
+
+ALLOWED_METHODS: Final = "GET, POST, DELETE"
+"""The ``Allow`` header of :data:`METHOD_NOT_ALLOWED_MCP`."""
+
+
+def unavailable(running: bool, stopping: bool, method: str) -> Rejection | None:
+    """R-HTTP-45 (R-STOP-1): the answer to a request that reaches an app not running, or one
+    told to stop; while it stops, a DELETE still ends its session (the client's goodbye is
+    answered, not refused), every other request is 503. ``None``: served."""
+    if not running or (stopping and method != "DELETE"):
+        return NOT_RUNNING
+    return None
+
+
+def method_route(method: str) -> Literal["POST", "GET", "DELETE"] | Rejection:
+    """How a request to ``/mcp`` is served by its method (R-HTTP-7, R-HTTP-10, R-HTTP-11), or
+    405 with :data:`ALLOWED_METHODS`."""
+    if method == "POST":
+        return "POST"
+    if method == "GET":
+        return "GET"
+    if method == "DELETE":
+        return "DELETE"
+    return METHOD_NOT_ALLOWED_MCP
+
+
+UNKNOWN_SESSION: Final = Rejection(404, "Not Found: unknown session")
+"""R-HTTP-9, R-HTTP-11: a session that is not (or no longer) this app's."""
+
+SESSION_REQUIRED: Final = Rejection(400, "Bad Request: Mcp-Session-Id required")
+"""R-HTTP-9: a POST other than ``initialize`` that names no session."""
+
+ACCEPTED: Final = 202
+"""R-HTTP-7: the status of a POST carrying a notification or a response."""
+
+
+def post_session(named: bool, live: bool, kind: str) -> Literal["session", "mint"] | Rejection:
+    """A POST's session once its body is read (R-HTTP-9, R-HTTP-11): the one it names
+    (``named``) while it is still ``live`` (not ended by a DELETE or reaped while the body was
+    read: else 404), or a new one minted for an ``initialize`` that names none (any other
+    ``kind`` of body naming none: 400)."""
+    if named:
+        return "session" if live else UNKNOWN_SESSION
+    return "mint" if kind == "initialize" else SESSION_REQUIRED
+
+
+TRUSTED_PROXY: Final = "127.0.0.1"
+"""R-HTTP-44: the one peer whose ``X-Forwarded-For`` names the client (a proxy on this host)."""
+
+
+def forwarded_client(peer: str, forwarded_for: str) -> str:
+    """R-HTTP-44: the client's address for a request from ``peer`` that carried
+    ``X-Forwarded-For: forwarded_for`` (repeated headers joined by commas): from a trusted proxy,
+    the nearest address the proxies did not add (the list read from its end), or the first when
+    all are trusted; from any other peer, the peer itself."""
+    if peer != TRUSTED_PROXY:
+        return peer
+    hops = [hop.strip() for hop in forwarded_for.split(",")]
+    for hop in reversed(hops):
+        if hop != TRUSTED_PROXY:
+            return hop
+    return hops[0]
+
+
 TOO_MANY_CONNECTIONS: Final = Rejection(503, "Service Unavailable: too many open connections")
 """R-HTTP-35: the answer to a connection past ``max_connections``."""
 

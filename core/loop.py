@@ -13,7 +13,7 @@ Loop = Literal["asyncio", "uvloop"]
 
 
 def event_loop(asked: str | None, uvloop_installed: bool) -> tuple[Loop, None] | tuple[None, str]:
-    """The event loop ``askgate serve --http`` and ``Server.run_http`` run uvicorn on,
+    """The event loop ``askgate serve --http`` and ``Server.run_http`` run on,
     and ``askgate serve --stdio`` and ``Server.run_stdio`` run on asyncio's backend, from the value
     of ``ASKGATE_LOOP`` (``asked``; ``None`` when unset) and whether the ``uvloop`` package is
     importable: ``(loop, None)``, or ``(None, the one-line refusal)``."""

@@ -12,8 +12,8 @@ scenarios (``../shared/reference/mcp.md`` section 5.3). A network transport refu
 unguarded (R-HTTP-13), so the fixture configures both authorizers: the ``test_*`` tools (and
 the JSON Schema 2020-12 tool) are allowed, ``askgate_approved_round`` is asked for (``Ask``),
 any other tool is denied, every read is allowed. Serving goes through ``askgate serve
---http``'s own code path (uvicorn, loopback-only principals, Host and Origin checks on the
-bound port).
+--http``'s own code path (askgate's HTTP/1.1 server, loopback-only principals, Host and
+Origin checks on the bound port).
 
 The 2026-07-28 input-required tools (``test_input_required_result_*``), the prompt
 ``test_input_required_result_prompt`` and ``test_missing_capability`` ask their own questions
@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.stdio:
         return build_server().run_stdio()
-    # The same path as `askgate serve --http HOST:PORT`: its checks, its uvicorn configuration.
+    # The same path as `askgate serve --http HOST:PORT`: its checks, its HTTP server.
     return build_server().run_http(args.host, args.port, log_level=args.log_level)
 
 

@@ -92,3 +92,26 @@ class GetWatched(HttpApp):
             await super()._get(*args)
         finally:
             self.get_done.set()
+
+
+@asynccontextmanager
+async def askgate_serving(
+    make_app: Callable[[int], App], options: Any = None
+) -> AsyncIterator[tuple[App, int]]:
+    """``make_app(port)`` served by askgate's own HTTP/1.1 server (what ``askgate serve
+    --http`` runs: :func:`askgate.transports.http_server.listening`) on a free port of
+    127.0.0.1, with ``options``' bounds (default: the app's); yields the app and the port. The
+    caller runs the app (``app.running()``)."""
+    from askgate.transports.http_server import listening  # noqa: PLC0415
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    app = make_app(port)
+    try:
+        asgi: Any = app
+        async with listening(asgi, sock, options):
+            yield app, port
+    finally:
+        sock.close()

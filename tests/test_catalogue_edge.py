@@ -28,9 +28,8 @@ from askgate.demo import build_demo
 from askgate.transports import http_server
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
-from askgate.transports.http_server import header_deadline_protocol
 
-from .listener import uvicorn_serving
+from .listener import askgate_serving
 from .test_http_robust import INIT
 
 DEADLINE = 30.0
@@ -45,7 +44,7 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def served(**options: Any) -> AsyncIterator[tuple[HttpApp, int]]:
     """The configured demo behind alice's and bob's bearer tokens, served on a free loopback
-    port by askgate's own uvicorn protocol with ``options`` (what ``askgate serve --http``
+    port by askgate's own HTTP/1.1 server with ``options`` (what ``askgate serve --http``
     runs)."""
     limits = rules.HttpOptions(**options)
 
@@ -56,8 +55,7 @@ async def served(**options: Any) -> AsyncIterator[tuple[HttpApp, int]]:
             options=rules.HttpOptions(port=port, **options),
         )
 
-    protocol = header_deadline_protocol(limits.header_timeout_ms, limits)
-    async with uvicorn_serving(make, protocol) as (app, port), app.running():
+    async with askgate_serving(make, limits) as (app, port), app.running():
         yield app, port
 
 

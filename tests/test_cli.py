@@ -303,7 +303,7 @@ def test_http_only_flags_are_refused_without_http(capsys: pytest.CaptureFixture[
         assert err == f"askgate: {flag} applies to --http only (stdio has no network)\n"
     assert main(["serve", "--demo", "--http", "127.0.0.1:1", "--backend", "trio"]) == 2
     assert capsys.readouterr().err == (
-        "askgate: --backend trio serves stdio only; --http runs on asyncio (uvicorn)\n"
+        "askgate: --backend trio serves stdio only; --http runs on asyncio\n"
     )
 
 

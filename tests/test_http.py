@@ -1203,3 +1203,14 @@ def test_R_HTTP_7_how_a_request_post_is_answered() -> None:
     assert rules.request_answer(done=True, events=2, replied=True) == "stream"
     assert rules.request_answer(done=False, events=0, replied=False) == "stream"  # keep-alive
     assert rules.request_answer(done=False, events=1, replied=False) == "stream"
+
+
+def test_R_HTTP_44_forwarded_for_names_the_client_only_from_a_local_proxy() -> None:
+    """From 127.0.0.1 the nearest address the proxies did not add (read from the end), the
+    first when every hop is a proxy; from any other peer the peer, whatever the header says."""
+    assert rules.forwarded_client("127.0.0.1", "192.0.2.7") == "192.0.2.7"
+    assert rules.forwarded_client("127.0.0.1", "198.51.100.1, 192.0.2.7") == "192.0.2.7"
+    assert rules.forwarded_client("127.0.0.1", "192.0.2.7, 127.0.0.1") == "192.0.2.7"
+    assert rules.forwarded_client("127.0.0.1", "127.0.0.1,127.0.0.1") == "127.0.0.1"
+    assert rules.forwarded_client("127.0.0.2", "192.0.2.7") == "127.0.0.2"
+    assert rules.forwarded_client("203.0.113.9", "127.0.0.1") == "203.0.113.9"

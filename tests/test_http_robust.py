@@ -19,9 +19,9 @@ from askgate.core import http as rules
 from askgate.demo import build_demo
 from askgate.transports.auth import BearerAuth
 from askgate.transports.http import HttpApp
-from askgate.transports.http_server import READ_BYTES, header_deadline_protocol
+from askgate.transports.http_server import READ_BYTES
 
-from .listener import uvicorn_serving
+from .listener import askgate_serving, uvicorn_serving
 
 DEADLINE = 30.0
 TOKENS = {"alice": "alice-token-0123456789abcdef"}
@@ -45,8 +45,9 @@ def anyio_backend() -> str:
 
 
 @asynccontextmanager
-async def served(http: Any = "auto", **options: Any) -> AsyncIterator[tuple[HttpApp, int]]:
-    """The configured demo behind bearer tokens, served by uvicorn on a free loopback port."""
+async def served(own: bool = False, **options: Any) -> AsyncIterator[tuple[HttpApp, int]]:
+    """The configured demo behind bearer tokens, served on a free loopback port by uvicorn, or
+    with ``own`` by askgate's own HTTP/1.1 server (what ``askgate serve --http`` runs)."""
 
     def make(port: int) -> HttpApp:
         return HttpApp(
@@ -55,7 +56,8 @@ async def served(http: Any = "auto", **options: Any) -> AsyncIterator[tuple[Http
             options=rules.HttpOptions(port=port, **options),
         )
 
-    async with uvicorn_serving(make, http) as (app, port), app.running():
+    serving = askgate_serving(make) if own else uvicorn_serving(make)
+    async with serving as (app, port), app.running():
         yield app, port
 
 
@@ -245,7 +247,7 @@ def _trickle_on(client: socket.socket, body: bytes) -> tuple[bytes, float]:
 
 @pytest.mark.anyio
 async def test_R_HTTP_25_headers_that_do_not_arrive_in_time_close_the_connection() -> None:
-    async with served(http=header_deadline_protocol(500)) as (app, port):
+    async with served(own=True, header_timeout_ms=500) as (app, port):
         head = _head(port, length=len(INIT))
         with anyio.fail_after(DEADLINE):
             answer, took = await anyio.to_thread.run_sync(_trickle, port, head, 0.05, DEADLINE)
@@ -262,11 +264,11 @@ async def test_R_HTTP_25_headers_that_do_not_arrive_in_time_close_the_connection
 
 @pytest.mark.anyio
 async def test_an_http_read_allocates_only_the_bytes_it_read() -> None:
-    """askgate's uvicorn protocol is a buffered one: each read's bytes are copied out of one
+    """askgate's HTTP/1.1 server is a buffered one: each read's bytes are copied out of one
     kept buffer, so no read allocates asyncio's 256 KiB to shrink it afterwards, which
     fragmented the heap (RSS grew about 110 KiB a minute under the HTTP soak while the bytes in
     use stayed flat). With a plain protocol the peak below is 256 KiB and more."""
-    async with served(http=header_deadline_protocol(5000)) as (app, port):
+    async with served(own=True) as (app, port):
         head = _head(port, length=len(INIT))
         with anyio.fail_after(DEADLINE):
             first = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
@@ -289,7 +291,7 @@ async def test_an_http_read_allocates_only_the_bytes_it_read() -> None:
 async def test_R_HTTP_25_each_request_on_a_kept_connection_has_its_own_header_deadline() -> None:
     """The deadline is one timer per connection that a request's first byte moves: a second
     request trickling its headers on a kept-alive connection is closed within its bound."""
-    async with served(http=header_deadline_protocol(500)) as (app, port):
+    async with served(own=True, header_timeout_ms=500) as (app, port):
 
         def answered_then_trickled() -> tuple[bytes, bytes, float]:
             with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
@@ -329,9 +331,9 @@ async def test_R_HTTP_25_each_request_on_a_kept_connection_has_its_own_header_de
 
 @pytest.mark.anyio
 async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """askgate's uvicorn protocol holds a response's head for its first body bytes: a JSON
+    """askgate's HTTP/1.1 server holds a response's head for its first body bytes: a JSON
     answer's head and body reach the socket in one write, the same bytes in the same order,
-    where uvicorn alone makes two system calls."""
+    in one system call."""
     import asyncio.selector_events  # noqa: PLC0415
 
     transport = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
@@ -343,7 +345,7 @@ async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) ->
         plain(self, data)
 
     monkeypatch.setattr(transport, "write", counted)
-    async with served(http=header_deadline_protocol(5000)) as (app, port):
+    async with served(own=True) as (app, port):
         head = _head(port, length=len(INIT))
         with anyio.fail_after(DEADLINE):
             answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)
@@ -358,7 +360,7 @@ async def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) ->
 async def test_a_streams_head_leaves_without_waiting_for_an_event() -> None:
     """A held head waits for its body bytes at most until the event loop's next turn: a GET
     stream with nothing to carry gets its head at once, not at its first keepalive."""
-    async with served(http=header_deadline_protocol(5000), keepalive_ms=60_000) as (_app, port):
+    async with served(own=True, keepalive_ms=60_000) as (_app, port):
 
         def opened_then_get() -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as client:
@@ -403,7 +405,7 @@ async def test_a_streams_head_leaves_without_waiting_for_an_event() -> None:
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_R_HTTP_25_a_body_held_whole_is_read_without_its_deadline(backend: str) -> None:
-    """``read_body`` reads a body whose scope says it arrived whole (askgate's uvicorn protocol
+    """``read_body`` reads a body whose scope says it arrived whole (askgate's HTTP/1.1 server
     says so) without the deadline, and any other under ``body_timeout_ms``: a body that comes
     after a wait is read whole, one that never comes is TIMED_OUT, on either event loop."""
     from askgate.transports.asgi import BODY_WHOLE, TIMED_OUT, read_body  # noqa: PLC0415
@@ -438,7 +440,7 @@ def test_R_HTTP_25_a_body_held_whole_is_read_without_its_deadline(backend: str) 
 
 
 @pytest.mark.anyio
-async def test_askgates_uvicorn_protocol_marks_a_body_that_arrived_whole() -> None:
+async def test_askgates_server_marks_a_body_that_arrived_whole() -> None:
     """The mark :func:`read_body` trusts is set by askgate's protocol once the body is in (the
     request below sends its body after its headers: the mark comes with the body)."""
     from askgate.transports.asgi import BODY_WHOLE  # noqa: PLC0415
@@ -453,7 +455,7 @@ async def test_askgates_uvicorn_protocol_marks_a_body_that_arrived_whole() -> No
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async with uvicorn_serving(lambda _port: app, header_deadline_protocol(5000)) as (_, port):
+    async with askgate_serving(lambda _port: app) as (_, port):
         head = _head(port, length=len(INIT))
         with anyio.fail_after(DEADLINE):
             answer = await anyio.to_thread.run_sync(_exchange, port, head, INIT)

@@ -1,7 +1,7 @@
-"""askgate's own uvicorn protocol answering a whole POST without an ASGI request cycle
-(docs/performance.md, "A whole POST without a request cycle"): the same bytes as uvicorn's own
-protocol, exchange by exchange, over raw sockets on 127.0.0.1. Every wait is bounded by a socket
-timeout; nothing sleeps."""
+"""askgate's own HTTP/1.1 server (``askgate.transports.http11``) answering a whole POST without
+an ASGI request cycle (docs/performance.md, "A whole POST without a request cycle"): the same
+bytes as uvicorn serving the app through ASGI, exchange by exchange, over raw sockets on
+127.0.0.1. Every wait is bounded by a socket timeout; nothing sleeps."""
 
 from __future__ import annotations
 
@@ -14,23 +14,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import anyio
 import pytest
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from askgate import Context, demo
 from askgate.core import http as rules
 from askgate.demo import DEMO_POLICY, build_demo
 from askgate.policy import parse_policy
 from askgate.server import Server
-from askgate.transports import http_server
+from askgate.transports import http11
 from askgate.transports.http import HttpApp
-from askgate.transports.http_server import header_deadline_protocol
+from askgate.transports.http11 import Listener
 from askgate.transports.runtime import completes_without_suspending
 
-from .listener import uvicorn_serving
+from .listener import askgate_serving, uvicorn_serving
 
 DEADLINE = 20.0
 DEMO_POLICY_TEXT = (Path(demo.__file__).with_name(DEMO_POLICY)).read_text(encoding="utf-8")
@@ -40,7 +39,7 @@ MODERN = "2026-07-28"
 
 @pytest.fixture
 def anyio_backend() -> str:
-    return "asyncio"  # uvicorn runs on asyncio
+    return "asyncio"  # askgate's HTTP server and uvicorn run on asyncio
 
 
 def _message(request_id: object, method: str, params: dict[str, Any] | None = None) -> bytes:
@@ -196,10 +195,20 @@ def _demo_with_quick() -> Server:
     return server
 
 
+OWN: Final = "askgate"
+"""Served by askgate's own HTTP/1.1 server (what ``askgate serve --http`` runs)."""
+
+
+def _serving(make: Any, protocol: Any) -> Any:
+    """``make`` served by askgate's own server (``OWN``), or by uvicorn with ``protocol``."""
+    return askgate_serving(make) if protocol == OWN else uvicorn_serving(make, protocol)
+
+
 def _masked(exchange: bytes) -> bytes:
     """The exchange without what differs from run to run: the date, the session id, a
     stream's tag, an elicitation's id."""
     exchange = re.sub(rb"date: [^\r]*", b"date: -", exchange)
+    exchange = exchange.replace(b"server: uvicorn\r\n", b"")
     exchange = re.sub(rb"askgate-elicit-[A-Za-z0-9_-]+", b"askgate-elicit--", exchange)
     exchange = re.sub(rb"arguments digest [0-9a-f]{12}", b"arguments digest -", exchange)
     exchange = re.sub(rb"mcp-session-id: [A-Za-z0-9_-]+", b"mcp-session-id: -", exchange)
@@ -209,7 +218,7 @@ def _masked(exchange: bytes) -> bytes:
 def test_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same exchanges through askgate's protocol and through uvicorn's own give the same
+    """The same exchanges through askgate's connection and through uvicorn's own give the same
     bytes, and askgate's answered the whole POSTs itself: at once, or by what serves their
     stream, declining the one refused before its body; a request whose body came after a wait,
     and an app mounted behind another ASGI callable, go through ASGI."""
@@ -235,15 +244,15 @@ def test_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
             mounted.running = app.running  # type: ignore[attr-defined]
             return mounted
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(_script, port)
 
     async def scenario() -> tuple[list[bytes], list[str], list[bytes], list[bytes]]:
-        fast = await transcript(header_deadline_protocol(5000))
+        fast = await transcript(OWN)
         answered = list(outcomes)
         plain = await transcript("httptools")
-        mounted = await transcript(header_deadline_protocol(5000), wrapped=True)
+        mounted = await transcript(OWN, wrapped=True)
         return fast, answered, plain, mounted
 
     fast, answered, plain, mounted = anyio.run(scenario, backend="asyncio")
@@ -260,17 +269,15 @@ def test_a_whole_post_gets_uvicorns_bytes_without_a_request_cycle(
     assert b"connection: close\r\n" in plain[11]
 
 
-def test_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
-    """askgate's protocol keeps uvicorn's keep-alive timeout with one timer per connection: a
-    request on a kept connection moves it, and the connection is closed once idle that long
-    after its last response, not before; a stream that began in the read that carried an
-    answered request is not cut by it."""
-
-    import uvicorn  # noqa: PLC0415
-
-    from .listener import close_listener  # noqa: PLC0415
-
+def test_a_kept_connection_idle_past_the_keep_alive_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """askgate's connection keeps its keep-alive timeout (``http11.KEEP_ALIVE_S``) with one
+    timer per connection: a request on a kept connection moves it, and the connection is closed
+    once idle that long after its last response, not before; a stream that began in the read
+    that carried an answered request is not cut by it."""
     idle = 0.2
+    monkeypatch.setattr(http11, "KEEP_ALIVE_S", idle)
 
     def exchange(port: int) -> tuple[list[bytes], float]:
         client = _Client(port)
@@ -314,31 +321,12 @@ def test_a_kept_connection_idle_past_uvicorns_keep_alive_is_closed() -> None:
         return answers, time.monotonic() - answered
 
     async def scenario() -> tuple[list[bytes], float]:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        port = sock.getsockname()[1]
-        app = HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
-        config = uvicorn.Config(
-            app,
-            lifespan="off",
-            log_level="warning",
-            access_log=False,
-            http=header_deadline_protocol(5000),
-            timeout_keep_alive=cast(int, idle),  # a float works: uvicorn's timers take one
-        )
-        web = uvicorn.Server(config)
-        found: list[tuple[list[bytes], float]] = []
-        try:
-            async with anyio.create_task_group() as tg, app.running():
-                tg.start_soon(web.serve, [sock])
-                with anyio.fail_after(DEADLINE):
-                    found.append(await anyio.to_thread.run_sync(exchange, port))
-                web.should_exit = True
-                tg.cancel_scope.cancel()
-        finally:
-            close_listener(web, sock)
-        return found[0]
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+
+        async with askgate_serving(make) as (app, port), app.running():
+            with anyio.fail_after(DEADLINE):
+                return await anyio.to_thread.run_sync(exchange, port)
 
     answers, took = anyio.run(scenario, backend="asyncio")
     statuses = [answer[:12] for answer in answers[:4]]
@@ -369,7 +357,7 @@ def test_a_request_the_fast_path_declines_asks_the_auth_provider_once() -> None:
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), auth=refusing, options=rules.HttpOptions(port=port))
 
-        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        serving = _serving(make, OWN)
         async with serving as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(exchange, port)
@@ -379,13 +367,14 @@ def test_a_request_the_fast_path_declines_asks_the_auth_provider_once() -> None:
     assert asked == ["127.0.0.1"]
 
 
-def test_a_post_with_proxy_headers_goes_through_asgi(
+def test_R_HTTP_44_a_post_forwarded_by_a_local_proxy_is_judged_by_its_client(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A whole POST carrying an ``X-Forwarded-*`` header is not answered by the fast path: it
-    goes through uvicorn's proxy headers middleware, so the auth provider sees the forwarded
-    client (a loopback-only server refuses it) as through uvicorn's own protocol; a request
-    without the header is answered by the fast path."""
+    """A whole POST from 127.0.0.1 carrying ``X-Forwarded-For`` is still answered without a
+    request cycle, its client the forwarded address (a loopback-only server refuses it, 403),
+    the same bytes as uvicorn's own protocol behind its proxy headers middleware; without the
+    header the client is the peer (200). From another loopback peer (127.0.0.2, no trusted
+    proxy) the header changes nothing."""
     calls: list[str] = []
     answer_whole = HttpApp.answer_whole
 
@@ -394,10 +383,11 @@ def test_a_post_with_proxy_headers_goes_through_asgi(
         return answer_whole(self, scope, body)
 
     monkeypatch.setattr(HttpApp, "answer_whole", counted)
+    forwarded = {"X-Forwarded-For": "192.0.2.7"}
 
     def exchange(port: int) -> list[bytes]:
         answers = []
-        for headers in ({"X-Forwarded-For": "192.0.2.7"}, {}):
+        for headers in (forwarded, {}, {"X-Forwarded-For": "127.0.0.1"}):
             client = _Client(port)  # a refusal before the body closes its connection
             try:
                 client.post(INIT, headers)
@@ -406,21 +396,39 @@ def test_a_post_with_proxy_headers_goes_through_asgi(
                 client.close()
         return answers
 
-    async def scenario(protocol: Any) -> list[bytes]:
+    def untrusted(port: int) -> bytes:
+        client = _Client.__new__(_Client)
+        client.port, client.buffer = port, b""
+        client.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=DEADLINE, source_address=("127.0.0.2", 0)
+        )
+        try:
+            client.post(INIT, forwarded)
+            return client.response()
+        finally:
+            client.close()
+
+    async def scenario(protocol: Any) -> tuple[list[bytes], bytes | None]:
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
-                return await anyio.to_thread.run_sync(exchange, port)
+                answers = await anyio.to_thread.run_sync(exchange, port)
+                if protocol != OWN:
+                    return answers, None
+                return answers, await anyio.to_thread.run_sync(untrusted, port)
 
-    fast = anyio.run(scenario, header_deadline_protocol(5000), backend="asyncio")
+    fast, other = anyio.run(scenario, OWN, backend="asyncio")
     answered = list(calls)
-    plain = anyio.run(scenario, "httptools", backend="asyncio")
+    plain, _ = anyio.run(scenario, "httptools", backend="asyncio")
     assert [_masked(a) for a in fast] == [_masked(a) for a in plain]
     assert fast[0].startswith(b"HTTP/1.1 403 "), fast[0]
     assert fast[1].startswith(b"HTTP/1.1 200 "), fast[1]
-    assert answered == ["127.0.0.1"]  # the second request only
+    assert fast[2].startswith(b"HTTP/1.1 200 "), fast[2]  # every hop a proxy: the first
+    assert other is not None
+    assert other.startswith(b"HTTP/1.1 200 "), other
+    assert answered == ["192.0.2.7", "127.0.0.1", "127.0.0.1", "127.0.0.2"]
 
 
 CHATTY_POLICY = '[[tools]]\nmatch = "chatty"\ndecision = "allow"\n'
@@ -441,7 +449,7 @@ class _PostWatched(HttpApp):
 
 
 def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> None:
-    """Through askgate's protocol (a whole POST's stream, written without a cancel scope): a
+    """Through askgate's connection (a whole POST's stream, written without a cancel scope): a
     call whose client stops reading its stream, past the stall cap, has its connection closed
     even with a write blocked on it; the session is left with no open stream."""
     policy = parse_policy(DEMO_POLICY_TEXT + CHATTY_POLICY, "demo+chatty")
@@ -479,7 +487,7 @@ def test_R_HTTP_19_a_call_stream_whose_reader_stalled_loses_its_connection() -> 
         def make(port: int) -> _PostWatched:
             return _PostWatched(server, options=rules.HttpOptions(port=port))
 
-        serving = uvicorn_serving(make, header_deadline_protocol(5000))
+        serving = _serving(make, OWN)
         async with serving as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 sid, stalled = await anyio.to_thread.run_sync(opened, port)
@@ -526,9 +534,7 @@ def test_a_body_read_by_the_next_poll_is_answered_whole(
     """A POST whose body comes in a read after its headers' (a client writing them apart), by
     the event loop's next poll, is answered by the fast path; one whose body is still coming
     after that goes through ASGI, as does one that asks for ``100 Continue``; each gets the
-    answer it would get whole. Fed to askgate's protocol read by read, on one connection."""
-    import uvicorn  # noqa: PLC0415
-    from uvicorn.server import ServerState  # noqa: PLC0415
+    answer it would get whole. Fed to askgate's connection read by read, on one connection."""
 
     served: list[str] = []
     answer_whole = HttpApp.answer_whole
@@ -543,15 +549,8 @@ def test_a_body_read_by_the_next_poll_is_answered_whole(
 
     async def scenario() -> list[bytes]:
         app = HttpApp(build_demo(), options=rules.HttpOptions(port=8765))
-        config = uvicorn.Config(
-            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
-        )
-        config.load()
         async with app.running():
-            loop = asyncio.get_running_loop()
-            protocol = config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=ServerState(), app_state={}, _loop=loop
-            )
+            protocol = Listener(app, app.options)()
             kept = _Kept()
             protocol.connection_made(kept)
             client = cast(Any, type("C", (), {"port": 8765})())
@@ -585,61 +584,6 @@ def test_a_body_read_by_the_next_poll_is_answered_whole(
     assert answers[0].startswith(b"HTTP/1.1 202 "), answers[0]
     assert answers[1] == answers[2].replace(b'"id":2', b'"id":1'), answers
     assert b'"id":1,"result":{"content":[{"type":"text","text":"hi"}]' in answers[1], answers[1]
-
-
-def test_the_protocol_reads_headers_as_the_installed_uvicorn_does(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The protocol's one-call ``on_header`` is used only when it makes the headers the
-    installed uvicorn's ``on_header`` makes; otherwise uvicorn's own is called, then the
-    X-Forwarded-* note."""
-
-    class Probe:
-        def __init__(self) -> None:
-            self.headers: list[tuple[bytes, bytes]] = []
-            self.expect_100_continue = False
-            self._proxied = False
-            self._in_head = True  # a head's fields (a trailer's are no headers, R-HTTP-34)
-
-    pairs = [*http_server._HEADER_PROBES, (b"X-Other", b"x")]
-    built: Any = header_deadline_protocol(1000)
-    assert built.on_header is built._on_header_inline
-    theirs, ours = Probe(), Probe()
-    for name, value in pairs:
-        HttpToolsProtocol.on_header(cast(Any, theirs), name, value)
-        built.on_header(ours, name, value)
-    assert ours.headers == theirs.headers
-    assert ours.expect_100_continue
-    assert theirs.expect_100_continue
-    assert ours._proxied
-
-    def unstripped(self: Any, name: bytes, value: bytes) -> None:  # an older uvicorn's
-        name = name.lower()
-        if name == b"expect" and value.lower() == b"100-continue":
-            self.expect_100_continue = True
-        self.headers.append((name, value))
-
-    monkeypatch.setattr(HttpToolsProtocol, "on_header", unstripped)
-    kept: Any = header_deadline_protocol(1000)
-    assert kept.on_header is not kept._on_header_inline
-    theirs, bare = Probe(), kept.__new__(kept)
-    bare.headers, bare.expect_100_continue, bare._in_head = [], False, True
-    for name, value in pairs:
-        unstripped(theirs, name, value)
-        bare.on_header(name, value)
-    assert bare.headers == theirs.headers
-    assert bare._proxied
-
-    monkeypatch.undo()
-    installed = cast(Any, HttpToolsProtocol.__dict__["on_header"])
-    assert http_server._same_headers(installed, built._on_header_inline)
-
-    def newer(self: Any, name: bytes, value: bytes) -> None:  # a uvicorn that sets more
-        installed(self, name, value)
-        if name.lower() == b"content-type":
-            self.content_type_seen = True
-
-    assert not http_server._same_headers(newer, built._on_header_inline)
 
 
 PRIMED = "2025-11-25"
@@ -728,7 +672,7 @@ def _takeover_script(port: int) -> list[bytes]:
 
 
 def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asgi() -> None:
-    """Through askgate's protocol, a whole POST's stream (written by the fast path's ``send``)
+    """Through askgate's connection, a whole POST's stream (written by the fast path's ``send``)
     taken over by a GET with Last-Event-ID ends its own response cleanly and its connection
     serves the next request; a stream whose client left before its answer is resumed by a GET;
     every byte as through uvicorn's own protocol."""
@@ -737,12 +681,12 @@ def test_R_HTTP_20_a_whole_posts_stream_is_taken_over_and_resumed_as_through_asg
         def make(port: int) -> HttpApp:
             return HttpApp(build_demo(), options=rules.HttpOptions(port=port))
 
-        async with uvicorn_serving(make, protocol) as (app, port), app.running():
+        async with _serving(make, protocol) as (app, port), app.running():
             with anyio.fail_after(DEADLINE):
                 return await anyio.to_thread.run_sync(_takeover_script, port)
 
     async def scenario() -> tuple[list[bytes], list[bytes]]:
-        return await transcript(header_deadline_protocol(5000)), await transcript("httptools")
+        return await transcript(OWN), await transcript("httptools")
 
     fast, plain = anyio.run(scenario, backend="asyncio")
     assert fast == plain
@@ -802,31 +746,19 @@ async def _turns(done: Any) -> None:
 
 
 class _InProcess:
-    """askgate's protocol over kept transports, one app and session: each connection is fed
+    """askgate's connection over kept transports, one app and session: each connection is fed
     whole requests, and what it wrote is read back, without sockets or timing."""
 
     def __init__(self, app: HttpApp, version: str = VERSION) -> None:
-        import uvicorn  # noqa: PLC0415
-
         self.app = app
         self.version = version
-        self.config = uvicorn.Config(
-            app, access_log=False, log_level="warning", http=header_deadline_protocol(5000)
-        )
-        self.config.load()
+        self.listener = Listener(app, app.options)
         self.client = cast(Any, type("C", (), {"port": 8765})())
         self.session: dict[str, str] = {}
         self.served: list[Any] = []
 
     def connect(self) -> tuple[Any, _Written]:
-        from uvicorn.server import ServerState  # noqa: PLC0415
-
-        protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
-            config=self.config,
-            server_state=ServerState(),
-            app_state={},
-            _loop=asyncio.get_running_loop(),
-        )
+        protocol = self.listener()
         kept = _Written()
         protocol.connection_made(kept)
         return protocol, kept
@@ -950,8 +882,7 @@ def test_a_stream_opened_at_once_waits_for_a_paused_writer_and_ends_by_its_reply
         async with _opened_at_once(served) as opened:
             side, a, protocol, kept = opened.side, opened.first, opened.protocol, opened.kept
             s = (protocol, kept)
-            assert not protocol.tasks  # no request task: written at once
-            assert len(kept.out) == 1, kept.out
+            assert len(kept.out) == 1, kept.out  # written as it was read: no request task
             assert b"elicitation/create" in kept.out[0], kept.out
             direct = opened.direct
             assert type(direct).__name__ == "DirectStream"
@@ -1033,7 +964,7 @@ def test_R_HTTP_19_a_stream_written_without_a_task_loses_a_stalled_reader(
             await _turns(lambda: direct.ended)
             assert kept.out == asked  # nothing written past the cap
             assert kept.closed
-            assert not protocol.cycle.response_complete
+            assert not protocol.cycle.complete
             assert side.open_streams() == 0
             stream = direct._stream
             assert stream.done
@@ -1216,6 +1147,7 @@ def test_a_stream_whose_transport_closed_under_it_fails_no_other_request(
         kept = _ClosedUnder(raising)
         async with _opened_at_once(served, transport=kept) as opened:
             side, a, protocol, direct = opened.side, opened.first, opened.protocol, opened.direct
+            cycle = protocol.cycle
             asked = list(kept.out)
             kept.closed = True
             a[1].out.clear()
@@ -1224,6 +1156,6 @@ def test_a_stream_whose_transport_closed_under_it_fails_no_other_request(
             assert kept.out == asked
             assert direct.ended
             assert side.open_streams() == 0
-            assert protocol.cycle.disconnected
+            assert cycle.disconnected
 
     asyncio.run(scenario())

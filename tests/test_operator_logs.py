@@ -207,3 +207,78 @@ async def test_a_crashing_tool_is_logged_with_its_name(caplog: pytest.LogCapture
     assert re.fullmatch(
         r"call \d+ conn http-\d+ principal local: crash allow -> failed .*", calls[-1]
     )
+
+
+def _serve_demo_http(*flags: str) -> tuple[list[str], str]:
+    """``askgate serve --demo --http`` on a free port of 127.0.0.1 with ``flags``: an echo
+    call once it says where it listens, then SIGTERM; its standard error, line by line, and
+    the first line."""
+    import signal  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "askgate", "serve", "--demo", "--http", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen([*command, *flags], stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        first = ""
+        for _ in range(200):  # bounded: the server says where it listens
+            first = proc.stderr.readline()
+            if not first or "serving Streamable HTTP on" in first:
+                break
+        assert proc.poll() is None, "the server did not start"
+        url = f"http://127.0.0.1:{port}/mcp"
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-06-18",
+        }
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hi"}},
+        }
+        with httpx2.Client(timeout=DEADLINE) as http:
+            started = http.post(url, json=init, headers=headers)
+            headers["mcp-session-id"] = started.headers["mcp-session-id"]
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert http.post(url, json=initialized, headers=headers).status_code == 202
+            assert '"text":"hi"' in http.post(url, json=call, headers=headers).text
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=DEADLINE) == 0
+        return rest.splitlines(), first.rstrip("\n")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEADLINE)
+
+
+def test_R_HTTP_46_serve_http_logs_at_info_by_default() -> None:
+    """Without ``--log-level``, ``askgate serve --http`` says where it listens and logs each
+    decision, in the operator's format; at ``--log-level warning`` it still says where it
+    listens, in one line, and nothing about the call."""
+    lines, first = _serve_demo_http()
+    assert re.fullmatch(
+        r"askgate INFO askgate(\.\w+)*: serving Streamable HTTP on "
+        r"http://127\.0\.0\.1:\d+/mcp \(event loop: \w+\)",
+        first,
+    ), first
+    decisions = [line for line in lines if line.startswith("askgate INFO askgate.calls: ")]
+    assert any("echo allow -> result" in line for line in decisions), lines
+    quiet, said = _serve_demo_http("--log-level", "warning")
+    assert re.fullmatch(r"askgate: serving Streamable HTTP on http://127\.0\.0\.1:\d+/mcp", said)
+    assert not [line for line in quiet if "askgate.calls" in line], quiet

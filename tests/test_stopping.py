@@ -331,3 +331,60 @@ def test_R_STOP_1_a_modern_nonce_is_not_an_open_call_and_stays_parked() -> None:
     assert len(h.state.parked) == 1  # the process ends with it
     # Until the process ends the nonce still answers its retry as before.
     assert h.worker(call(h, "c", 2, state=state, responses=APPROVE)) is not None
+
+
+def test_R_HTTP_45_a_delete_during_a_stop_is_answered_and_other_requests_are_503() -> None:
+    """While the app stops, a session's DELETE ends it (204), another request is 503 and the
+    deleted session is gone (404 for a DELETE naming it again); once the app no longer runs a
+    DELETE is 503 too. Served by askgate's own HTTP/1.1 server on 127.0.0.1."""
+    import anyio  # noqa: PLC0415
+
+    from askgate.core import http as rules  # noqa: PLC0415
+    from askgate.demo import build_demo  # noqa: PLC0415
+    from askgate.transports.http import HttpApp  # noqa: PLC0415
+
+    from .listener import askgate_serving  # noqa: PLC0415
+
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+    }
+
+    def opened(url: str) -> dict[str, str]:
+        with httpx2.Client(timeout=DEADLINE) as http:
+            started = http.post(url, json=INITIALIZE, headers=headers)
+            session = {**headers, "mcp-session-id": started.headers["mcp-session-id"]}
+            assert http.post(url, json=INITIALIZED, headers=session).status_code == 202
+        return session
+
+    def stopping(url: str, session: dict[str, str]) -> list[int]:
+        with httpx2.Client(timeout=DEADLINE) as http:
+            ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+            return [
+                http.post(url, json=ping, headers=session).status_code,
+                http.delete(url, headers=session).status_code,
+                http.delete(url, headers=session).status_code,
+            ]
+
+    def deleted(url: str, session: dict[str, str]) -> int:
+        with httpx2.Client(timeout=DEADLINE) as http:
+            return http.delete(url, headers=session).status_code
+
+    async def scenario() -> tuple[list[int], int]:
+        def make(port: int) -> HttpApp:
+            return HttpApp(build_demo(configured=True), options=rules.HttpOptions(port=port))
+
+        async with askgate_serving(make) as (app, port):
+            url = f"http://127.0.0.1:{port}/mcp"
+            with anyio.fail_after(DEADLINE):
+                async with app.running():
+                    session = await anyio.to_thread.run_sync(opened, url)
+                    app.stop()
+                    during = await anyio.to_thread.run_sync(stopping, url, session)
+                after = await anyio.to_thread.run_sync(deleted, url, session)
+        return during, after
+
+    during, after = anyio.run(scenario, backend="asyncio")
+    assert during == [503, 204, 404]
+    assert after == 503

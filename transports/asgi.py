@@ -132,9 +132,9 @@ TIMED_OUT: Final = _Late.TIMED_OUT
 
 
 BODY_WHOLE: Final = "askgate.body_whole"
-"""The scope key askgate's own uvicorn protocol sets to ``True`` once a request's body has
-arrived whole (:func:`askgate.transports.http_server.header_deadline_protocol`): reading it
-then cannot wait, and needs no deadline."""
+"""The scope key askgate's own HTTP/1.1 server sets to ``True`` once a request's body has
+arrived whole (:class:`askgate.transports.http11.Connection`): reading it then cannot wait,
+and needs no deadline."""
 
 
 async def read_body(

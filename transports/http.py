@@ -25,7 +25,7 @@ decide, and routes each session's replies and pushes to its open streams:
   POST's response; the client closing that response cancels it. GET and DELETE are then 405.
 
 A POST is served in synchronous steps that return its whole response or what serves the rest
-(its stream): the ASGI path awaits them, and askgate's own uvicorn protocol runs the same steps
+(its stream): the ASGI path awaits them, and askgate's own HTTP/1.1 server runs the same steps
 through :meth:`HttpTransport.answer_whole` for a POST whose body came whole (docs/performance.md).
 """
 
@@ -814,19 +814,15 @@ class HttpTransport:
         if legacy is not None and self.legacy is not None:
             await self.legacy.handle(legacy, scope, headers, principal, receive, send)
             return
-        method = scope.get("method", "")
-        if method == "POST":
+        route = rules.method_route(scope.get("method", ""))
+        if route == "POST":
             await self._post(headers, principal, receive, send, scope)
-        elif method == "GET":
+        elif route == "GET":
             await self._get(headers, principal, receive, send)
-        elif method == "DELETE":
+        elif route == "DELETE":
             await self._delete(headers, principal, send)
         else:
-            await reject(
-                send,
-                rules.Rejection(405, "Method Not Allowed"),
-                [(b"allow", b"GET, POST, DELETE")],
-            )
+            await reject(send, route, [(b"allow", rules.ALLOWED_METHODS.encode())])
 
     def _gate(
         self, scope: Scope, headers: dict[str, str]
@@ -840,7 +836,7 @@ class HttpTransport:
         path = scope.get("path", "").rstrip("/")
         legacy = None if self.legacy is None else self.legacy.route(path, scope.get("method", ""))
         if path != ENDPOINT and legacy is None:
-            return _Refused(rules.Rejection(404, "Not Found"))
+            return _Refused(rules.NOT_FOUND)
         client = scope.get("client")
         principal = self.auth(headers, client[0] if client else None)
         if principal is None:  # R-HTTP-9: 401, or 403 from a provider that takes no credentials
@@ -849,13 +845,16 @@ class HttpTransport:
             )
             extra = [(b"www-authenticate", challenge.encode())] if challenge else None
             return _Refused(refused, extra)
-        if self._runtime is None or self._stopping:
-            return _Refused(rules.Rejection(503, "Service Unavailable: not running"))
+        unavailable = rules.unavailable(  # R-HTTP-45
+            self._runtime is not None, self._stopping, scope.get("method", "")
+        )
+        if unavailable is not None:
+            return _Refused(unavailable)
         return legacy, principal
 
     def answer_whole(self, scope: Scope, body: bytes) -> Whole | Continuation | None:
         """A POST to ``/mcp`` whose ``body`` arrived whole with its headers, served without an
-        ASGI request cycle, for askgate's own uvicorn protocol: the whole response, or what
+        ASGI request cycle, for askgate's own HTTP/1.1 server: the whole response, or what
         serves the rest of it on its request's ``receive`` and ``send`` (its SSE stream), once
         the request was fed. ``None`` (nothing fed, nothing answered): a request refused before
         its body is read, one for another path or method, or a body over the cap; it is served
@@ -898,7 +897,7 @@ class HttpTransport:
             self.sessions, headers.get(rules.SESSION_HEADER), principal, initialize=initialize
         )
         if isinstance(found, rules.Session) and found.id not in self._live:  # a legacy one
-            return rules.Rejection(404, "Not Found: unknown session")
+            return rules.UNKNOWN_SESSION
         return found
 
     async def _post(
@@ -966,15 +965,18 @@ class HttpTransport:
         runtime = self.runtime
         now = self._now()
         extra: list[tuple[bytes, bytes]] = []
-        if isinstance(found, rules.Session):
+        verdict = rules.post_session(  # R-HTTP-9, R-HTTP-11
+            isinstance(found, rules.Session),
+            isinstance(found, rules.Session) and found.id in self._live,
+            shape.kind,
+        )
+        if isinstance(verdict, rules.Rejection):
+            return refusal(verdict)
+        if verdict == "session":
+            assert isinstance(found, rules.Session)
             session = found
-            known = self._live.get(session.id)
-            if known is None:  # ended (DELETE, reaped) while its body was being read
-                return refusal(rules.Rejection(404, "Not Found: unknown session"))
-            live = known
+            live = self._live[session.id]
         else:
-            if shape.kind != "initialize":
-                return refusal(rules.Rejection(400, "Bad Request: Mcp-Session-Id required"))
             self.sessions, minted = rules.mint(
                 self.sessions, secrets.token_bytes(32), principal, now, self.options
             )
@@ -994,7 +996,7 @@ class HttpTransport:
         event = MessageReceived(session.conn, decoded, now, mode="reply")
         if shape.kind in ("notification", "response"):
             runtime.feed(event)  # R-HTTP-7: an elicitation answer or a notification
-            return Whole(202, extra=extra)
+            return Whole(rules.ACCEPTED, extra=extra)
         stream = _EventStream(self.options, primed=rules.primes(version), event=self._event)
         key = _key(shape.request_id)
         live.feeding = (key, stream)

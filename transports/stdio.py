@@ -12,10 +12,8 @@ The reader reads in chunks, never per line, and pauses only while too much outpu
 for the peer to read it, which bounds memory when the peer stops reading. Pipes and sockets are
 read and written in non-blocking mode, waiting for them on the event loop; a descriptor that
 cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. On
-asyncio a polled input's chunks are handed to the reducer from the loop's read callback, with
-the reading task made asyncio's current task for that time (:meth:`FdReceiveStream.deliver`):
-what runs at once (a callback marked ``completes_without_suspending``) sees that task, as it
-would had the task read the chunk, and the task is not woken per chunk. The replies to one
+asyncio a polled input stays watched between reads, and the reading task is woken once per
+chunk (no private hook of asyncio's is used to run it without that wake-up). The replies to one
 chunk's lines go out in one write as soon as the chunk is handed to the reducer, when the
 output can be polled and is not full; every other reply (a tool that ran in its own task, a
 timer) produced while the writer waits for its turn goes out in one write from the writer's
@@ -306,8 +304,8 @@ async def serve_stdio(
         feed = runtime.feed
         feed(SubscriberAttached(conn, runtime.now()))
 
-        def handle(chunk: bytes) -> bool:
-            """Feeds one chunk's lines; whether there is room to read the next chunk."""
+        def handle(chunk: bytes) -> None:
+            """Feeds one chunk's lines."""
             now = runtime.now()  # the lines of one chunk arrived together
             outbox.hold()
             try:
@@ -315,20 +313,15 @@ async def serve_stdio(
                     feed(_message_received(conn, line, now))
             finally:
                 outbox.release(write_now)
-            return outbox.has_room()
 
-        # On asyncio a polled descriptor's chunks are fed from the loop's read callback, in this
-        # task (no wake-up of the task per chunk); elsewhere the task reads each chunk.
-        deliver = stdin.deliver if isinstance(stdin, FdReceiveStream) and stdin.delivers() else None
+        receive, has_room = stdin.receive, outbox.has_room
         try:
             with reading:
                 while True:
-                    await outbox.wait_for_room()
+                    if not has_room():  # no coroutine per chunk while there is room
+                        await outbox.wait_for_room()
                     try:
-                        if deliver is not None:
-                            await deliver(handle)
-                        else:
-                            handle(await stdin.receive(CHUNK_BYTES))
+                        handle(await receive(CHUNK_BYTES))
                     except (
                         anyio.EndOfStream,
                         anyio.ClosedResourceError,
@@ -454,100 +447,32 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
             self._watcher.remove_reader(self._fd)
             self._watcher = None
 
-    async def _receive_on_loop(self, loop: asyncio.AbstractEventLoop, max_bytes: int) -> bytes:
-        """On asyncio: the descriptor stays watched between reads (no registration per wait),
-        its callback reading each chunk as it comes; the reader wakes once per chunk."""
-        if self._waiter is not None:
-            raise anyio.BusyResourceError("reading from")
-        self._want = max_bytes
-        try:
-            if self._ready is None:
-                if self._watcher is None:
-                    loop.add_reader(self._fd, self._on_readable)
-                    self._watcher = loop
-                waiter = self._waiter = loop.create_future()
-                await waiter
-        except BaseException:
-            self._waiter = None
-            self._unwatch()  # cancelled: nobody reads until the next receive
-            raise
-        data, self._ready = self._ready, None
-        if isinstance(data, OSError):
-            self._unwatch()
-            raise data
-        if not data:
-            self._unwatch()  # end of input
-        return data or b""
-
-    def delivers(self) -> bool:
-        """Whether :meth:`deliver` can be used: a polled descriptor, on asyncio (with the
-        loop's task hooks this module needs)."""
-        return self._mode.polled and _asyncio_loop() is not None and _TASK_HOOKS is not None
-
-    async def deliver(self, handler: Callable[[bytes], bool], max_bytes: int = CHUNK_BYTES) -> None:
-        """Hands each chunk, as it is read, to ``handler`` until it returns ``False`` (no room
-        for more: this returns) or the input ends (raises ``anyio.EndOfStream``).
-
-        ``handler`` is called from the loop's read callback, with asyncio's current task set
-        to the task awaiting this (so anyio calls it makes see that task, as if it ran there),
-        with no wake-up of that task per chunk. What the read or ``handler`` raises is raised
-        here; so is a cancellation, after which nothing more is read or handed. Only where
-        :meth:`delivers`.
-        """
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        if self._waiter is not None or task is None or _TASK_HOOKS is None:
-            raise anyio.BusyResourceError("reading from")
-        enter, leave = _TASK_HOOKS
-        if self._ready is not None:  # read ahead by an earlier receive: handed first
+    async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
+        loop = self._watcher or (_asyncio_loop() if self._mode.polled else None)
+        if loop is not None:
+            # On asyncio: the descriptor stays watched between reads (no registration per
+            # wait), its callback reading each chunk as it comes; the reader wakes once per
+            # chunk. In this method itself: no coroutine of its own per chunk.
+            if self._waiter is not None:
+                raise anyio.BusyResourceError("reading from")
+            self._want = max_bytes
+            try:
+                if self._ready is None:
+                    if self._watcher is None:
+                        loop.add_reader(self._fd, self._on_readable)
+                        self._watcher = loop
+                    waiter = self._waiter = loop.create_future()
+                    await waiter
+            except BaseException:
+                self._waiter = None
+                self._unwatch()  # cancelled: nobody reads until the next receive
+                raise
             data, self._ready = self._ready, None
             if isinstance(data, OSError):
                 self._unwatch()
                 raise data
             if not data:
-                self._unwatch()
-                raise anyio.EndOfStream
-            if not handler(data):
-                return
-        self._unwatch()
-        done: asyncio.Future[None] = loop.create_future()
-        fd, read = self._fd, self._read_polled
-
-        def on_readable() -> None:
-            if done.done():
-                return
-            try:
-                chunk = read(max_bytes)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                done.set_exception(exc)
-                return
-            if not chunk:
-                done.set_exception(anyio.EndOfStream())
-                return
-            enter(loop, task)
-            try:
-                more = handler(chunk)
-            except BaseException as exc:  # raised in the task, as if it had run there
-                done.set_exception(exc)
-                return
-            finally:
-                leave(loop, task)
-            if not more:
-                done.set_result(None)
-
-        self._waiter = done
-        loop.add_reader(fd, on_readable)
-        try:
-            await done
-        finally:
-            loop.remove_reader(fd)
-            self._waiter = None
-
-    async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
-        if self._mode.polled and (loop := _asyncio_loop()) is not None:
-            data = await self._receive_on_loop(loop, max_bytes)
+                self._unwatch()  # end of input
         elif self._mode.polled:
             waited = False
             while True:
@@ -574,18 +499,6 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         """The descriptor belongs to whoever opened it: it is left open, its flags as found."""
         self._unwatch()
         self._mode.restore()
-
-
-def _task_hooks() -> tuple[_TaskHook, _TaskHook] | None:
-    """asyncio's own functions that make a task the loop's current one and end that (what a
-    task does around each of its steps), or ``None`` where this Python has none."""
-    enter = getattr(asyncio.tasks, "_enter_task", None)
-    leave = getattr(asyncio.tasks, "_leave_task", None)
-    return (enter, leave) if callable(enter) and callable(leave) else None
-
-
-_TaskHook = Callable[[asyncio.AbstractEventLoop, "asyncio.Task[Any]"], None]
-_TASK_HOOKS: Final = _task_hooks()
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
