@@ -6,13 +6,9 @@ Options are the embedding program's input, so a bad one raises :class:`OptionErr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
-
+from .record import record
 
 AuthorizerSource = Literal["configured", "default"]
 Transport = Literal["stdio", "http", "unknown"]
@@ -34,10 +30,10 @@ def _default_share(max_in_flight: int) -> int:
     pre: max_in_flight >= 1
     post: __return__ == 1 if max_in_flight < 2 else 2 * __return__ in (max_in_flight, max_in_flight - 1)
     """  # noqa: E501
-    return max(1, max_in_flight // 2)
+    return max_in_flight // 2 or 1
 
 
-@attrs.frozen(slots=True)
+@record
 class Options:
     """Every option of the reducer, with the defaults of ``shared/reference/wire-shapes.md``.
 

@@ -275,7 +275,7 @@ WRONG = (
         sealing.verdict,
         "a state is still valid at its expiry",
         inspect.getsource(sealing).replace(
-            "from . import lean_attrs as attrs", "from askgate.core import lean_attrs as attrs"
+            "from .record import record", "from askgate.core.record import record"
         ),
         "    if now >= expiry:\n",
         "    if now > expiry:\n",
