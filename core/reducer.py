@@ -1372,7 +1372,7 @@ def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
         return  # R-PARK-9: a prompt never sent is unknown to the client
     call = d.waiting[p.key]
     now = ev.now
-    _unpark(d, call, now)
+    _release(d, eid, p.owner, None, now)  # its place (R-CLOSE-3), as _unpark frees it
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)

@@ -200,13 +200,15 @@ class Conn:
 EMPTY_CONN = Conn()
 
 
-@attrs.define(slots=False)
+@attrs.define(slots=False, init=False, repr=False, eq=False)
 class Variables:
     """The reducer's state variables, each named and typed here once (spec/rules.md gives each
     one's meaning). :class:`State` is their frozen form, what a step takes and returns; the
     reducer's draft (core/reducer.py) is a mutable subclass that one step edits. The variables
     live in the instance's ``__dict__`` (no slots), so a step copies them all in one dict copy,
-    and both subclasses share this class's layout.
+    and both subclasses share this class's layout. It only declares them: :class:`State`'s
+    ``__init__``, equality and ``repr`` are the ones a state is built and compared with, and a
+    draft is built empty.
     """
 
     options: Options
