@@ -289,8 +289,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "share-default-rounds-up",
         OPTIONS,
-        "    return max_in_flight // 2 or 1\n",
-        "    return (max_in_flight + 1) // 2 or 1\n",
+        "        return max_in_flight // 2 or 1\n",
+        "        return (max_in_flight + 1) // 2 or 1\n",
         ("R-OPT-1",),
         "the default per-connection share is half of max_in_flight rounded up",
     ),

@@ -85,6 +85,7 @@ from .jobs import (
     RunTool,
     UnknownToolReply,
 )
+from .options import connection_share
 from .record import record
 from .revisions import (
     CACHEABLE,
@@ -497,7 +498,8 @@ def _start_worker(
     started. One place for every worker start (a call's first stage and every later one)."""
     opts = d.options
     held = d.owner_in_flight.get(owner, 0)
-    scope = busy_scope(d.in_flight_total, opts.max_in_flight, held, opts.in_flight_share)
+    share = connection_share(opts.max_in_flight, opts.max_in_flight_per_connection)
+    scope = busy_scope(d.in_flight_total, opts.max_in_flight, held, share)
     if scope:
         return scope if scope == "server" else owner_scope(owner, conn)  # R-ADM-6
     ref = d.next_ref
