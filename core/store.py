@@ -290,8 +290,10 @@ _NO_OWNERS: Fifo[Owner] = Fifo()
 def _left(buckets: Map[int, Fifo[Owner]], count: int, pos: int) -> Map[int, Fifo[Owner]]:
     """``buckets`` after the owner at ``pos`` in the bucket of ``count`` leaves it, a bucket
     left empty deleted."""
-    fifo = buckets[count].remove(pos)
-    return buckets.set(count, fifo) if fifo.items else buckets.delete(count)
+    fifo = buckets[count]
+    if len(fifo.items) == 1:  # its only owner leaves
+        return buckets.delete(count)
+    return buckets.set(count, fifo.remove(pos))
 
 
 def _joined(
