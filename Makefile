@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test check lint typecheck spec attrs-scripts fuzz soak flood bench bench-core bench-scale bench-stdio bench-http bench-peers bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
+.PHONY: install test check lint typecheck spec fuzz soak flood bench bench-core bench-scale bench-stdio bench-http bench-peers bench-compare crosshair verify mutate mutate-model clean run run-stdio demo conformance
 
 install: $(STAMP)
 
@@ -30,11 +30,6 @@ check: lint typecheck test
 # Renders the tables in spec/ from the code; a test fails when the committed text differs.
 spec: $(STAMP)
 	$(BIN)/python -m askgate.specdoc .
-
-# Writes core/compiled_scripts.py, the record classes' generated sources compiled ahead of time
-# (R-EMB-19); a test fails when the committed module differs.
-attrs-scripts: $(STAMP)
-	$(BIN)/python -m askgate.attrs_scripts
 
 # Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes): the cap
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of

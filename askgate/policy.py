@@ -53,17 +53,14 @@ import tomllib
 import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
+
+import attrs
 
 from askgate.core import Allow, Ask, Decision, Deny
 from askgate.core.callbacks import completes_without_suspending, ignores_context
 from askgate.core.messages import READ_ASK
 from askgate.core.sealing import arguments_digest
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from askgate.core import lean_attrs as attrs
 
 __all__ = [
     "LIST_METHODS",

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, get_args, 
 
 import anyio
 import anyio.abc
+import attrs
 
 from askgate import __version__
 from askgate.core import (
@@ -73,9 +74,9 @@ from askgate.core.callbacks import EAGER_FLAG, wants_context
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
-from askgate.core.layout import positional_constructor
 from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
+from askgate.core.record import record
 from askgate.core.sealing import Key, Keyring
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
@@ -89,12 +90,8 @@ from askgate.transports.runtime import (
 )
 
 if TYPE_CHECKING:  # a stdio server imports neither the HTTP stack nor the synchronous driver
-    import attrs
-
     from askgate.transports.auth import AuthProvider
     from askgate.transports.sync import Clock, SyncRuntime
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from askgate.core import lean_attrs as attrs
 
 __all__ = [
     "Allow",
@@ -231,7 +228,7 @@ def _number(value: object, what: str) -> None:
         raise TypeError(f"{what} must be a number, not {type(value).__name__}")
 
 
-@attrs.frozen(slots=True)
+@record
 class Context:
     """Who is calling: given to authorizers, and to callbacks that declare a ``Context``
     parameter. ``transport`` is the server's declared transport, never the client's claim;
@@ -463,15 +460,10 @@ def _context_param(func: Callable[..., Any]) -> str | None:
     return None
 
 
-_new_context = positional_constructor(Context)
-"""``Context(conn_id, transport, principal, runtime, worker, round)``, built without attrs'
-``__init__`` (the same object)."""
-
-
 # -- what the user registered --------------------------------------------------------------------
 
 
-@attrs.frozen(slots=True)
+@record
 class _Tool:
     info: ToolInfo
     func: Callable[..., Any]
@@ -479,7 +471,7 @@ class _Tool:
     is_async: bool  # is_async_callable(func), asked once: awaited without calling()
 
 
-@attrs.frozen(slots=True)
+@record
 class _Resource:
     uri: str
     func: Callable[..., Any]
@@ -488,7 +480,7 @@ class _Resource:
     context_param: str | None
 
 
-@attrs.frozen(slots=True)
+@record
 class _Template:
     uri_template: str
     func: Callable[..., Any]
@@ -497,7 +489,7 @@ class _Template:
     context_param: str | None
 
 
-@attrs.frozen(slots=True)
+@record
 class _Prompt:
     name: str
     func: Callable[..., Any]
@@ -1134,8 +1126,7 @@ class Server:
         runtime = self._runtime
         principal = None if runtime is None else runtime.principal_of(conn)
         worker = current_worker()
-        # (conn_id, transport, principal, runtime, worker, round), positional.
-        return _new_context(conn, self._transport, principal, runtime, worker, round_)
+        return Context(conn, self._transport, principal, runtime, worker, round_)
 
     def _call(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[object]:
         """What awaiting calls ``func`` (:func:`~askgate.transports.runtime.calling`): an async

@@ -289,8 +289,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "share-default-rounds-up",
         OPTIONS,
-        "    return max(1, max_in_flight // 2)\n",
-        "    return max(1, (max_in_flight + 1) // 2)\n",
+        "        return max_in_flight // 2 or 1\n",
+        "        return (max_in_flight + 1) // 2 or 1\n",
         ("R-OPT-1",),
         "the default per-connection share is half of max_in_flight rounded up",
     ),
@@ -412,8 +412,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unpark-frees-the-connections-place",
         REDUCER,
-        "    d.parked = d.parked.set(eid, _new_parked(key, owner))\n",
-        "    d.parked = d.parked.set(eid, _new_parked(key, call.conn))\n",
+        "    d.parked = d.parked.set(eid, Parked(key, owner))\n",
+        "    d.parked = d.parked.set(eid, Parked(key, call.conn))\n",
         ("R-PARK-1", "R-CLOSE-3", "R-STORE-5"),
         "a parked call is known by its connection, not by the owner whose place it holds",
     ),
@@ -1591,10 +1591,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "store-ignores-the-per-owner-cap",
         STORE,
+        "        verdict = park_verdict("
+        "self.count(owner), per_owner, self.total, total, self.top)\n",
+        "        count = min(self.count(owner), per_owner - 1)\n"
         "        verdict = park_verdict(count, per_owner, self.total, total, self.top)\n",
-        "        verdict = park_verdict(\n"
-        "            min(count, per_owner - 1), per_owner, self.total, total, self.top\n"
-        "        )\n",
         ("R-STORE-2", "R-PARK-1"),
         "reserve never answers owner_full: an owner parks past max_parked_elicitations",
     ),

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from array import array
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, Final, TypeGuard, cast
+from typing import Any, Final, TypeGuard, cast
 
 import rapidjson
 
-from .layout import positional_constructor
 from .messages import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -30,11 +29,7 @@ from .messages import (
     error,
     invalid_id,
 )
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 __all__ = [
     "MAX_BYTES",
@@ -57,27 +52,8 @@ MAX_DEPTH: Final = 64
 """The deepest nesting accepted; the top-level object is depth 1 (R-WIRE-6)."""
 
 
-class RequestSlots:
-    """:class:`Request`'s slots (and its weak reference), declared apart so that the decoder
-    builds requests with plain stores (:func:`~askgate.core.layout.positional_constructor`)."""
-
-    __slots__ = ("__weakref__", "id", "method", "params")
-
-
-class NotificationSlots:
-    """:class:`Notification`'s slots, declared apart as :class:`RequestSlots` are."""
-
-    __slots__ = ("__weakref__", "method", "params")
-
-
-class ResponseSlots:
-    """:class:`Response`'s slots, declared apart as :class:`RequestSlots` are."""
-
-    __slots__ = ("__weakref__", "id", "result")
-
-
-@attrs.frozen(slots=True)
-class Request(RequestSlots):
+@record
+class Request:
     """A request: it has a valid ``id`` and expects exactly one answer.
 
     ``params`` is ``None`` when absent or ``null``; otherwise an object.
@@ -88,23 +64,23 @@ class Request(RequestSlots):
     params: JsonObject | None
 
 
-@attrs.frozen(slots=True)
-class Notification(NotificationSlots):
+@record
+class Notification:
     """A request without ``id``: it is never answered, not even with an error."""
 
     method: str
     params: JsonObject | None
 
 
-@attrs.frozen(slots=True)
-class Response(ResponseSlots):
+@record
+class Response:
     """A peer's success answer to one of our requests (``result`` is any JSON value)."""
 
     id: RequestId
     result: object
 
 
-@attrs.frozen(slots=True)
+@record
 class ErrorResponse:
     """A peer's error answer to one of our requests (``error`` is always an object)."""
 
@@ -112,7 +88,7 @@ class ErrorResponse:
     error: JsonObject
 
 
-@attrs.frozen(slots=True)
+@record
 class Invalid:
     """A message that is not acted on.
 
@@ -125,11 +101,6 @@ class Invalid:
 
 
 Decoded = Request | Notification | Response | ErrorResponse | Invalid
-
-# The common shapes, built without attrs' ``__init__`` (the same objects, for less).
-_request = positional_constructor(Request)
-_notification = positional_constructor(Notification)
-_response = positional_constructor(Response)
 
 
 class EncodeError(ValueError):
@@ -365,14 +336,14 @@ def decode(data: bytes, *, max_bytes: int = MAX_BYTES) -> Decoded:
                 params = msg.get("params")
                 if params is None or type(params) is dict:
                     if "id" not in msg:
-                        return _notification(method, params)
+                        return Notification(method, params)
                     request_id = msg["id"]
                     if type(request_id) is int or type(request_id) is str:
-                        return _request(request_id, method, params)
+                        return Request(request_id, method, params)
         elif "method" not in msg and msg.get("jsonrpc") == "2.0":  # a success response
             response_id = msg.get("id")
             if type(response_id) is int or type(response_id) is str:
-                return _response(response_id, msg["result"])
+                return Response(response_id, msg["result"])
     return _classify_any(msg)
 
 

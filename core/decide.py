@@ -142,4 +142,7 @@ def is_request_id(value: object) -> bool:
 
     post: __return__ == (isinstance(value, (str, int)) and not isinstance(value, bool))
     """
+    kind = type(value)  # a str or an int itself, asked first: every request asks
+    if kind is str or kind is int:
+        return True
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

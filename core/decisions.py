@@ -9,27 +9,22 @@ raised stands in a ``FilterTools`` value as :class:`Raised` (R-PROTO-8).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 
-@attrs.frozen(slots=True)
+@record
 class Allow:
     """An authorizer's decision: run it."""
 
 
-@attrs.frozen(slots=True)
+@record
 class Ask:
     """An authorizer's decision: run it only if the owner approves ``prompt``."""
 
     prompt: str
 
 
-@attrs.frozen(slots=True)
+@record
 class Deny:
     """An authorizer's decision: refuse, with a reason the caller may read."""
 
@@ -39,7 +34,7 @@ class Deny:
 Decision = Allow | Ask | Deny
 
 
-@attrs.frozen(slots=True)
+@record
 class Failure:
     """A JSON-RPC error as a value: a read worker's answer (R-PROTO-14), or a client request's
     outcome (R-CTX-4 .. R-CTX-6)."""
@@ -49,7 +44,7 @@ class Failure:
     data: object = None
 
 
-@attrs.frozen(slots=True)
+@record
 class Raised:
     """A callback raised instead of answering: ``kind`` is the exception's type name, for the
     operator's log (a ``FilterTools`` value holds one for each name its hook raised on,
@@ -58,7 +53,7 @@ class Raised:
     kind: str
 
 
-@attrs.frozen(slots=True)
+@record
 class NeedsInput:
     """A callback serving a modern request ended a round instead of answering (R-MRTR-20):
     ``requests`` are its input requests by key (each ``{"method": ..., "params": ...}``), and

@@ -14,7 +14,7 @@ whichever way the event came in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .codec import (
     Decoded,
@@ -40,17 +40,13 @@ from .events import (
     ReadRequested,
     ToolCallReceived,
 )
+from .record import record
 from .revisions import META_VERSION
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
 
 JsonObject = dict[str, Any]
 
 
-@attrs.frozen
+@record
 class Entry:
     """One row of the door: a kind of message, an example of it, what it becomes (an event
     kind; ``dict`` for an error reply; ``None`` for nothing), and the rules that say so."""

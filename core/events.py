@@ -9,14 +9,12 @@ monotonic clock in milliseconds.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
+
+import attrs
 
 from .codec import Decoded
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 ConnId = Hashable
 CallerId = Hashable
@@ -24,7 +22,7 @@ Mode = Literal["reply", "push"]
 TimerKey = tuple[str, object]
 
 
-@attrs.frozen(slots=True)
+@record
 class ClientInitialized:
     """A connection initialized with these client capabilities (R-CAP-1, R-PROTO-3).
 
@@ -40,7 +38,7 @@ class ClientInitialized:
     protocol_version: object = None
 
 
-@attrs.frozen(slots=True)
+@record
 class ClientReady:
     """The client said it is initialized (``notifications/initialized``): the prompts held
     for it since its ``initialize`` was answered are sent now (R-PROTO-24, R-PARK-8)."""
@@ -49,7 +47,7 @@ class ClientReady:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class SubscriberAttached:
     """A push channel to the connection now exists (R-SUB-1); ``principal`` is who the shell
     authenticated for the connection (an HTTP session's principal), ``None`` for no one: it
@@ -63,7 +61,7 @@ class SubscriberAttached:
     per_request: bool = False
 
 
-@attrs.frozen(slots=True)
+@record
 class SubscriberDetached:
     """The connection's push channel is gone: the connection went away (R-DROP-3)."""
 
@@ -71,7 +69,7 @@ class SubscriberDetached:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolRegistered:
     """A tool became callable; ``sensitive`` is destructiveHint or sensitive (R-TOOL-1).
 
@@ -85,7 +83,7 @@ class ToolRegistered:
     definition: Any = attrs.field(default=None, eq=False)
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolUnregistered:
     """A tool stopped being callable (R-TOOL-1)."""
 
@@ -93,7 +91,7 @@ class ToolUnregistered:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolCallReceived:
     """A ``tools/call`` request arrived on ``conn`` (R-ADM-*, R-PROTO-6).
 
@@ -117,7 +115,7 @@ class ToolCallReceived:
     principal: str | None = None
 
 
-@attrs.frozen(slots=True)
+@record
 class PingReceived:
     """A ``ping`` request arrived on ``conn`` (R-PROTO-4)."""
 
@@ -126,7 +124,7 @@ class PingReceived:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ReadRequested:
     """A request for any method but ``tools/call``, ``initialize`` and ``ping`` arrived: one of
     the read methods (``resources/read``, ``prompts/get``, ..., R-READ-*, R-PROTO-7), or a method
@@ -143,16 +141,8 @@ class ReadRequested:
     principal: str | None = None
 
 
-class WorkerFinishedSlots:
-    """:class:`WorkerFinished`'s slots (and its weak reference), declared apart so that the
-    shell builds the event with plain stores
-    (:func:`~askgate.core.layout.positional_constructor`)."""
-
-    __slots__ = ("__weakref__", "now", "ref", "value")
-
-
-@attrs.frozen(slots=True)
-class WorkerFinished(WorkerFinishedSlots):
+@record
+class WorkerFinished:
     """A callback worker returned ``value`` (a decision, a result, or the unknown-tool text)."""
 
     ref: int
@@ -160,7 +150,7 @@ class WorkerFinished(WorkerFinishedSlots):
     now: int
 
 
-@attrs.frozen(slots=True)
+@record
 class WorkerFailed:
     """A callback worker raised. The exception stays in the shell (R-WORK-3)."""
 
@@ -168,7 +158,7 @@ class WorkerFailed:
     now: int
 
 
-@attrs.frozen(slots=True)
+@record
 class ElicitationAnswered:
     """A response arrived on ``conn`` for the id ``elicitation_id`` (R-CLOSE-*).
 
@@ -182,7 +172,7 @@ class ElicitationAnswered:
     error: object = None
 
 
-@attrs.frozen(slots=True)
+@record
 class CancelRequested:
     """The request ``request_id`` of ``conn`` was cancelled by its caller or the peer (R-DROP-1)."""
 
@@ -191,7 +181,7 @@ class CancelRequested:
     now: int
 
 
-@attrs.frozen(slots=True)
+@record
 class CallerExited:
     """The process or task that sent requests as ``caller`` is gone (R-DROP-2)."""
 
@@ -199,22 +189,15 @@ class CallerExited:
     now: int
 
 
-@attrs.frozen(slots=True)
+@record
 class ServerStopping:
     """The server was told to stop (SIGINT, SIGTERM): every open call ends (R-STOP-1)."""
 
     now: int
 
 
-class MessageReceivedSlots:
-    """:class:`MessageReceived`'s slots (and its weak reference), declared apart as
-    :class:`WorkerFinishedSlots` are."""
-
-    __slots__ = ("__weakref__", "caller", "conn", "data", "mode", "now", "principal")
-
-
-@attrs.frozen(slots=True)
-class MessageReceived(MessageReceivedSlots):
+@record
+class MessageReceived:
     """One JSON-RPC message arrived on ``conn`` (spec/protocol.md, R-PROTO-1).
 
     ``data`` is the message's bytes, or what :func:`askgate.core.codec.decode` made of them when
@@ -230,7 +213,7 @@ class MessageReceived(MessageReceivedSlots):
     principal: str | None = None
 
 
-@attrs.frozen(slots=True)
+@record
 class ResourceUpdated:
     """The embedder says the resource ``uri`` changed (R-PROTO-10)."""
 
@@ -238,7 +221,7 @@ class ResourceUpdated:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class LogEmitted:
     """A log message for the clients; ``conn`` limits it to one connection (R-PROTO-11)."""
 
@@ -249,7 +232,7 @@ class LogEmitted:
     conn: ConnId | None = None
 
 
-@attrs.frozen(slots=True)
+@record
 class CatalogChanged:
     """A resource, resource template or prompt was registered (``definition`` set) or
     unregistered (``definition`` None) (R-PROTO-12). ``key`` is its URI, template or name."""
@@ -260,7 +243,7 @@ class CatalogChanged:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolProgressed:
     """The running tool of worker ``ref`` reported progress (R-CTX-2)."""
 
@@ -271,7 +254,7 @@ class ToolProgressed:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolLogged:
     """The running tool of worker ``ref`` logged ``data`` at ``level`` (R-CTX-3)."""
 
@@ -282,7 +265,7 @@ class ToolLogged:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolRequested:
     """The running tool of worker ``ref`` asks its client ``method`` with ``params`` (R-CTX-4).
 
@@ -297,7 +280,7 @@ class ToolRequested:
     now: int = 0
 
 
-@attrs.frozen(slots=True)
+@record
 class TimerFired:
     """The timer ``key`` (from a ``StartTimer``) reached its deadline."""
 

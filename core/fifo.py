@@ -10,28 +10,18 @@ history. Every operation returns a new queue and leaves the old one untouched.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
+import attrs
 from immutables import Map
 
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
-from .layout import positional_constructor
+from .record import record
 
 T = TypeVar("T")
 
 
-class FifoSlots:
-    """:class:`Fifo`'s slots, declared apart so that its hot path builds queues with plain
-    stores (:func:`~askgate.core.layout.positional_constructor`)."""
-
-    __slots__ = ("head", "items", "tail")
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Fifo(FifoSlots, Generic[T]):
+@record(weakref_slot=False)
+class Fifo(Generic[T]):
     """Entries by position; ``head`` is the lowest occupied position (or ``tail`` if empty)."""
 
     items: Map[int, T] = attrs.field(factory=Map)
@@ -41,7 +31,7 @@ class Fifo(FifoSlots, Generic[T]):
     def push(self, value: T) -> tuple[Fifo[T], int]:
         """Appends ``value``; returns the new queue and the position it took."""
         pos = self.tail
-        return new_fifo(self.items.set(pos, value), self.head, pos + 1), pos
+        return Fifo(self.items.set(pos, value), self.head, pos + 1), pos
 
     def remove(self, pos: int) -> Fifo[T]:
         """Removes the entry at ``pos`` (which must be occupied)."""
@@ -52,7 +42,7 @@ class Fifo(FifoSlots, Generic[T]):
             head += 1
             while head < tail and head not in items:
                 head += 1
-        return new_fifo(items, head, self.tail)
+        return Fifo(items, head, self.tail)
 
     def first(self) -> T | None:
         """The oldest entry, or ``None`` when empty."""
@@ -78,8 +68,3 @@ class Fifo(FifoSlots, Generic[T]):
                 raise AssertionError("fifo entry at or past its tail")
         elif self.head != self.tail:
             raise AssertionError("empty fifo with head != tail")
-
-
-new_fifo = positional_constructor(Fifo)
-"""``new_fifo(items, head, tail)``: the :class:`Fifo` that ``Fifo(items, head, tail)`` builds,
-built faster (the store's hot path builds its buckets' queues with it)."""

@@ -12,8 +12,9 @@ import base64
 import functools
 import ipaddress
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
+import attrs
 from immutables import Map
 
 from . import door
@@ -21,11 +22,6 @@ from .codec import Decoded, ErrorResponse, Notification, Request, Response
 from .options import OptionError
 from .protocol import SUPPORTED_VERSIONS
 from .revisions import META_CAPABILITIES, META_VERSION, MODERN_REVISIONS, UNSUPPORTED_VERSION
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 DEFAULT_IDLE_MS: Final = 30 * 60 * 1000

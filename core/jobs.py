@@ -6,30 +6,18 @@ The shell runs the job's callback in an isolated task and reports its value as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
-
-# The jobs a step builds most declare their slots in a bare class of their own, so that the
-# reducer builds them with plain stores (core.layout.positional_constructor).
+from .record import record
 
 
-class AuthorizeSlots:
-    __slots__ = ("__weakref__", "arguments", "tool")
-
-
-@attrs.frozen(slots=True)
-class Authorize(AuthorizeSlots):
+@record
+class Authorize:
     """Job: ask the tool authorizer about ``tool`` with ``arguments``."""
 
     tool: str
     arguments: object
 
 
-@attrs.frozen(slots=True)
+@record
 class Round:
     """What a callback serving a modern request is told of its input-required rounds
     (spec/modern.md, R-MRTR-20 .. R-MRTR-23): the client capabilities the request declared, the
@@ -42,12 +30,8 @@ class Round:
     approved: bool = False
 
 
-class RunToolSlots:
-    __slots__ = ("__weakref__", "arguments", "round", "tool")
-
-
-@attrs.frozen(slots=True)
-class RunTool(RunToolSlots):
+@record
+class RunTool:
     """Job: run ``tool``; the worker's value is the ``tools/call`` result object, or a
     :class:`~askgate.core.decisions.NeedsInput` ending a round. ``round`` is set for a modern
     call (R-MRTR-20), ``None`` for a 2025 one."""
@@ -57,24 +41,16 @@ class RunTool(RunToolSlots):
     round: Round | None = None
 
 
-class AuthorizeReadSlots:
-    __slots__ = ("__weakref__", "method", "params")
-
-
-@attrs.frozen(slots=True)
-class AuthorizeRead(AuthorizeReadSlots):
+@record
+class AuthorizeRead:
     """Job: ask the read authorizer about ``method`` with ``params``."""
 
     method: str
     params: object
 
 
-class RunReadSlots:
-    __slots__ = ("__weakref__", "method", "params", "round")
-
-
-@attrs.frozen(slots=True)
-class RunRead(RunReadSlots):
+@record
+class RunRead:
     """Job: perform the read method; the worker's value is its result object. ``round`` is set
     for a modern ``prompts/get`` or ``resources/read`` (R-MRTR-24), ``None`` otherwise."""
 
@@ -83,14 +59,14 @@ class RunRead(RunReadSlots):
     round: Round | None = None
 
 
-@attrs.frozen(slots=True)
+@record
 class UnknownToolReply:
     """Job: call the ``unknown_tool_reply`` hook; its value is text or ``None``."""
 
     tool: str
 
 
-@attrs.frozen(slots=True)
+@record
 class FilterTools:
     """Job: ask the visibility hook about each name; the worker's value is a dict from each name
     to what the hook returned for it, as it returned it, or a

@@ -20,18 +20,15 @@ import math
 import types
 import typing
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
+import attrs
 from immutables import Map
 
 from . import codec, decisions, effects, events, jobs
 from .options import Options
+from .record import record
 from .state import Stage
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
 
 VERSION: Final = 1
 """The version every envelope carries (R-EMB-1)."""
@@ -112,7 +109,7 @@ def _describe(hint: object) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-@attrs.frozen
+@record
 class _Shape:
     cls: type[Any]
     names: tuple[str, ...]

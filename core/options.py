@@ -6,13 +6,9 @@ Options are the embedding program's input, so a bad one raises :class:`OptionErr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
-
+from .record import record
 
 AuthorizerSource = Literal["configured", "default"]
 Transport = Literal["stdio", "http", "unknown"]
@@ -28,16 +24,20 @@ class OptionError(ValueError):
         self.rule = rule
 
 
-def _default_share(max_in_flight: int) -> int:
-    """Half of ``max_in_flight``, rounded down, at least 1 (R-OPT-1).
+def connection_share(max_in_flight: int, per_connection: int | None) -> int:
+    """The per-connection share of ``max_in_flight`` in force (R-OPT-1): ``per_connection``
+    when given, else half of ``max_in_flight``, rounded down, at least 1.
 
     pre: max_in_flight >= 1
-    post: __return__ == 1 if max_in_flight < 2 else 2 * __return__ in (max_in_flight, max_in_flight - 1)
+    post: per_connection is None or __return__ == per_connection
+    post: per_connection is not None or (__return__ == 1 if max_in_flight < 2 else 2 * __return__ in (max_in_flight, max_in_flight - 1))
     """  # noqa: E501
-    return max(1, max_in_flight // 2)
+    if per_connection is None:
+        return max_in_flight // 2 or 1
+    return per_connection
 
 
-@attrs.frozen(slots=True)
+@record
 class Options:
     """Every option of the reducer, with the defaults of ``shared/reference/wire-shapes.md``.
 
@@ -73,15 +73,13 @@ class Options:
 
     @property
     def in_flight_share(self) -> int:
-        """The per-connection share of ``max_in_flight`` in force (R-OPT-1).
+        """The per-connection share of ``max_in_flight`` in force (R-OPT-1):
+        :func:`connection_share` of these options.
 
         A plain property, not a ``functools.cached_property``: that makes attrs give the class
         a ``__getattr__``, and then every attribute read of every ``Options`` goes through
-        Python's slow lookup hook (about 1.5% of a reducer event). The reducer reads the
-        explicit share and works the default out only when there is none."""
-        if self.max_in_flight_per_connection is None:
-            return _default_share(self.max_in_flight)
-        return self.max_in_flight_per_connection
+        Python's slow lookup hook (about 1.5% of a reducer event)."""
+        return connection_share(self.max_in_flight, self.max_in_flight_per_connection)
 
     def validated(self) -> Options:
         """Returns ``self`` if every rule holds, else raises :class:`OptionError` (R-OPT-1)."""

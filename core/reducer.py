@@ -25,17 +25,27 @@ import base64
 import binascii
 import math
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import attrs
 from immutables import Map
 
 from . import codec, door, protocol, sealing
 from . import effects as fx
-from . import jobs as jb
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, refusal_detail
 from .decisions import Allow, Ask, Deny, Failure, NeedsInput
-from .effects import Effect
+from .effects import (
+    CancelTimer,
+    Effect,
+    Emit,
+    KillWorker,
+    Push,
+    Reply,
+    Resolve,
+    StartTimer,
+    StartWorker,
+)
 from .events import (
     CallerExited,
     CancelRequested,
@@ -65,8 +75,18 @@ from .events import (
     WorkerFinished,
 )
 from .fifo import Fifo
-from .jobs import FilterTools, Job, Round, UnknownToolReply
-from .layout import positional_constructor
+from .jobs import (
+    Authorize,
+    AuthorizeRead,
+    FilterTools,
+    Job,
+    Round,
+    RunRead,
+    RunTool,
+    UnknownToolReply,
+)
+from .options import connection_share
+from .record import record
 from .revisions import (
     CACHEABLE,
     INPUT_KEY,
@@ -107,31 +127,7 @@ from .state import (
 )
 from .tools import ToolInfo, argument_problem, tool_info
 
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
-
 Out = list[Effect]
-_new_call = positional_constructor(Call)
-_new_parked = positional_constructor(Parked)
-
-# The effects and jobs a step builds are built by constructors named after their classes: each
-# takes what the class's __init__ takes and returns an instance of that very class, built with
-# plain slot stores (core/layout.py), which attrs' frozen __init__ cannot use. Checks and
-# annotations name the classes themselves (fx.Reply, jb.RunTool).
-Reply = positional_constructor(fx.Reply)
-Push = positional_constructor(fx.Push)
-StartTimer = positional_constructor(fx.StartTimer)
-CancelTimer = positional_constructor(fx.CancelTimer)
-StartWorker = positional_constructor(fx.StartWorker)
-KillWorker = positional_constructor(fx.KillWorker)
-Emit = positional_constructor(fx.Emit)
-Resolve = positional_constructor(fx.Resolve)
-Authorize = positional_constructor(jb.Authorize)
-AuthorizeRead = positional_constructor(jb.AuthorizeRead)
-RunTool = positional_constructor(jb.RunTool)
-RunRead = positional_constructor(jb.RunRead)
 JsonObject = dict[str, Any]
 
 _NO_KEYS: Map[CallKey, bool] = Map()
@@ -425,8 +421,7 @@ def _announce(d: _Draft, kind: str, out: Out) -> None:
 
 def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
     """R-ADM-0 and R-ADM-1: a usable request id, not already in flight on this connection."""
-    kind = type(request_id)  # a str or an int is an id: is_request_id asked of any other only
-    if kind is not str and kind is not int and not is_request_id(request_id):
+    if not is_request_id(request_id):
         out.append(Reply(conn, None, m.invalid_id()))
         return False
     key = (conn, request_id)
@@ -443,7 +438,7 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
 def _open(
     d: _Draft,
     conn: ConnId,
-    request_id: Hashable,
+    request_id: m.RequestId,
     is_tool: bool,
     name: str,
     arguments: object,
@@ -469,7 +464,7 @@ def _open(
         return
     if conn not in d.conns:
         d.conns = d.conns.set(conn, EMPTY_CONN)
-    call = _new_call(
+    call = Call(  # in the order of Call's fields (keywords cost more, on every admission)
         conn,
         request_id,
         is_tool,
@@ -478,13 +473,13 @@ def _open(
         mode,
         caller,
         stage,
-        d.next_ref - 1,  # the worker just started
-        "",
-        False,
-        d.next_seq,
-        now,
-        "",
-        "",
+        d.next_ref - 1,  # worker: the one just started
+        "",  # elicitation_id
+        False,  # replied
+        d.next_seq,  # seq
+        now,  # started
+        "",  # decision
+        "",  # approval
         key,
         owner,
     )
@@ -500,14 +495,10 @@ def _start_worker(
     """Starts a worker for the call ``key`` of ``owner`` (R-WORK-1: ``StartWorker`` and its
     deadline), unless a bound of R-ADM-5 forbids it (the share is the owner's, R-ADM-6): then
     starts nothing and answers that bound's scope. The worker's ref is ``d.next_ref - 1`` once
-    started. One place for every worker start (a call's first stage and every later one),
-    inline on the hot path of both."""
+    started. One place for every worker start (a call's first stage and every later one)."""
     opts = d.options
     held = d.owner_in_flight.get(owner, 0)
-    share = opts.max_in_flight_per_connection  # opts.in_flight_share, inline (R-OPT-1)
-    if share is None:
-        half = opts.max_in_flight // 2
-        share = half if half > 1 else 1
+    share = connection_share(opts.max_in_flight, opts.max_in_flight_per_connection)
     scope = busy_scope(d.in_flight_total, opts.max_in_flight, held, share)
     if scope:
         return scope if scope == "server" else owner_scope(owner, conn)  # R-ADM-6
@@ -546,25 +537,8 @@ def _next_stage(
         busy = _busy(call.request_id, call.is_tool, call.name, scope)
         _close(d, call, busy, now, out, "busy", scope, decision)
         return
-    moved = _new_call(  # call.moved(stage, ref, "", call.replied, decision, call.approval)
-        call.conn,
-        call.request_id,
-        call.is_tool,
-        call.name,
-        call.arguments,
-        call.mode,
-        call.caller,
-        stage,
-        d.next_ref - 1,  # the worker just started
-        "",
-        call.replied,
-        call.seq,
-        call.started,
-        decision,
-        call.approval,
-        key,
-        call.owner,
-    )
+    ref = d.next_ref - 1  # the worker just started
+    moved = call.moved(stage, ref, "", call.replied, decision, call.approval)
     if call.stage is _PARKED:  # approved: it moves to the calls holding a worker
         d.waiting = d.waiting.delete(key)
     d.working = d.working.set(key, moved)
@@ -589,11 +563,8 @@ def _end(d: _Draft, call: Call) -> None:
         d.progress = d.progress.delete(key)  # R-CTX-2
     conn = call.conn
     if conn not in d.in_flight:  # perhaps its last open call: a worker-holding one was released
-        # before (a parked call's connection is subscribed, R-INV-5, and kept): _freed(d, conn),
-        # inlined (the hot path)
-        c = d.conns.get(conn)
-        if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
-            _put_conn(d, conn, c)
+        # before (a parked call's connection is subscribed, R-INV-5, and kept)
+        _freed(d, conn)
     if call.caller is not None:
         keys = d.callers[call.caller].delete(key)
         d.callers = d.callers.set(call.caller, keys) if keys else d.callers.delete(call.caller)
@@ -1061,8 +1032,7 @@ def _run_tool(d: _Draft, call: Call, decision: str, now: int, out: Out) -> None:
         unknown = m.unknown_tool(call.request_id, call.name)
         _close(d, call, unknown, now, out, "unknown_tool", None, decision)
         return
-    st = d.stateless.get(call.key) if d.stateless else None  # _round_of, inlined
-    job = RunTool(call.name, call.arguments, None if st is None else st.round)
+    job = RunTool(call.name, call.arguments, _round_of(d, call))
     _next_stage(d, call, _RUNNING, job, now, out, decision)
 
 
@@ -1190,9 +1160,7 @@ def _read_timed_out(d: _Draft, call: Call, value: object, now: int, out: Out) ->
 def mint_elicitation_id(id_key: bytes, counter: int, prefix: str = m.ELICITATION_ID_PREFIX) -> str:
     """R-ID-1: ``askgate-elicit-`` (or ``prefix``) and 22 URL-safe characters of a keyed BLAKE2b
     of a counter."""
-    hasher = sealing.keyed_hasher(id_key).copy()  # _keyed_digest(id_key, counter), inlined
-    hasher.update(counter.to_bytes(8, "big"))
-    digest = hasher.digest()
+    digest = _keyed_digest(id_key, counter)
     # base64.urlsafe_b64encode's two steps, without its two Python calls.
     encoded = binascii.b2a_base64(digest, newline=False).translate(_URL_SAFE)
     return prefix + encoded.rstrip(b"=").decode()
@@ -1257,9 +1225,7 @@ def _release(d: _Draft, eid: str, owner: Hashable, why: str | None, now: int) ->
     """Releases the place ``eid`` this state reserved for ``owner`` (R-STORE-4)."""
     d.parked = d.parked.delete(eid)
     d.store = d.store.release(eid, owner, why, now)
-    c = d.conns.get(owner)  # _freed(d, owner), inlined (the hot path)
-    if c is not None and not c.subscribed and c.cap_group == "":  # Conn.is_empty
-        _put_conn(d, owner, c)
+    _freed(d, owner)
 
 
 def _freed(d: _Draft, owner: Hashable) -> None:
@@ -1370,27 +1336,9 @@ def _park(
     d.next_elicitation += 1
     deadline = now + d.options.elicitation_timeout_ms
     key = call.key
-    d.parked = d.parked.set(eid, _new_parked(key, owner))
+    d.parked = d.parked.set(eid, Parked(key, owner))
     replied = call.replied or call.mode == "push"
-    parked = _new_call(  # call.moved(Stage.PARKED, -1, eid, replied, "ask", eid)
-        call.conn,
-        call.request_id,
-        call.is_tool,
-        call.name,
-        call.arguments,
-        call.mode,
-        call.caller,
-        _PARKED,
-        -1,
-        eid,
-        replied,
-        call.seq,
-        call.started,
-        "ask",
-        eid,
-        key,
-        call.owner,
-    )
+    parked = call.moved(_PARKED, -1, eid, replied, "ask", eid)
     d.working = d.working.delete(key)
     d.waiting = d.waiting.set(key, parked)
     out.append(StartTimer((ELICITATION_TIMER, eid), deadline))
@@ -1426,7 +1374,7 @@ def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
         return  # R-PARK-9: a prompt never sent is unknown to the client
     call = d.waiting[p.key]
     now = ev.now
-    _release(d, eid, p.owner, None, now)  # _unpark(d, call, now), inlined
+    _release(d, eid, p.owner, None, now)  # its place (R-CLOSE-3), as _unpark frees it
     out.append(CancelTimer((ELICITATION_TIMER, eid)))
     if error is not None:
         _deny(d, call, "ask", m.ELICITATION_FAILED, now, out)
@@ -2101,7 +2049,7 @@ def _on_log(d: _Draft, ev: LogEmitted, out: Out) -> None:
             out.append(Push(conn, message))  # R-PROTO-11
 
 
-@attrs.frozen
+@record
 class Transition:
     """One row of a transition table: what handles it, the rules it implements, where it leads."""
 
@@ -2294,7 +2242,7 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"not an askgate event: {event!r}")
-    draft = _Draft()  # the draft (see _Draft), inline: every event
+    draft = _Draft()  # the draft (see _Draft)
     draft.__dict__ = {**state.__dict__}
     out: Out = []
     handler(draft, event, out)

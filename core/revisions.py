@@ -11,21 +11,17 @@ compares version strings: a new revision is a new :class:`Revision` value and it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from . import messages as m
 from .decide import can_elicit
 from .protocol import LOG_LEVELS, LOG_RANK
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 JsonObject = dict[str, Any]
 
 
-@attrs.frozen(slots=True)
+@record
 class Revision:
     """How one family of protocol versions carries approvals and a tool's requests.
 
@@ -129,7 +125,7 @@ LEGACY_ONLY: Final = frozenset(
 (R-MRTR-9)."""
 
 
-@attrs.frozen(slots=True)
+@record
 class Stateless:
     """What a modern request says about itself in its ``_meta`` (R-MRTR-9): its revision, the
     client capabilities it declares for this request alone, and the least level of the logs it
@@ -140,7 +136,7 @@ class Stateless:
     log_level: str | None = None
 
 
-@attrs.frozen(slots=True)
+@record
 class Refusal:
     """A modern request's ``_meta`` the server refuses: the JSON-RPC error to answer with
     (R-MRTR-10)."""

@@ -30,14 +30,12 @@ import functools
 import hashlib
 import hmac
 import re
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
+import attrs
 import rapidjson
 
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 TOKEN_VERSION: Final = 1
 NONCE_BYTES: Final = 16
@@ -96,7 +94,7 @@ def _check_secret(_: object, __: attrs.Attribute[bytes], value: bytes) -> None:
         raise ValueError(f"a key's secret is at least {MIN_SECRET_BYTES} bytes")
 
 
-@attrs.frozen(slots=True)
+@record
 class Key:
     """One sealing key: a public name (it travels in every token) and its secret bytes."""
 
@@ -104,7 +102,7 @@ class Key:
     secret: bytes = attrs.field(validator=_check_secret, repr=False)
 
 
-@attrs.frozen(slots=True)
+@record
 class Keyring:
     """The current key, which seals and opens, and the key it replaced at ``rotated_at``, which
     opens for one ``ttl`` after that (R-MRTR-6). ``ttl`` (ms) is also every token's lifetime."""
@@ -129,7 +127,7 @@ def rotate(ring: Keyring, key: Key, now: int) -> Keyring:
     return Keyring(current=key, ttl=ring.ttl, previous=ring.current, rotated_at=now)
 
 
-@attrs.frozen(slots=True)
+@record
 class Opened:
     """What opening a token found: the verdict, and once the MAC verified (every verdict after
     "tampered", and "valid") the nonce, expiry and key id it carries; empty otherwise."""
@@ -245,7 +243,7 @@ def opening_key(ring: Keyring, key_id: str, now: int) -> Key | None:
     return None
 
 
-@attrs.frozen(slots=True)
+@record
 class _Parsed:
     body: bytes
     key_id: str
@@ -434,7 +432,7 @@ def seal_round(
     return _b64(body + _mac(secret, body))
 
 
-@attrs.frozen(slots=True)
+@record
 class RoundOpened:
     """What opening a round state found: :class:`Opened`'s fields, and once the MAC verified,
     whether the approval was granted and the callback's state bytes."""

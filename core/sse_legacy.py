@@ -10,16 +10,12 @@ no randomness.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from urllib.parse import parse_qs, quote
 
 from . import http as rules
 from .codec import Decoded, Invalid, encode
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 SSE_PATH: Final = "/sse"
 MESSAGES_PATH: Final = "/messages"
@@ -28,7 +24,7 @@ KEEPALIVE: Final = rules.KEEPALIVE  # the same comment as on Streamable HTTP str
 """An SSE comment: readers skip it, and a dead peer shows up as a failed write (R-HTTP-14)."""
 
 
-@attrs.frozen(slots=True)
+@record
 class Route:
     """Which legacy endpoint a request is for: ``open`` (GET /sse) or ``post`` (POST
     /messages); ``rejection`` (405, with ``allow``) for another method on those paths."""

@@ -10,25 +10,21 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Hashable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import attrs
 from immutables import Map
 
 from .events import CallerId, ConnId, Mode
 from .fifo import Fifo
 from .jobs import Round
-from .layout import positional_constructor
 from .messages import RequestId
 from .options import OptionError, Options
+from .record import record
 from .revisions import Revision
 from .sealing import Key, Keyring
 from .store import MemoryStore
 from .tools import ToolInfo, tool_info
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
 
 CallKey = tuple[Hashable, Hashable]  # (connection, request id)
 
@@ -47,7 +43,7 @@ class Stage(enum.Enum):
 WORKER_STAGES = frozenset(s for s in Stage if s is not Stage.PARKED)
 
 
-@attrs.frozen(slots=True)
+@record
 class Catalog:
     """What the server offers besides tools, keyed by URI, URI template and name."""
 
@@ -56,33 +52,8 @@ class Catalog:
     prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
-class CallSlots:
-    """:class:`Call`'s slots, declared apart so that the hot path builds calls with plain
-    stores (:func:`~askgate.core.layout.positional_constructor`)."""
-
-    __slots__ = (
-        "approval",
-        "arguments",
-        "caller",
-        "conn",
-        "decision",
-        "elicitation_id",
-        "is_tool",
-        "key",
-        "mode",
-        "name",
-        "owner",
-        "replied",
-        "request_id",
-        "seq",
-        "stage",
-        "started",
-        "worker",
-    )
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Call(CallSlots):
+@record(weakref_slot=False)
+class Call:
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
     conn: ConnId
@@ -116,8 +87,9 @@ class Call(CallSlots):
         decision: str,
         approval: str,
     ) -> Call:
-        """This call in another stage (positional construction: this is the hot path)."""
-        return _new_call(
+        """This call in another stage: the one place a call is rebuilt, each field but these
+        kept (by position, in the order of the fields)."""
+        return Call(
             self.conn,
             self.request_id,
             self.is_tool,
@@ -138,7 +110,7 @@ class Call(CallSlots):
         )
 
 
-@attrs.frozen(slots=True)
+@record
 class ClientRequest:
     """A running tool's outstanding request to its client (R-CTX-4)."""
 
@@ -148,7 +120,7 @@ class ClientRequest:
     method: str
 
 
-@attrs.frozen(slots=True)
+@record
 class Progress:
     """The progress token a ``tools/call`` carried, and the last progress sent (R-CTX-2)."""
 
@@ -156,14 +128,8 @@ class Progress:
     last: float | None = None
 
 
-class ParkedSlots:
-    """:class:`Parked`'s slots, declared apart for the hot path's constructor."""
-
-    __slots__ = ("key", "owner", "stateless")
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Parked(ParkedSlots):
+@record(weakref_slot=False)
+class Parked:
     """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
     modern approval's or round's outstanding nonce (``stateless``). The place itself (its
     deadline, its position among its owner's) is the store's."""
@@ -177,7 +143,7 @@ class Parked(ParkedSlots):
     stateless: bool = False
 
 
-@attrs.frozen(slots=True)
+@record
 class StatelessCall:
     """How an open modern call is served (R-MRTR-9, R-MRTR-12): its revision, whether its own
     capabilities allow a form elicitation, the principal its approval state binds, the owner
@@ -197,26 +163,8 @@ class StatelessCall:
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
-class ConnSlots:
-    """:class:`Conn`'s slots, declared apart as :class:`CallSlots` are."""
-
-    __slots__ = (
-        "can_elicit",
-        "can_sample",
-        "cap_group",
-        "cap_pos",
-        "held",
-        "log_level",
-        "per_request",
-        "principal",
-        "subscribed",
-        "subscriptions",
-        "version",
-    )
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class Conn(ConnSlots):
+@record(weakref_slot=False)
+class Conn:
     """What the reducer knows about one connection; dropped once it holds nothing."""
 
     subscribed: bool = False
@@ -250,16 +198,17 @@ class Conn(ConnSlots):
 
 
 EMPTY_CONN = Conn()
-_new_call = positional_constructor(Call)
 
 
-@attrs.define(slots=False)
+@attrs.define(slots=False, init=False, repr=False, eq=False)
 class Variables:
     """The reducer's state variables, each named and typed here once (spec/rules.md gives each
     one's meaning). :class:`State` is their frozen form, what a step takes and returns; the
     reducer's draft (core/reducer.py) is a mutable subclass that one step edits. The variables
     live in the instance's ``__dict__`` (no slots), so a step copies them all in one dict copy,
-    and both subclasses share this class's layout.
+    and both subclasses share this class's layout. It only declares them: :class:`State`'s
+    ``__init__``, equality and ``repr`` are the ones a state is built and compared with, and a
+    draft is built empty.
     """
 
     options: Options
@@ -312,7 +261,7 @@ class Variables:
     digest_key: bytes | None = None
 
 
-@attrs.frozen(slots=False)
+@record(slots=False)
 class State(Variables):
     """Everything the reducer decides from: the :class:`Variables`, frozen."""
 

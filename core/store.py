@@ -11,19 +11,15 @@ and ``step`` stays pure; a store shared by several replicas implements the same 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
+import attrs
 from immutables import Map
 
 from . import messages as m
 from .decide import park_verdict
-from .fifo import Fifo, new_fifo
-from .layout import positional_constructor
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .fifo import Fifo
+from .record import record
 
 Owner = Hashable
 """Whose parking place an id takes (R-PARK-1): ``("principal", <principal>)`` or a connection."""
@@ -37,7 +33,7 @@ ReserveOutcome = Literal["parked", "evicted", "owner_full", "server_full"]
 TakeOutcome = Literal["taken", "foreign", "closed", "unknown"]
 
 
-@attrs.frozen(slots=True)
+@record
 class Reserved:
     """What ``reserve`` answered (R-STORE-2): ``victim`` is the evicted id when ``outcome`` is
     ``evicted``, else ""."""
@@ -46,7 +42,7 @@ class Reserved:
     victim: str = ""
 
 
-@attrs.frozen(slots=True)
+@record
 class Taken:
     """What ``take`` answered (R-STORE-3): ``why`` is the remembered reason when ``outcome`` is
     ``closed``, else ""."""
@@ -129,24 +125,8 @@ def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
 _NO_IDS: Fifo[str] = Fifo()
 
 
-class StoreSlots:
-    """:class:`MemoryStore`'s slots, declared apart so that it is built with plain stores
-    (:func:`~askgate.core.layout.positional_constructor`), as the reducer builds its calls."""
-
-    __slots__ = (
-        "buckets",
-        "closed",
-        "closed_order",
-        "nonces",
-        "owners",
-        "record_cap",
-        "top",
-        "total",
-    )
-
-
-@attrs.frozen(slots=True, weakref_slot=False)
-class MemoryStore(StoreSlots):
+@record(weakref_slot=False)
+class MemoryStore:
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
 
@@ -203,11 +183,9 @@ class MemoryStore(StoreSlots):
         single_use: bool,
     ) -> tuple[MemoryStore, Reserved]:
         """R-STORE-2: R-PARK-1, R-PARK-3 and R-PARK-4 in one step."""
-        h = self.owners.get(owner)  # the owner's holding, which _hold reads too
-        count = 0 if h is None else len(h) - 1  # self.count(owner), inlined
-        verdict = park_verdict(count, per_owner, self.total, total, self.top)
+        verdict = park_verdict(self.count(owner), per_owner, self.total, total, self.top)
         if verdict == "park":  # the usual verdict, tested first
-            return self._hold(owner, h, ident, deadline, single_use), PARKED
+            return self._hold(owner, ident, deadline, single_use), PARKED
         if verdict == "deny_connection":
             return self, OWNER_FULL
         if verdict == "deny_server":
@@ -221,8 +199,7 @@ class MemoryStore(StoreSlots):
             hv = self.owners[holder]
             store = self._free(victim, holder, hv, hv.index(victim, 1), EVICTED, now)
             answer = Reserved("evicted", victim)
-            h = store.owners.get(owner)  # read again (R-PARK-4 never evicts the asker's own)
-        return store._hold(owner, h, ident, deadline, single_use), answer
+        return store._hold(owner, ident, deadline, single_use), answer
 
     def take(self, ident: str, owner: Owner, now: int) -> tuple[MemoryStore, Taken]:
         """R-STORE-3: ``taken`` once for a single-use id held by ``owner``; ``foreign`` when
@@ -252,12 +229,10 @@ class MemoryStore(StoreSlots):
             return self
         return self._free(ident, owner, h, at, why, now)
 
-    def _hold(
-        self, owner: Owner, h: Holding | None, ident: str, deadline: int, single_use: bool
-    ) -> MemoryStore:
-        # ``h`` is the owner's holding (None: none). The owner moves from the bucket of its old
-        # count to that of its new one, one more (R-PARK-4); the top is at least the new count
-        # (no bucket above it empties).
+    def _hold(self, owner: Owner, ident: str, deadline: int, single_use: bool) -> MemoryStore:
+        # The owner moves from the bucket of its old count to that of its new one, one more
+        # (R-PARK-4); the top is at least the new count (no bucket above it empties).
+        h = self.owners.get(owner)
         if h is None:
             new = 1
             buckets, pos = _joined(self.buckets, 1, owner)
@@ -266,10 +241,10 @@ class MemoryStore(StoreSlots):
             new = len(h)
             buckets, pos = _joined(_left(self.buckets, new - 1, h[0]), new, owner)
             held = (pos, *h[1:], ident)
-        owners = self.owners.set(owner, _new_holding(Holding, held))
+        owners = self.owners.set(owner, Holding(held))
         top = new if new > self.top else self.top  # max(self.top, new), without its call
         nonces = self.nonces.set(ident, deadline) if single_use else self.nonces
-        return _new_store(
+        return MemoryStore(
             nonces,
             owners,
             buckets,
@@ -291,7 +266,7 @@ class MemoryStore(StoreSlots):
         owners = self.owners
         if ids:
             buckets, pos = _joined(buckets, len(ids), owner)
-            owners = owners.set(owner, _new_holding(Holding, (pos, *ids)))
+            owners = owners.set(owner, Holding((pos, *ids)))
         else:
             owners = owners.delete(owner)
         top = self.top  # the owner's new count is below its old one, at most the top
@@ -304,41 +279,30 @@ class MemoryStore(StoreSlots):
             nonces = nonces.delete(ident)
         if why is not None and deadline is not None:
             closed, order = _remember(closed, order, ident, why, deadline, now, self.record_cap)
-        return _new_store(
+        return MemoryStore(
             nonces, owners, buckets, top, self.total - 1, closed, order, self.record_cap
         )
 
 
-_new_holding = tuple.__new__
-_new_store = positional_constructor(MemoryStore)
-_NO_ITEMS: Map[int, Owner] = Map()
+_NO_OWNERS: Fifo[Owner] = Fifo()
 
 
 def _left(buckets: Map[int, Fifo[Owner]], count: int, pos: int) -> Map[int, Fifo[Owner]]:
     """``buckets`` after the owner at ``pos`` in the bucket of ``count`` leaves it, a bucket
-    left empty deleted (``Fifo.remove``, inlined: the store's hot path)."""
+    left empty deleted."""
     fifo = buckets[count]
-    items = fifo.items.delete(pos)
-    if not items:
+    if len(fifo.items) == 1:  # its only owner leaves
         return buckets.delete(count)
-    head, tail = fifo.head, fifo.tail
-    if pos == head:
-        head += 1
-        while head < tail and head not in items:
-            head += 1
-    return buckets.set(count, new_fifo(items, head, tail))
+    return buckets.set(count, fifo.remove(pos))
 
 
 def _joined(
     buckets: Map[int, Fifo[Owner]], count: int, owner: Owner
 ) -> tuple[Map[int, Fifo[Owner]], int]:
     """``buckets`` after ``owner`` joins the bucket of ``count``, newest, and the position it
-    took there (``Fifo.push``, inlined: the store's hot path)."""
-    fifo = buckets.get(count)
-    if fifo is None:
-        return buckets.set(count, new_fifo(_NO_ITEMS.set(0, owner), 0, 1)), 0
-    pos = fifo.tail
-    return buckets.set(count, new_fifo(fifo.items.set(pos, owner), fifo.head, pos + 1)), pos
+    took there."""
+    fifo, pos = buckets.get(count, _NO_OWNERS).push(owner)
+    return buckets.set(count, fifo), pos
 
 
 def _remember(

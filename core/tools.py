@@ -9,18 +9,16 @@ imports and compiles jsonschema-rs only when a check needs it (docs/performance.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import attrs
 
 from .options import OptionError
 from .plain_schema import PlainValidator, plain_schema
-
-if TYPE_CHECKING:
-    import attrs
-else:  # attrs, with a __repr__ that is not compiled per class (start-up): lean_attrs.py
-    from . import lean_attrs as attrs
+from .record import record
 
 
-@attrs.frozen(slots=True)
+@record
 class ToolInfo:
     """A registered tool. ``definition`` is its ``tools/list`` entry; ``validator`` checks its
     arguments against the entry's ``inputSchema`` and ``output_validator`` its results'

@@ -38,7 +38,7 @@ BUDGET = 2
 
 # The functions whose contracts state each rule, as module.function under askgate.core.
 CHECKS: dict[str, tuple[str, ...]] = {
-    "R-OPT-1": ("options.option_refusal", "options._default_share"),
+    "R-OPT-1": ("options.option_refusal", "options.connection_share"),
     "R-PROTO-3": ("protocol.negotiate",),
     "R-CAP-4": ("decide.can_elicit",),
     "R-ADM-0": ("decide.is_request_id",),
@@ -275,7 +275,7 @@ WRONG = (
         sealing.verdict,
         "a state is still valid at its expiry",
         inspect.getsource(sealing).replace(
-            "from . import lean_attrs as attrs", "from askgate.core import lean_attrs as attrs"
+            "from .record import record", "from askgate.core.record import record"
         ),
         "    if now >= expiry:\n",
         "    if now > expiry:\n",

@@ -48,8 +48,6 @@ def test_R_STORE_1_operations_return_a_new_store_and_leave_the_old_one() -> None
     assert got == Taken("taken")
     assert (one.count("a"), taken.count("a")) == (1, 0)
     assert one.take("n1", "a", 1)[1] == Taken("taken")  # the old value is untouched
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        one.total = 5  # type: ignore[misc]
     # no operation raises for an id or owner it does not know
     assert empty.take("nothing", ("principal", "x"), 0) == (empty, Taken("unknown"))
     assert empty.release("nothing", "a", "why", 0) is empty

@@ -91,7 +91,6 @@ from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
-from askgate.core.layout import positional_constructor
 
 from .calllog import CALLS_LOGGER, conn_text, log_record
 
@@ -150,10 +149,6 @@ the trace and the decision log (:mod:`askgate.audit`). It must not block or feed
 
 EagerJobs = Callable[[Job], bool]
 """Whether a job's callback is marked :func:`completes_without_suspending` (never a guess)."""
-
-_worker_finished = positional_constructor(WorkerFinished)
-"""``WorkerFinished(ref, value, now)``, built without attrs' ``__init__`` (the same object)."""
-
 _WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("askgate_worker", default=None)
 _ON_WORKER_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "askgate_on_worker_thread", default=False
@@ -841,7 +836,7 @@ class Runtime:
                 )
             value, box[0] = box[0], None
             drivers.append((driver, box))
-            report = _worker_finished(ref, value, int(self._clock() * 1000))
+            report = WorkerFinished(ref, value, int(self._clock() * 1000))
         except (Exception, SystemExit):
             # The callback's failure, not the server's: logged here, never sent (R-WORK-3).
             logger.exception("callback failed: %s", _job_text(job, conn, ref))

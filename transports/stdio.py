@@ -51,7 +51,6 @@ import anyio.lowlevel
 from askgate.core import ServerStopping, State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
-from askgate.core.layout import positional_constructor
 from askgate.core.loop import LOOP_ENV, event_loop
 from askgate.core.options import OptionError, Transport
 
@@ -79,10 +78,6 @@ OUTPUT_HIGH_WATER: Final = 8 * 1024 * 1024
 """Bytes waiting for the peer above which the reader stops reading until they are written."""
 DRAIN_SECONDS: Final = 10.0
 """How long the replies produced before end of input may take to be written."""
-
-
-_message_received = positional_constructor(MessageReceived)
-"""``MessageReceived(conn, data, now)``, built without attrs' ``__init__`` (the same object)."""
 
 
 class LineSplitter:
@@ -310,7 +305,7 @@ async def serve_stdio(
             outbox.hold()
             try:
                 for line in splitter.feed(chunk):
-                    feed(_message_received(conn, line, now))
+                    feed(MessageReceived(conn, line, now))
             finally:
                 outbox.release(write_now)
 
