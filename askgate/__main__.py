@@ -789,6 +789,8 @@ def _serve(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="askgate %(levelname)s %(name)s: %(message)s",
     )
+    # The format shows no thread, process or process name: no record looks them up.
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     log = logging.getLogger("askgate")
     options: dict[str, Any] = {
         dest: getattr(args, dest) for _, dest, _ in _OPTION_FLAGS if getattr(args, dest) is not None

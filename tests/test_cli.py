@@ -609,26 +609,29 @@ def test_R_POL_13_stdio_without_a_policy_names_the_tools_nobody_gates(tmp_path: 
     ids=["ImportError", "SyntaxError"],
 )
 def test_an_import_error_in_ones_own_module_shows_ones_own_frames(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    helper: str,
-    said: str,
+    tmp_path: Path, helper: str, said: str
 ) -> None:
     """TARGET's module imports a module of the user's that raises or does not compile: the
-    traceback shows the user's two files and lines, and no frame of askgate or importlib."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.chdir(tmp_path)
+    traceback shows the user's two files and lines, and no frame of askgate or importlib. Run
+    in a process of its own, as a user runs it: an import hook another test's library installed
+    in this process would add frames of its own."""
     name = f"cli_own_{said.split(':', maxsplit=1)[0].lower()}"
     (tmp_path / f"{name}_helper.py").write_text(helper)
     (tmp_path / f"{name}.py").write_text(
         f"import {name}_helper\nfrom askgate import Server\nserver = Server('own')\n"
     )
     for target in (f"{name}:server", f"{name}.py:server"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-        monkeypatch.delitem(sys.modules, f"{name}_helper", raising=False)
-        assert main(["serve", "--stdio", target]) == 2
-        err = capsys.readouterr().err
+        done = subprocess.run(
+            [sys.executable, "-m", "askgate", "serve", "--stdio", target],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        err = done.stderr
         assert f'{tmp_path / name}.py", line 1, in <module>\n    import {name}_helper\n' in err
         assert f'{tmp_path / name}_helper.py", line 1' in err
         assert said in err

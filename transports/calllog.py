@@ -20,6 +20,7 @@ from typing import Any
 __all__ = ["CALLS_LOGGER", "conn_text", "describe", "log_record"]
 
 CALLS_LOGGER = logging.getLogger("askgate.calls")
+_NAME = CALLS_LOGGER.name
 
 Principal = Callable[[Hashable], "str | None"]
 
@@ -96,4 +97,6 @@ def log_record(name: str, fields: dict[str, Any], principal: Principal) -> None:
     if CALLS_LOGGER.isEnabledFor(logging.INFO):
         line = describe(name, fields, principal)
         if line is not None:
-            CALLS_LOGGER.info("%s", line)
+            # A record made and handled directly: no search of the caller's frame (logger.info's
+            # findCaller), which this line would not show anyway.
+            CALLS_LOGGER.handle(CALLS_LOGGER.makeRecord(_NAME, logging.INFO, "", 0, line, (), None))
