@@ -1145,8 +1145,7 @@ def _spec(args: argparse.Namespace) -> int:
 def _core(args: argparse.Namespace) -> int:
     """``askgate core``: the reducer as a JSON-lines sidecar (spec/embedding.md). Exit status 0
     at end of input (or SIGINT on a socket), 2 for a refused start said in one line."""
-    from askgate import sidecar
-    from askgate.core import jsonwire
+    from askgate import jsonwire, sidecar
 
     try:
         reducer: Any = None
