@@ -29,7 +29,7 @@ check: lint typecheck test
 
 # Renders the tables in spec/ from the code; a test fails when the committed text differs.
 spec: $(STAMP)
-	$(BIN)/python -m askgate.specdoc .
+	$(BIN)/python tools/specdoc.py .
 
 # Exhaustive bounded exploration of the reducer, deeper than make test (takes minutes): the cap
 # configurations 10 events deep, the edge cases (reads, ids, stale events, eviction of
