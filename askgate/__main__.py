@@ -1,8 +1,8 @@
 """The ``askgate`` command line: ``askgate serve TARGET`` (a ``Server`` of your own),
 ``askgate serve --demo``, ``askgate --version``; ``askgate policy check|explain|diff`` (a
 policy file analysed, :mod:`askgate.policy_analysis`) and ``askgate spec`` (the decision matrix
-and the transition tables, :mod:`askgate.specdoc`). The exit statuses below are ``serve``'s;
-``policy`` says its own in ``askgate policy --help``.
+and the transition tables, :mod:`askgate.matrix` and :mod:`askgate.transitions`). The exit
+statuses below are ``serve``'s; ``policy`` says its own in ``askgate policy --help``.
 
 TARGET is ``module:attribute`` (a module importable from the current folder) or
 ``path/to/file.py:attribute`` (the file's folder goes on ``sys.path``, so its sibling imports
@@ -1133,22 +1133,21 @@ def _spec_parser(commands: Any) -> None:
 
 
 def _spec(args: argparse.Namespace) -> int:
-    from askgate import specdoc
+    from askgate import matrix, transitions
 
     if args.only != "transitions":
-        print(specdoc.render_matrix(), end="")
+        print(matrix.render(), end="")
     if args.only is None:
         print()
     if args.only != "matrix":
-        print(specdoc.render_transitions(), end="")
+        print(transitions.render(), end="")
     return 0
 
 
 def _core(args: argparse.Namespace) -> int:
     """``askgate core``: the reducer as a JSON-lines sidecar (spec/embedding.md). Exit status 0
     at end of input (or SIGINT on a socket), 2 for a refused start said in one line."""
-    from askgate import sidecar
-    from askgate.core import jsonwire
+    from askgate import jsonwire, sidecar
 
     try:
         reducer: Any = None

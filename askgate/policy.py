@@ -58,9 +58,9 @@ from typing import Any, Final, Literal
 import attrs
 
 from askgate.core import Allow, Ask, Decision, Deny
-from askgate.core.callbacks import completes_without_suspending, ignores_context
 from askgate.core.messages import READ_ASK
 from askgate.core.sealing import arguments_digest
+from askgate.transports.callbacks import completes_without_suspending, ignores_context
 
 __all__ = [
     "LIST_METHODS",

@@ -29,7 +29,6 @@ __all__ = [
     "DROP_RULES",
     "OUTCOME_RULES",
     "STEP_RULES",
-    "all_rule_ids",
     "ended_rules",
     "rules_of",
 ]
@@ -111,15 +110,6 @@ def ended_rules(fields: dict[str, Any]) -> tuple[str, ...]:
     if outcome == "dropped":
         return DROP_RULES.get(str(detail), ("R-DROP-4",))
     return OUTCOME_RULES.get(str(outcome), STEP_RULES["ended"])
-
-
-def all_rule_ids() -> set[str]:
-    """Every rule id named here (checked against spec/*.md by a test)."""
-    found: set[str] = set()
-    for table in (OUTCOME_RULES, DENY_RULES, DROP_RULES, STEP_RULES):
-        for ids in table.values():
-            found.update(ids)
-    return found
 
 
 def _transition_rules(before: State, event: object) -> tuple[str, ...]:

@@ -70,7 +70,6 @@ from askgate.core import (
     protocol,
     step,
 )
-from askgate.core.callbacks import EAGER_FLAG, wants_context
 from askgate.core.codec import EncodeError, encode
 from askgate.core.decisions import Failure
 from askgate.core.events import CatalogChanged, LogEmitted, ResourceUpdated, ToolRegistered
@@ -80,6 +79,7 @@ from askgate.core.record import record
 from askgate.core.sealing import Key, Keyring
 from askgate.core.tools import ToolInfo, tool_info
 from askgate.transports import stdio
+from askgate.transports.callbacks import EAGER_FLAG, wants_context
 from askgate.transports.runtime import (
     Runtime,
     calling,

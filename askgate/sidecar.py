@@ -1,6 +1,6 @@
 """``askgate core``: the reducer as a sidecar that speaks JSON lines (spec/embedding.md).
 
-A host in any language writes events as JSON lines (:mod:`askgate.core.jsonwire` envelopes) and
+A host in any language writes events as JSON lines (:mod:`askgate.jsonwire` envelopes) and
 reads one reply line per input line: the effects of the step, or an error that changed nothing.
 :class:`Session` is one conversation (one reducer state and the states kept for stepping from
 again); :func:`serve_stdio` and :func:`serve_socket` carry sessions over standard input and
@@ -24,9 +24,8 @@ from typing import IO, Any, Final, cast
 
 import attrs
 
-from askgate import core
-from askgate.core import jsonwire
-from askgate.core.jsonwire import VERSION, WireError
+from askgate import core, jsonwire
+from askgate.jsonwire import VERSION, WireError
 
 KEEP: Final = 64
 """How many states a session keeps to be stepped from again by ``"from"``, unless its init

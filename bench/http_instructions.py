@@ -8,6 +8,9 @@ machine; the HTTP counterpart of ``bench/stdio_instructions.py``.
         --server "python -m askgate serve --http 127.0.0.1:{port} --demo" --label mine \\
         [--phase echo --phase elicit --phase modern] [--counts 100 300]
 
+``/tmp/base`` is a checkout laid out as its wheel would be (``python bench/trees.py CHECKOUT
+/tmp/base``: a checkout is not importable as it stands, docs/performance.md).
+
 Each ``--server`` (split like a shell would; ``{port}`` replaced by a free port on 127.0.0.1)
 serves MCP Streamable HTTP at ``/mcp`` and is run under ``valgrind --tool=callgrind`` (its whole
 process tree: interpreter, imports, event loop, HTTP server). The client opens a session

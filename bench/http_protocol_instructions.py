@@ -6,8 +6,9 @@ comparing two checkouts of the HTTP shell on a shared, noisy machine in about a 
     python bench/http_protocol_instructions.py --tree /tmp/base --tree . [--stub-reducer]
         [--phase elicit|modern]
 
-Each ``--tree`` (a checkout) runs, under ``valgrind --tool=callgrind`` with ``python -P``,
-``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0``: the demo's ``HttpApp`` served by
+Each ``--tree`` (a checkout, laid out as its wheel would by ``bench/trees.py`` in a temporary
+folder) runs, under ``valgrind --tool=callgrind`` with ``python -P``,
+``PYTHONPATH=<that folder>`` and ``PYTHONHASHSEED=0``: the demo's ``HttpApp`` served by
 ``askgate.transports.http11.Connection`` (what ``askgate serve --http`` runs; in a checkout
 that predates it, the uvicorn protocol ``header_deadline_protocol``) on a transport that keeps
 what is written, one session opened (``initialize``, ``notifications/initialized``), then
@@ -38,7 +39,11 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling helpers (also under -P)
+from trees import laid_out
 
 FEW, MANY = 200, 1_200
 TRIPS_FEW, TRIPS_MANY = 100, 600
@@ -270,11 +275,12 @@ async def _serve(count: int, stub: bool, phase: str = "echo") -> None:
             raise SystemExit(f"the calls were not answered: {kept.out[-1:]!r}")
 
 
-def count_in(tree: str, calls: int, stub: bool, phase: str = "echo") -> int:
+def count_in(path: str, calls: int, stub: bool, phase: str = "echo") -> int:
+    """Instructions of one child run of the checkout laid out in ``path`` (``trees.lay_out``)."""
     argv = [sys.executable, "-P", __file__, "--child", str(calls), "--phase", phase]
     if stub:
         argv.append("--stub-reducer")
-    env = {**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONHASHSEED": "0"}
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
         env=env,
@@ -305,11 +311,12 @@ def main() -> int:
     what = {"echo": "echo POST", "elicit": "elicitation trip", "modern": "2026-07-28 trip"}[
         args.phase
     ]
-    for given in args.tree or ["."]:
-        tree = os.path.abspath(given)
-        few, many = (count_in(tree, n, args.stub_reducer, args.phase) for n in few_many)
-        per = (many - few) / (few_many[1] - few_many[0])
-        print(f"{tree:>40}: {per:12,.0f} instructions per {what}", flush=True)
+    trees = [os.path.abspath(given) for given in args.tree or ["."]]
+    with laid_out(trees) as paths:
+        for tree, path in zip(trees, paths, strict=True):
+            few, many = (count_in(path, n, args.stub_reducer, args.phase) for n in few_many)
+            per = (many - few) / (few_many[1] - few_many[0])
+            print(f"{tree:>40}: {per:12,.0f} instructions per {what}", flush=True)
     return 0
 
 

@@ -11,10 +11,12 @@ tree, or as committed with ``--source head``), the edit is applied to the copy, 
 files relevant to the edited file run against the copy, one ``pytest -x`` after another, fastest
 killers first. The real working tree is never written to, except for the results file.
 
-The copy's root is put first on ``PYTHONPATH`` (``askgate/core`` is a symlink to ``../core``),
-so the copy's tests import the copy's code, in the test process and in any subprocess it starts
-(CrossHair). A sanity run checks that, and that the unmutated copy passes every file, before any
-mutant runs; and each mutant checks that the module it imports holds the mutated text.
+The copy's root is put first on ``PYTHONPATH``, and the copy gets the links the repository
+has not (``askgate/core -> ../core`` and the like: ``bench/trees.py``, ``link_in_place``), so
+that its packages import as the wheel lays them out and the copy's tests import the copy's
+code, in the test process and in any subprocess it starts (CrossHair). A sanity run checks
+that, and that the unmutated copy passes every file, before any mutant runs; and each mutant
+checks that the module it imports holds the mutated text.
 
 A mutant is *killed* when a test file fails, *timeout* when it runs past its budget (counted as
 killed: the suite did not pass), *survived* when every file passes. Results go to
@@ -55,6 +57,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling helpers
+from trees import link_in_place
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "mutation.json"
@@ -1696,6 +1701,7 @@ def make_base(dest: Path, source: str, commit: str = "HEAD") -> None:
     if source == "head":
         with tarfile.open(fileobj=io.BytesIO(_git("archive", commit))) as archive:
             archive.extractall(dest, filter="tar")
+        link_in_place(dest)
         return
     names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split(b"\0")
     for raw in names:
@@ -1710,6 +1716,7 @@ def make_base(dest: Path, source: str, commit: str = "HEAD") -> None:
             os.symlink(os.readlink(src), dst)
         else:
             shutil.copy2(src, dst)
+    link_in_place(dest)
 
 
 def copy_tree(base: Path, dest: Path) -> None:

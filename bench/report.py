@@ -335,7 +335,7 @@ def package(frame: str) -> str:
     parts = where.split("/")
     if parts[0] == "askgate":
         return "/".join(parts[:2]) if len(parts) > 2 else "askgate"
-    if parts[0] in ("core", "transports"):
+    if parts[0] in ("core", "transports", "models"):
         return f"askgate/{parts[0]}"
     if parts[0] == "bench":
         return "bench (the sampler, the runner)"

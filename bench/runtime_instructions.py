@@ -4,10 +4,11 @@ without the event loop's reads and writes, so that every run takes the same path
 
     python bench/runtime_instructions.py --tree /tmp/base --tree /tmp/mine [--phase echo elicit]
 
-Each ``--tree`` (a checkout, unpacked alike: see docs/performance.md, "Measuring") serves the
-demo server (``askgate.demo.build_demo``) in a :class:`~askgate.transports.runtime.Runtime`
-on uvloop, run with ``python -P``, ``PYTHONPATH=<tree>`` and ``PYTHONHASHSEED=0`` from outside
-both trees under ``valgrind --tool=callgrind``. The client's lines are encoded before anything
+Each ``--tree`` (a checkout, old or new: ``bench/trees.py`` lays it out as its wheel would, in
+a temporary folder) serves the demo server (``askgate.demo.build_demo``) in a
+:class:`~askgate.transports.runtime.Runtime` on uvloop, run with ``python -P``,
+``PYTHONPATH=<that folder>`` and ``PYTHONHASHSEED=0`` from outside every tree under
+``valgrind --tool=callgrind``. The client's lines are encoded before anything
 is counted and fed as ``MessageReceived``; the replies are collected by a writer that keeps
 them. ``echo`` is ``tools/call echo``; ``elicit`` is ``tools/call guarded_echo`` and the answer
 (accept) to its ``elicitation/create``. Every tree runs ``FEW`` and ``MANY`` exchanges; the
@@ -25,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmarks (also under -P)
 from core_instructions import callgrind, instructions
 from stdio_instructions import INIT
+from trees import laid_out
 
 FEW, MANY = 100, 500
 
@@ -85,12 +87,14 @@ def main() -> int:
     if args.child:
         child(args.child[0], int(args.child[1]))
         return 0
-    for phase in args.phase:
-        for tree in args.tree or ["."]:
-            few = callgrind(__file__, tree, phase, str(FEW))  # two at a time
-            many = callgrind(__file__, tree, phase, str(MANY))
-            per = (instructions(many) - instructions(few)) / (MANY - FEW)
-            print(f"{tree:>24} {phase:>7}: {per:12,.0f} instructions per exchange", flush=True)
+    trees = args.tree or ["."]
+    with laid_out(trees) as paths:
+        for phase in args.phase:
+            for tree, path in zip(trees, paths, strict=True):
+                few = callgrind(__file__, path, phase, str(FEW))  # two at a time
+                many = callgrind(__file__, path, phase, str(MANY))
+                per = (instructions(many) - instructions(few)) / (MANY - FEW)
+                print(f"{tree:>24} {phase:>7}: {per:12,.0f} instructions per exchange", flush=True)
     return 0
 
 

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core_bench import TOOLS, Clock, Flow, flows
 
-from askgate import core
-from askgate.core import ClientInitialized, Effect, Event, Options, SubscriberAttached, jsonwire
+from askgate import core, jsonwire
+from askgate.core import ClientInitialized, Effect, Event, Options, SubscriberAttached
 from askgate.sidecar import CommandReducer
 
 Step = Callable[[Any, Event], tuple[Any, list[Effect]]]

@@ -7,6 +7,9 @@ does not move, for comparing two builds on a shared, noisy machine.
         --server "python -m askgate serve --stdio --demo" --label mine \\
         [--phase ping --phase elicit] [--counts 200 600]
 
+``/tmp/base`` is a checkout laid out as its wheel would be (``python bench/trees.py CHECKOUT
+/tmp/base``: a checkout is not importable as it stands, docs/performance.md).
+
 Each ``--server`` (split like a shell would) serves MCP on stdin/stdout and is run under
 ``valgrind --tool=callgrind`` (its whole process: interpreter, imports, event loop). The client
 does the handshake, then ``N`` sequential exchanges of one phase, each waiting for its answer:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import socket
 import subprocess
@@ -470,8 +469,7 @@ def test_R_HTTP_34_a_served_process_holds_no_flood_and_returns_to_its_baseline(
     command = [sys.executable, "-m", "askgate", "serve", "--demo", "--http"]
     command += [f"127.0.0.1:{port}", "--auth", "bearer", "--tokens", str(tokens)]
     command += ["--log-level", "info"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, bufsize=1)
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, bufsize=1)
     try:
         assert server.stderr is not None
         while True:

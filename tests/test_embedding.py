@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from immutables import Map
 
-from askgate import core, sidecar
-from askgate.core import codec, effects, events, jsonwire
-from askgate.core.jsonwire import WireError
+from askgate import core, jsonwire, sidecar
+from askgate.core import codec, effects, events
 from askgate.core.state import Stage
+from askgate.jsonwire import WireError
 from askgate.models.machine import ReducerMachine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -528,7 +528,7 @@ import attrs
 
 import buggycore as theirs
 import buggycore.jsonwire
-from askgate.core import jsonwire as ours
+from askgate import jsonwire as ours
 
 
 class Copy:
@@ -577,9 +577,14 @@ def test_R_EMB_15_the_model_based_suite_checks_a_sidecar_and_catches_a_planted_b
 
 def _copy_with_bug(tmp_path: Path, module: str, old: str, new: str) -> str:
     """A copy of core/ as ``buggycore`` with ``old`` replaced by ``new`` once in ``module``,
-    and the command that serves it through ``askgate core --reducer``."""
+    beside a copy of askgate's JSON encoding (askgate/jsonwire.py) that encodes the copy's
+    classes, and the command that serves it through ``askgate core --reducer``."""
     shutil.copytree(
         ROOT / "core", tmp_path / "buggycore", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    wire = (ROOT / "askgate" / "jsonwire.py").read_text(encoding="utf-8")
+    (tmp_path / "buggycore" / "jsonwire.py").write_text(
+        wire.replace("from askgate.core", "from buggycore"), encoding="utf-8"
     )
     path = tmp_path / "buggycore" / module
     text = path.read_text(encoding="utf-8")
@@ -657,7 +662,7 @@ def test_R_EMB_16_a_node_host_drives_one_guarded_tool_end_to_end() -> None:
 STDIO_NEVER = (
     "askgate.core.http",
     "askgate.core.sse_legacy",
-    "askgate.core.jsonwire",
+    "askgate.jsonwire",
     "askgate.transports.http",
     "askgate.transports.http_server",
     "askgate.transports.asgi",

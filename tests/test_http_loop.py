@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from askgate.__main__ import main
-from askgate.core.loop import LOOP_ENV, event_loop
+from askgate.transports.loop import LOOP_ENV, event_loop
 
 DEADLINE = 60.0
 

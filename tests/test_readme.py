@@ -289,7 +289,9 @@ def test_shell_lines_name_what_exists(where: str, command: str) -> None:
             known = (ROOT / script).is_file() or script in _walkthrough_files()
             assert known, f"{where}: {script}"
     else:
-        assert program in ("mkdir", "cd", "curl", "claude", "."), f"{where}: unchecked {program}"
+        assert program in ("mkdir", "cd", "curl", "claude", "git", "."), (
+            f"{where}: unchecked {program}"
+        )
 
 
 def test_shell_lines_are_found() -> None:

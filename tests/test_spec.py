@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from askgate import specdoc
+from tools import specdoc
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from askgate.core.loop import LOOP_ENV, event_loop
+from askgate.transports.loop import LOOP_ENV, event_loop
 
 DEADLINE = 30.0
 
@@ -98,4 +98,4 @@ def test_stdio_decides_as_http_does() -> None:
     from askgate.transports import http_server, stdio  # noqa: PLC0415
 
     assert vars(stdio)["event_loop"] is vars(http_server)["event_loop"] is event_loop
-    assert event_loop.__module__ == "askgate.core.loop"
+    assert event_loop.__module__ == "askgate.transports.loop"

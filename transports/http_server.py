@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from askgate.core import OptionError
 from askgate.core import http as rules
-from askgate.core.loop import LOOP_ENV, event_loop
+from askgate.transports.loop import LOOP_ENV, event_loop
 
 from .auth import AuthProvider, LoopbackOnly
 from .base import Serving

@@ -87,10 +87,10 @@ from askgate.core import (
     WorkerFinished,
     step,
 )
-from askgate.core.callbacks import completes_without_suspending, runs_eagerly
 from askgate.core.codec import encode
 from askgate.core.events import TimerKey
 from askgate.core.jobs import Authorize, AuthorizeRead, FilterTools, RunRead, RunTool
+from askgate.transports.callbacks import completes_without_suspending, runs_eagerly
 
 from .calllog import CALLS_LOGGER, conn_text, log_record
 

@@ -51,8 +51,8 @@ import anyio.lowlevel
 from askgate.core import ServerStopping, State, SubscriberAttached, SubscriberDetached
 from askgate.core.codec import MAX_BYTES
 from askgate.core.events import MessageReceived
-from askgate.core.loop import LOOP_ENV, event_loop
 from askgate.core.options import OptionError, Transport
+from askgate.transports.loop import LOOP_ENV, event_loop
 
 from .base import Serving
 from .runtime import Runtime

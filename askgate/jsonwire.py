@@ -25,10 +25,10 @@ from typing import Any, Final, Literal
 import attrs
 from immutables import Map
 
-from . import codec, decisions, effects, events, jobs
-from .options import Options
-from .record import record
-from .state import Stage
+from askgate.core import codec, decisions, effects, events, jobs
+from askgate.core.options import Options
+from askgate.core.record import record
+from askgate.core.state import Stage
 
 VERSION: Final = 1
 """The version every envelope carries (R-EMB-1)."""

@@ -1,7 +1,8 @@
 """Renders the parts of ``spec/`` that must agree with the code, so they cannot drift.
 
-``python -m askgate.specdoc [ROOT]`` (``make spec``) writes ``spec/transitions.md`` from the
-reducer's transition tables, ``spec/matrix.md`` from runs of the reducer (``askgate.matrix``)
+A repository tool, not in the wheel. ``python tools/specdoc.py [ROOT]`` (``make spec``) writes
+``spec/transitions.md`` from the reducer's transition tables (``askgate.transitions``, what
+``askgate spec`` prints), ``spec/matrix.md`` from runs of the reducer (``askgate.matrix``)
 and ``spec/traceability.md`` from the rule ids in ``spec/*.md`` and
 the test functions named after them. ``tests/test_spec.py`` fails when the committed files differ
 from what this renders, or when a rule has no test.
@@ -14,9 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from askgate import matrix
-from askgate.core import CALL_TRANSITIONS, EVENT_TRANSITIONS, PARKED_TRANSITIONS
-from askgate.core.door import DOOR
+from askgate import matrix, transitions
 
 RULE_HEADING = re.compile(r"^### (R-[A-Z]+-\d+) · (.+)$", re.MULTILINE)
 TEST_RULE = re.compile(r"^test_(R_[A-Z]+_\d+)(?:_|$)")
@@ -62,78 +61,6 @@ def tests_by_rule(root: Path) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def _rules_cell(rule_ids: tuple[str, ...]) -> str:
-    return ", ".join(rule_ids)
-
-
-def render_transitions() -> str:
-    lines = [
-        "# Transition tables (rendered from askgate.core.reducer by `make spec`; do not edit)",
-        "",
-        "## Events",
-        "",
-        "Every event kind, the handler that takes it, and the rules it implements.",
-        "",
-        "| event | handler | leads to | rules |",
-        "| --- | --- | --- | --- |",
-    ]
-    for kind, t in EVENT_TRANSITIONS.items():
-        name, handler = kind.__name__, t.handler.__name__
-        lines.append(f"| `{name}` | `{handler}` | {t.leads_to} | {_rules_cell(t.rules)} |")
-    lines += [
-        "",
-        "## A worker's end, by the stage of the call it serves",
-        "",
-        '`TimerFired` here is the worker\'s own timer `("worker", ref)`. A pair not listed cannot',
-        "occur: only these stages hold a worker.",
-        "",
-        "| event | stage | handler | leads to | rules |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for (kind_name, stage), t in CALL_TRANSITIONS.items():
-        lines.append(
-            f"| `{kind_name}` | {stage.name} | `{t.handler.__name__}` | {t.leads_to} | "
-            f"{_rules_cell(t.rules)} |"
-        )
-    lines += [
-        "",
-        "## What ends a PARKED call",
-        "",
-        "Each row closes or drops the call exactly once (R-CLOSE-3).",
-        "",
-        "| event | handler | leads to | rules |",
-        "| --- | --- | --- | --- |",
-    ]
-    for row, t in PARKED_TRANSITIONS.items():
-        lines.append(f"| {row} | `{t.handler.__name__}` | {t.leads_to} | {_rules_cell(t.rules)} |")
-    lines += [
-        "",
-        "## The door: what a client message becomes",
-        "",
-        "`MessageReceived` decodes the message, and `askgate.core.door.meaning` turns it into the",
-        "event below, whose handler (above) is the only code that acts on it (R-PROTO-15).",
-        "",
-        "| message | becomes | rules |",
-        "| --- | --- | --- |",
-    ]
-    for entry in DOOR:
-        if entry.becomes is None:
-            becomes = "nothing"
-        elif entry.becomes is dict:
-            becomes = "an error reply"
-        else:
-            becomes = f"`{entry.becomes.__name__}`"
-        if entry.note:
-            becomes += f" ({entry.note})"
-        lines.append(f"| {entry.message} | {becomes} | {_rules_cell(entry.rules)} |")
-    return "\n".join(lines) + "\n"
-
-
-def render_matrix() -> str:
-    """spec/matrix.md: the decision matrix, computed by running the reducer (R-SEM-1)."""
-    return matrix.render()
-
-
 def render_traceability(root: Path) -> str:
     by_rule = tests_by_rule(root)
     lines = [
@@ -166,8 +93,8 @@ def render_traceability(root: Path) -> str:
 
 def rendered(root: Path) -> dict[Path, str]:
     return {
-        root / "spec" / "transitions.md": render_transitions(),
-        root / "spec" / "matrix.md": render_matrix(),
+        root / "spec" / "transitions.md": transitions.render(),
+        root / "spec" / "matrix.md": matrix.render(),
         root / "spec" / "traceability.md": render_traceability(root),
     }
 
