@@ -34,8 +34,8 @@ spec: $(STAMP)
 
 # Exhaustive bounded exploration of the reducer, deeper than make test (takes about half an
 # hour): the cap configurations 8 events deep, the edge cases (reads, ids, stale events, eviction
-# of capabilities, no authorizer) 7 and 8 deep, the 2026-07-28 flow and the stop 6 deep, parking
-# owners shared by a principal's sessions 5 deep. Each run
+# of capabilities, no authorizer) 7 and 8 deep, the 2026-07-28 flow and the stop 7 deep, parking
+# owners shared by a principal's sessions 6 deep. Each run
 # writes its figures into bench/results/verify.json and rewrites the table of docs/checking.md
 # from that file.
 VERIFY_RECORD := --record bench/results/verify.json --readme docs/checking.md
@@ -43,8 +43,8 @@ verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config tight --config shared $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 7 --config edges $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config open $(VERIFY_RECORD)
-	$(BIN)/python -m askgate.models.explore --depth 6 --config modern $(VERIFY_RECORD)
-	$(BIN)/python -m askgate.models.explore --depth 5 --config principals $(VERIFY_RECORD)
+	$(BIN)/python -m askgate.models.explore --depth 7 --config modern $(VERIFY_RECORD)
+	$(BIN)/python -m askgate.models.explore --depth 6 --config principals $(VERIFY_RECORD)
 
 # CrossHair checks every pre:/post: contract in core/ (the reducer's decision functions, option
 # validation, version negotiation, the sealed approval state's verdict), 20 s per postcondition
