@@ -5,9 +5,18 @@ invariants after every step)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
+import anyio
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.stdio import StdioServerParameters
+from pydantic import ConfigDict
 
 from askgate import Server
 from askgate.core import (
@@ -19,6 +28,7 @@ from askgate.core import (
     KillWorker,
     MessageReceived,
     Reply,
+    Resolve,
     StartTimer,
     SubscriberDetached,
     TimerFired,
@@ -31,6 +41,7 @@ from askgate.core import (
 from askgate.core import messages as m
 from askgate.core.events import ReadRequested
 from tests.harness import Harness, records, replies
+from tests.test_conformance_fixture import DEADLINE, EXAMPLES, serving
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -487,7 +498,7 @@ def test_R_TASK_10_a_partial_update_keeps_the_rest_waiting() -> None:
             principal="alice",
         )
     )
-    assert next(e for e in effects if type(e).__name__ == "Resolve").token == "a"
+    assert next(e for e in effects if isinstance(e, Resolve)).token == "a"
     after = get(h, tid, rid="g2")["result"]
     assert after["status"] == "input_required"
     assert list(after["inputRequests"]) == [second]
@@ -515,6 +526,118 @@ def test_R_TASK_10_failure_is_a_client_request_refusal_not_a_crash() -> None:
     tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
     (key,) = get(h, tid)["result"]["inputRequests"]
     effects = h.feed(TimerFired(("client_request", key), h.now + 300))
-    (resolve,) = [e for e in effects if type(e).__name__ == "Resolve"]
+    (resolve,) = [e for e in effects if isinstance(e, Resolve)]
     assert isinstance(resolve.outcome, Failure)
     assert get(h, tid, rid="g2")["result"]["status"] == "working"  # withdrawn: nothing waits
+
+
+# --- The official client, default mode (2026-07-28), over HTTP and stdio ---------------------
+
+
+class TaskCreated(types.Result):
+    """A ``CreateTaskResult`` of the tasks extension, as the client's claim reads it."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskParams
+    name_param = "taskId"
+
+
+class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskParams
+    name_param = "taskId"
+
+
+class Detail(types.Result):
+    model_config = ConfigDict(extra="allow")
+
+
+async def poll(session: Any, task_id: str) -> dict[str, Any]:
+    """``tasks/get`` until the task is terminal (bounded: the test's deadline)."""
+    while True:
+        detail = await session.send_request(GetTask(params=TaskParams(task_id=task_id)), Detail)
+        found: dict[str, Any] = detail.model_dump(by_alias=True)
+        if found["status"] in tasks.TERMINAL:
+            return found
+        await anyio.sleep(0.05)
+
+
+class Tasks(ClientExtension):
+    """The tasks extension for the official client: declares it, and finishes a
+    ``CreateTaskResult`` by polling ``tasks/get``; remembers the task ids it saw."""
+
+    identifier = tasks.EXTENSION
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        return (ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve),)
+
+    async def resolve(self, created: TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
+        self.seen.append(created.task_id)
+        found = await poll(ctx.session, created.task_id)
+        return types.CallToolResult.model_validate(found["result"])
+
+
+def fixture_stdio() -> StdioServerParameters:
+    args = [str(EXAMPLES / "conformance_server.py"), "--stdio"]
+    return StdioServerParameters(command=sys.executable, args=args, cwd=str(EXAMPLES.parent))
+
+
+@asynccontextmanager
+async def fixture_client(transport: str, extension: Tasks) -> AsyncIterator[Client]:
+    if transport == "http":
+        async with serving() as (_, url), Client(url, extensions=[extension]) as client:
+            yield client
+    else:
+        async with Client(fixture_stdio(), extensions=[extension]) as client:
+            yield client
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_4_the_official_client_polls_a_task_past_the_window(transport: str) -> None:
+    extension = Tasks()
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension) as client:
+            assert client.protocol_version == "2026-07-28"  # the default mode's revision
+            inline = await client.call_tool("slow_compute", {"seconds": 0, "label": "now"})
+            assert not extension.seen  # inside the window: answered inline
+            assert "computed now" in inline.content[0].text  # type: ignore[union-attr]
+            late = await client.call_tool("slow_compute", {"seconds": 0.4, "label": "late"})
+            assert len(extension.seen) == 1  # past the window: a task, polled to its result
+            assert "computed late" in late.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_8_the_official_client_cancels_a_task(transport: str) -> None:
+    extension = Tasks()
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension) as client:
+            created = await client.session.call_tool(
+                "slow_compute", {"seconds": 60, "label": "x"}, allow_claimed=True
+            )
+            assert isinstance(created, TaskCreated)
+            params = TaskParams(task_id=created.task_id)
+            ack = await client.session.send_request(CancelTask(params=params), Detail)
+            assert ack.model_dump(by_alias=True).get("resultType") == "complete"
+            found = await poll(client.session, created.task_id)
+            assert found["status"] == "cancelled"
