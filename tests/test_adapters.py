@@ -18,8 +18,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from askgate import Allow, Ask, Deny
@@ -355,6 +357,55 @@ async def test_R_ADAPT_9_outstanding_approvals_meet_the_caps(framework: str) -> 
     assert kit.ran == []
 
 
+# -- R-ADAPT-10 -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_R_ADAPT_10_a_handlers_own_round_rides_the_reducers_state() -> None:
+    """A low-level handler that asks its own question (an input-required result of its own)
+    behind an approval: the default-mode client approves, then answers the handler's question;
+    the handler gets its own state and answer back (never askgate's) and runs to its result;
+    its approval is not asked twice."""
+    seen: list[tuple[object, object]] = []
+
+    async def call_tool(
+        _ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        seen.append((params.request_state, params.input_responses))
+        if params.input_responses is None:
+            form = types.ElicitRequestFormParams(
+                message="Which colour?",
+                requested_schema={"type": "object", "properties": {"approve": {"type": "boolean"}}},
+            )
+            asking: types.InputRequests = {"colour": types.ElicitRequest(params=form)}
+            return types.InputRequiredResult(input_requests=asking, request_state="mine-1")
+        answer = params.input_responses["colour"]
+        assert isinstance(answer, types.ElicitResult)
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{params.request_state} {answer.content}")]
+        )
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="paint", input_schema={"type": "object"})]
+        )
+
+    def ask_paint(tool: str, _arguments: Any, _context: Any) -> object:
+        return Ask(f"Run {tool}?")
+
+    server = Server("painter", on_list_tools=list_tools, on_call_tool=call_tool)
+    gate = sdk_guard(server, ask_paint, check_invariants=True)
+    asked = Asked(APPROVE)
+    async with running(gate), Client(server, elicitation_callback=asked) as official:
+        result = await official.call_tool("paint", {})
+    assert text(result) == "mine-1 {'approve': True}"
+    assert asked.asked == ["Run paint?", "Which colour?"]
+    assert seen[0] == (None, None)  # the first run, once approved: nothing of askgate's
+    assert seen[1][0] == "mine-1"
+    assert len(seen) == 2
+    assert not gate.runtime.state.parked
+
+
 # -- R-ADAPT-11 -----------------------------------------------------------------------------
 
 
@@ -655,7 +706,7 @@ async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_ans
         raise AssertionError("nobody is asked here")
 
     connection = object()
-    site = CallSite(connection, {}, False, lambda _callback: None, tool, run, elicit)
+    site = CallSite(connection, dict, False, lambda _callback: None, tool, run, elicit)
     gate = Gate(slow_policy, check_invariants=True)
     answers: list[dict[str, Any]] = []
 

@@ -53,7 +53,7 @@ from askgate.core import (
     initial_state,
 )
 from askgate.server import Authorizer, Context
-from askgate.transports.runtime import Runtime, call_user, current_worker
+from askgate.transports.runtime import Runtime, call_user, current_worker, runs_eagerly
 
 __all__ = ["GUARDED_READS", "CallSite", "ElicitError", "Gate", "GateError"]
 
@@ -111,22 +111,23 @@ class CallSite:
     ``connection`` is the framework's object for the connection of a 2025 revision the request
     came on (the gate tells the reducer about it the first time it sees it, R-ADAPT-6), or
     ``None`` for a request of the 2026-07-28 revision, which is a connection of its own
-    (R-ADAPT-9); ``capabilities`` what its client declared at ``initialize``, as JSON; ``can_ask``
-    whether the framework can send it a request (a back-channel); ``on_close`` registers a
-    callback the framework calls when the connection is torn down. ``tool`` gives the called
-    tool's ``tools/list`` entry, or ``None`` when the framework has no such tool (R-ADAPT-7;
-    ``None`` for a read). ``run`` runs the framework's handler with the given arguments (a
-    read's params) and what the reducer tells it of its rounds (``None`` for a 2025 request),
-    and returns the result object, a :class:`~askgate.core.NeedsInput` (the handler ended a
-    round, R-ADAPT-10) or, for a read, a :class:`~askgate.core.Failure` (R-ADAPT-1). ``elicit``
-    sends ``elicitation/create`` with a message and a requested schema and returns the client's
-    result object or raises :class:`ElicitError` (R-ADAPT-3). A 2026-07-28 request also carries
-    its ``_meta`` (``meta``), ``requestState``, ``inputResponses`` and the principal the
-    framework authenticated, as they came (R-ADAPT-9).
+    (R-ADAPT-9); ``capabilities`` gives what its client declared at ``initialize``, as JSON
+    (asked the first time the gate sees the connection); ``can_ask`` whether the framework can
+    send it a request (a back-channel); ``on_close`` registers a callback the framework calls
+    when the connection is torn down. ``tool`` gives the called tool's ``tools/list`` entry, or
+    ``None`` when the framework has no such tool (R-ADAPT-7; ``None`` for a read). ``run`` runs
+    the framework's handler with the given arguments (a read's params) and what the reducer
+    tells it of its rounds (``None`` for a 2025 request), and returns the result object, a
+    :class:`~askgate.core.NeedsInput` (the handler ended a round, R-ADAPT-10) or, for a read, a
+    :class:`~askgate.core.Failure` (R-ADAPT-11). ``elicit`` sends ``elicitation/create`` with a
+    message and a requested schema and returns the client's result object or raises
+    :class:`ElicitError` (R-ADAPT-3). A 2026-07-28 request also carries its ``_meta``
+    (``meta``), ``requestState``, ``inputResponses`` and the principal the framework
+    authenticated, as they came (R-ADAPT-9).
     """
 
     connection: object
-    capabilities: object
+    capabilities: Callable[[], object]
     can_ask: bool
     on_close: Callable[[Callable[[], None]], None]
     tool: Callable[[], Awaitable[dict[str, Any] | None]] | None
@@ -193,7 +194,16 @@ class Gate:
         self._read_authorizer = read_authorizer
         self._sensitive = frozenset(sensitive)
         state = initial_state(self._options, id_key=secrets.token_bytes(32))
-        self._runtime = Runtime(state, self._perform_job, check_invariants=check_invariants)
+        self._runtime = Runtime(
+            state, self._perform_job, eager=self._runs_eagerly, check_invariants=check_invariants
+        )
+        # An authorizer marked completes_without_suspending runs at once, as askgate's server
+        # runs it: without a task of its own (transports/runtime.py).
+        self._eager_jobs = frozenset(
+            kind
+            for kind, func in ((Authorize, authorizer), (AuthorizeRead, read_authorizer))
+            if func is not None and runs_eagerly(func)
+        )
         self._running = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._conns: dict[int, str] = {}  # id(framework connection) -> conn
@@ -373,7 +383,7 @@ class Gate:
         runtime = self._runtime
         runtime.route(conn, self._route)
         now = runtime.now()
-        runtime.feed(ClientInitialized(conn, site.capabilities, now))
+        runtime.feed(ClientInitialized(conn, site.capabilities(), now))
         if site.can_ask:
             runtime.feed(SubscriberAttached(conn, now))
         site.on_close(functools.partial(self._detach, key, conn))
@@ -465,6 +475,9 @@ class Gate:
         del self._elicits[eid]
         runtime = self._runtime
         runtime.feed(ElicitationAnswered(conn, eid, result, runtime.now(), error))
+
+    def _runs_eagerly(self, job: Job) -> bool:
+        return type(job) in self._eager_jobs
 
     async def _perform_job(self, conn: Hashable, job: Job) -> object:
         if isinstance(job, Authorize):

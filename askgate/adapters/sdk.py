@@ -83,6 +83,10 @@ def _no_close(_callback: Callable[[], None]) -> None:
     """A connection without an exit stack: nothing to hook."""
 
 
+def _no_capabilities() -> object:
+    return {}
+
+
 async def _cannot_elicit(_message: str, _schema: dict[str, Any]) -> dict[str, Any]:
     raise ElicitError(-32601, "no back-channel")
 
@@ -127,7 +131,7 @@ def modern_site(
     ``requestState`` and ``inputResponses`` as they came, and its principal."""
     return CallSite(
         None,
-        None,
+        _no_capabilities,
         False,
         _no_close,
         tool,
@@ -149,9 +153,11 @@ def legacy_site(
     """A request on an SDK ``ServerSession`` of a 2025 revision (fastmcp's too)."""
     connection = getattr(session, "_connection", None)  # private: no public connection object
     if connection is None:  # pragma: no cover - mcp 2.3 always has one
-        return CallSite(object(), {}, False, _no_close, tool, run, _cannot_elicit)
-    declared = session.client_capabilities
-    capabilities = _json(declared) if declared is not None else {}
+        return CallSite(object(), _no_capabilities, False, _no_close, tool, run, _cannot_elicit)
+
+    def capabilities() -> object:
+        declared = session.client_capabilities
+        return _json(declared) if declared is not None else {}
 
     async def elicit(message: str, schema: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -205,11 +211,18 @@ async def lookup_lowlevel_tool(
     for _ in range(MAX_TOOL_PAGES):
         page_params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
         listing = dataclasses.replace(ctx, method="tools/list", params=page_params)
-        page = _json(await entry.handler(listing, entry.params_type.model_validate(page_params)))
-        for tool in page.get("tools", ()):
-            if isinstance(tool, dict) and tool.get("name") == name:
-                return tool
-        cursor = page.get("nextCursor")
+        page = await entry.handler(listing, entry.params_type.model_validate(page_params))
+        if isinstance(page, types.ListToolsResult):  # only the one tool is dumped
+            for tool in page.tools:
+                if tool.name == name:
+                    return _json(tool)
+            cursor = page.next_cursor
+        else:
+            listed = _json(page)
+            for entry_json in listed.get("tools", ()):
+                if isinstance(entry_json, dict) and entry_json.get("name") == name:
+                    return entry_json
+            cursor = listed.get("nextCursor")
         if not cursor:
             break
     return None
@@ -251,9 +264,13 @@ class GateMiddleware:
         async def tool() -> dict[str, Any] | None:
             return await lookup(ctx, name)
 
+        ran_results: list[dict[str, Any]] = []
+
         async def run(arguments: object, round_: Round | None) -> object:
             ran = {**with_round(params, round_), "arguments": arguments}
-            return as_worker_value(_json(await call_next(dataclasses.replace(ctx, params=ran))))
+            result = _json(await call_next(dataclasses.replace(ctx, params=ran)))
+            ran_results.append(result)
+            return as_worker_value(result)
 
         if is_modern(ctx.protocol_version):
             site = modern_site(*_round_fields(params), tool, run)
@@ -263,8 +280,8 @@ class GateMiddleware:
             result = await self.gate.call(site, ctx.request_id, name, params.get("arguments"))
         except GateError as refused:
             raise MCPError(refused.code, refused.message, refused.data) from None
-        if "resultType" in result:  # the framework's own, or a 2026-07-28 answer as sent
-            return result
+        if any(result is ran for ran in ran_results) or "resultType" in result:
+            return result  # the framework's own, as it made it, or a 2026-07-28 answer as sent
         # The reducer's (a deny, a failure): the SDK's model, which it renders for the era.
         return types.CallToolResult.model_validate(result)
 
