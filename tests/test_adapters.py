@@ -681,6 +681,34 @@ async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_man
     assert kit.ran == [("delete_file", "b1")]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "declined"])
+async def test_R_ADAPT_9_a_default_mode_client_over_http_is_asked(approve: bool) -> None:
+    """An ``MCPServer`` over Streamable HTTP (uvicorn on 127.0.0.1) and ``mcp.Client(url)`` in
+    its default mode: each POST is a 2026-07-28 request; the approval rides the input-required
+    result and its retry, and the tool runs once, or not at all on a decline."""
+    kit = MCPServerKit(ask_for_delete)
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    app = kit.server.streamable_http_app()
+    with anyio.fail_after(20):
+        async with (
+            kit.lowlevel.session_manager.run(),
+            uvicorn_serving(lambda _port: app) as (_, port),
+        ):
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url, elicitation_callback=asked) as official:
+                assert official.session.protocol_version == "2026-07-28"
+                result = await official.call_tool("delete_file", {"path": "a.txt"})
+            assert not kit.gate.runtime.state.parked
+    assert asked.asked == ["Delete a.txt?"]
+    if approve:
+        assert text(result) == "deleted a.txt"
+        assert kit.ran == [("delete_file", "a.txt")]
+    else:
+        assert denial(result)["detail"] == "declined"
+        assert kit.ran == []
+
+
 # -- the gate itself, driven without a framework ------------------------------------------------
 
 
