@@ -79,7 +79,7 @@ from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.record import record
 from askgate.core.sealing import Key, Keyring
 from askgate.core.tasks import SUPPORTS
-from askgate.core.tools import ToolInfo, tool_info
+from askgate.core.tools import ToolInfo, param_headers, tool_info
 from askgate.transports import stdio
 from askgate.transports.callbacks import EAGER_FLAG, wants_context
 from askgate.transports.runtime import (
@@ -704,6 +704,9 @@ class Server:
                 if bad.option == "outputSchema":
                     raise TypeError(f"{what} output_schema {bad.rule}") from None
                 raise TypeError(f"{what}: input_schema {bad.rule}") from None
+            marks = param_headers(schema)
+            if isinstance(marks, str):  # R-HTTP-48: a mark no conforming client accepts
+                raise TypeError(f"{what}: input_schema {marks}")
             self._tools[tool_name] = _Tool(info, func, context_param, is_async_callable(func))
             if self._runtime is not None:
                 runtime = self._runtime

@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import functools
 import ipaddress
+import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Final, Literal
 
 import attrs
@@ -22,6 +24,7 @@ from .codec import Decoded, ErrorResponse, Notification, Request, Response
 from .options import OptionError
 from .protocol import SUPPORTED_VERSIONS
 from .revisions import META_CAPABILITIES, META_VERSION, MODERN_REVISIONS, UNSUPPORTED_VERSION
+from .tools import ToolInfo
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 DEFAULT_IDLE_MS: Final = 30 * 60 * 1000
@@ -959,29 +962,111 @@ def modern_header(headers: Mapping[str, str]) -> bool:
     return headers.get(VERSION_HEADER, "").strip() in MODERN_REVISIONS
 
 
-def _header_value(value: str | None) -> str | None:
-    """An ``Mcp-Name`` value as the client meant it: optional whitespace around it removed
-    (RFC 9110), and a ``=?base64?...?=`` value decoded (canonical base64 of UTF-8; anything else
-    is no value, so it never matches)."""
-    if value is None:
-        return None
+_FIELD_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")
+"""RFC 9110 field-value characters, as the revision allows them: visible ASCII, space, tab."""
+BASE64_PREFIX: Final = "=?base64?"
+BASE64_SUFFIX: Final = "?="
+
+
+def header_text(value: str) -> str:
+    """R-HTTP-27, R-HTTP-47: an ``Mcp-Name`` or ``Mcp-Param-*`` value as the client meant it:
+    the whitespace around it removed (RFC 9110), and one written ``=?base64?...?=`` (exactly
+    so) decoded. ``ValueError``, with the reason, for a character other than visible ASCII,
+    space and tab, or a wrapped value that is not canonical base64 (padding included) of
+    UTF-8."""
     value = value.strip(" \t")
-    if not (value.startswith("=?base64?") and value.endswith("?=")) or len(value) < 11:
+    if _FIELD_VALUE.fullmatch(value) is None:
+        raise ValueError("has a character other than visible ASCII, space and tab")
+    wrapped = value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX)
+    if not wrapped or len(value) < len(BASE64_PREFIX) + len(BASE64_SUFFIX):
         return value
-    payload = value[9:-2]
+    payload = value[len(BASE64_PREFIX) : -len(BASE64_SUFFIX)]
     try:
         raw = base64.b64decode(payload, validate=True)
         if base64.b64encode(raw).decode("ascii") != payload:
-            return None
+            raise ValueError("not canonical")
         return raw.decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise ValueError("is not canonical base64 of UTF-8 inside =?base64?...?=") from None
+
+
+def _header_value(value: str | None) -> str | None:
+    """An ``Mcp-Name`` value as :func:`header_text` reads it; a malformed one is no value, so it
+    never matches (R-HTTP-27)."""
+    if value is None:
         return None
+    try:
+        return header_text(value)
+    except ValueError:
+        return None
+
+
+_NUMBER: Final = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,9})?")
+"""A number as a header may write it; the exponent bounded, so :class:`Decimal` takes it."""
+
+
+def _mirrors(text: str, value: str | float) -> bool:
+    """R-HTTP-47: whether a header's decoded ``text`` is the argument ``value``: a string as it
+    is, a boolean as ``true`` or ``false``, a number numerically."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, str):
+        return text == value
+    return _NUMBER.fullmatch(text) is not None and Decimal(text) == Decimal(value)
+
+
+def _argument_at(arguments: object, path: tuple[str, ...]) -> str | float | None:
+    """The value at ``path`` (``properties`` keys) in a call's ``arguments`` that a client
+    mirrors (a string, a number, a boolean); ``None`` when there is none (``null``, an object
+    or an array is none: no header can carry it, R-HTTP-47)."""
+    value = arguments
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value if isinstance(value, (str, int, float)) else None
+
+
+def param_header_problem(
+    headers: Mapping[str, str], tools: Mapping[str, ToolInfo], params: Mapping[str, object]
+) -> str | None:
+    """R-HTTP-47: what is wrong, one line, with the ``Mcp-Param-*`` headers of a ``tools/call``
+    whose ``params`` name a tool of ``tools`` that marks parameters ``x-mcp-header``, or
+    ``None``: for each marked parameter, a value and no header, a header and no value, a
+    header that :func:`header_text` refuses, or one that does not mirror the value."""
+    name = params.get("name")
+    tool = tools.get(name) if isinstance(name, str) else None
+    if tool is None or not tool.param_headers:
+        return None
+    arguments = params.get("arguments")
+    for mark in tool.param_headers:
+        where = "arguments." + ".".join(mark.path)
+        value = _argument_at(arguments, mark.path)
+        raw = headers.get(mark.field)
+        if raw is None:
+            if value is not None:
+                return f"Header mismatch: {mark.header} header is missing but {where} is given"
+            continue
+        if value is None:
+            return f"Header mismatch: {mark.header} header is sent but {where} is not given"
+        try:
+            text = header_text(raw)
+        except ValueError as bad:
+            return f"Header mismatch: {mark.header} header value {bad}"
+        if not _mirrors(text, value):
+            return f"Header mismatch: {mark.header} header value does not match {where}"
+    return None
 
 
 Sessionless = Literal["session", "stateless"]
 
 
-def sessionless(headers: Mapping[str, str], decoded: Decoded) -> Sessionless | ModernRefusal:
+NO_TOOLS: Final[Mapping[str, ToolInfo]] = Map()
+
+
+def sessionless(
+    headers: Mapping[str, str], decoded: Decoded, tools: Mapping[str, ToolInfo] = NO_TOOLS
+) -> Sessionless | ModernRefusal:
     """R-HTTP-26, R-HTTP-27: how a POST that names no session is served, once its body is
     decoded. ``"stateless"``: a modern request, served on its own through the reducer. A
     request is modern when its ``params._meta`` names a protocol version or its
@@ -992,8 +1077,10 @@ def sessionless(headers: Mapping[str, str], decoded: Decoded) -> Sessionless | M
     a ``_meta`` that is not an object or lacks the protocol version or the client capabilities
     400 ``-32602``; an ``MCP-Protocol-Version`` other than the ``_meta``'s version, an
     ``Mcp-Method`` other than the method, or, for ``tools/call``, ``prompts/get`` and
-    ``resources/read``, an ``Mcp-Name`` other than the named param, 400 ``-32020``. What the
-    version means (``-32022``, ``-32602`` for a malformed one) is the reducer's (R-MRTR-10)."""
+    ``resources/read``, an ``Mcp-Name`` other than the named param, 400 ``-32020``; then a
+    ``tools/call`` of a tool of ``tools`` (the registered ones) whose ``Mcp-Param-*`` headers
+    do not mirror its marked arguments, 400 ``-32020`` (R-HTTP-47). What the version means
+    (``-32022``, ``-32602`` for a malformed one) is the reducer's (R-MRTR-10)."""
     if not isinstance(decoded, Request):
         return "session"
     params = decoded.params
@@ -1020,6 +1107,10 @@ def sessionless(headers: Mapping[str, str], decoded: Decoded) -> Sessionless | M
     if named is not None and _header_value(headers.get(NAME_HEADER)) != named:
         message = f"Mcp-Name header does not match the request's {key}"
         return ModernRefusal(400, HEADER_MISMATCH, message, rid)
+    if decoded.method == "tools/call" and isinstance(params, dict):
+        problem = param_header_problem(headers, tools, params)  # R-HTTP-47
+        if problem is not None:
+            return ModernRefusal(400, HEADER_MISMATCH, problem, rid)
     return "stateless"
 
 

@@ -23,6 +23,9 @@ scenario wants one) until the retry carries the answers it needs. askgate seals 
 ``requestState`` and takes it once; a request for a capability the client did not declare is
 answered ``-32021``. ``askgate_approved_round`` shows both kinds together: its approval is
 asked first (the key ``approval``), then its own question, without asking the approval again.
+``test_custom_header`` marks its ``region`` parameter ``x-mcp-header``: a 2026-07-28 client
+mirrors it as the ``Mcp-Param-Region`` header, which askgate checks against the body
+(R-HTTP-47).
 """
 
 from __future__ import annotations
@@ -85,6 +88,20 @@ SCHEMA_2020_12: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+CUSTOM_HEADER_TOOL = "test_custom_header"
+CUSTOM_HEADER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {
+            "type": "string",
+            "description": "Mirrored by a 2026-07-28 client as the header Mcp-Param-Region",
+            "x-mcp-header": "Region",
+        },
+        "query": {"type": "string", "description": "Not mirrored"},
+    },
+    "required": ["region"],
+}
+"""R-HTTP-47: a parameter marked ``x-mcp-header``, for ``http-custom-header-server-validation``."""
 
 APPROVED_ROUND_TOOL = "askgate_approved_round"
 """askgate's own: asked for (R-MRTR-12), then a round of its own (R-MRTR-21)."""
@@ -558,6 +575,11 @@ def build_server() -> Server:
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:
         """Tool with JSON Schema 2020-12 features"""
         return "ok"
+
+    @server.tool(name=CUSTOM_HEADER_TOOL, input_schema=CUSTOM_HEADER_SCHEMA)
+    async def test_custom_header(region: str, query: str = "") -> str:
+        """Tool whose region parameter is mirrored as the Mcp-Param-Region header"""
+        return f"region={region} query={query}"
 
     # -- resources --------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """One guarded server per framework, and the official client connected to it in memory.
 
 A kit builds the same four tools (``read_file``, ``delete_file`` marked ``destructiveHint``,
-``boom`` that raises, ``hang`` that never returns) with a framework, puts askgate's gate in
-front of them with that framework's adapter, and can add and remove a tool while serving.
-:func:`connected` serves one connection of a kit's low-level server over memory streams to an
-``mcp.ClientSession``.
+``boom`` that raises, ``hang`` that never returns), a resource (``notes://today``) and a prompt
+(``greet``) with a framework, puts askgate's gate in front of them with that framework's
+adapter, and can add and remove a tool while serving. :func:`connected` serves one connection
+of a kit's low-level server over memory streams to an ``mcp.ClientSession``; :func:`client`
+connects the official high-level ``mcp.Client`` to it in process, in its default mode (the
+2026-07-28 revision) or in ``mode="legacy"``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import anyio
 import mcp_types as types
 from fastmcp import FastMCP
 from fastmcp.tools import Tool
+from mcp import Client
 from mcp.client.session import ClientSession, ElicitationFnT
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -32,9 +35,13 @@ from askgate.server import Authorizer
 GUARDED = {"destructiveHint": True}
 
 
+NOTES = "the notes"
+
+
 class Kit:
-    """A guarded server of one framework; ``ran`` lists the tool runs as ``(tool, path)``. Its
-    gate checks the reducer's invariants after every step."""
+    """A guarded server of one framework; ``ran`` lists the tool runs as ``(tool, path)`` (and
+    the reads as ``("notes", None)``, ``("greet", name)``). Its gate checks the reducer's
+    invariants after every step."""
 
     framework = ""
     server: Any  # the framework's server object
@@ -85,6 +92,16 @@ class MCPServerKit(Kit):
             ran.append(("hang", None))
             await anyio.sleep_forever()
             return "never"
+
+        @server.resource("notes://today")
+        def notes() -> str:
+            ran.append(("notes", None))
+            return NOTES
+
+        @server.prompt()
+        def greet(name: str) -> str:
+            ran.append(("greet", name))
+            return f"hello {name}"
 
         return sdk_adapter.guard(server, authorizer, **options)
 
@@ -139,7 +156,38 @@ class LowLevelKit(Kit):
             text = {"read_file": "read", "delete_file": "deleted"}.get(params.name, params.name)
             return types.CallToolResult(content=[types.TextContent(text=f"{text} {path}")])
 
-        self.server = Server("files", on_list_tools=list_tools, on_call_tool=call_tool)
+        async def read_resource(
+            _ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            if params.uri != "notes://today":
+                raise MCPError(-32002, "Resource not found")
+            self.ran.append(("notes", None))
+            contents = types.TextResourceContents(uri=params.uri, text=NOTES)
+            return types.ReadResourceResult(contents=[contents])
+
+        async def get_prompt(
+            _ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+        ) -> types.GetPromptResult:
+            name = (params.arguments or {}).get("name")
+            self.ran.append(("greet", name))
+            message = types.PromptMessage(
+                role="user", content=types.TextContent(text=f"hello {name}")
+            )
+            return types.GetPromptResult(messages=[message])
+
+        async def list_prompts(
+            _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+        ) -> types.ListPromptsResult:
+            return types.ListPromptsResult(prompts=[types.Prompt(name="greet")])
+
+        self.server = Server(
+            "files",
+            on_list_prompts=list_prompts,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_read_resource=read_resource,
+            on_get_prompt=get_prompt,
+        )
         return sdk_adapter.guard(self.server, authorizer, **options)
 
     @property
@@ -181,6 +229,16 @@ class FastMCPKit(Kit):
             ran.append(("hang", None))
             await anyio.sleep_forever()
             return "never"
+
+        @server.resource("notes://today")
+        def notes() -> str:
+            ran.append(("notes", None))
+            return NOTES
+
+        @server.prompt()
+        def greet(name: str) -> str:
+            ran.append(("greet", name))
+            return f"hello {name}"
 
         return fastmcp_adapter.guard(server, authorizer, **options)
 
@@ -242,6 +300,17 @@ async def connected(
                 await server[1].aclose()
                 with anyio.fail_after(10):
                     await ended.wait()
+
+
+@asynccontextmanager
+async def client(
+    kit: Kit, elicitation: ElicitationFnT | None = None, *, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    """The official ``mcp.Client`` connected to ``kit``'s server in process: in its default
+    mode (``"auto"``: it discovers the 2026-07-28 revision, each request served on its own) or
+    in ``"legacy"`` (an ``initialize``d session of a 2025 revision)."""
+    async with Client(kit.lowlevel, mode=mode, elicitation_callback=elicitation) as connected:
+        yield connected
 
 
 class Asked:
@@ -310,9 +379,11 @@ def text(result: types.CallToolResult) -> str:
 __all__ = [
     "APPROVE",
     "KITS",
+    "NOTES",
     "Asked",
     "Kit",
     "MCPError",
+    "client",
     "connected",
     "denial",
     "text",

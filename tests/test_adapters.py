@@ -18,8 +18,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from askgate import Allow, Ask, Deny
@@ -27,7 +29,18 @@ from askgate.adapters import CallSite, Gate, GateError
 from askgate.adapters.sdk import guard as sdk_guard
 from askgate.core import OptionError
 
-from .adapter_kits import APPROVE, KITS, Asked, Kit, MCPServerKit, connected, denial, text
+from .adapter_kits import (
+    APPROVE,
+    KITS,
+    NOTES,
+    Asked,
+    Kit,
+    MCPServerKit,
+    client,
+    connected,
+    denial,
+    text,
+)
 from .listener import uvicorn_serving
 
 pytestmark = pytest.mark.anyio
@@ -218,19 +231,17 @@ async def test_R_ADAPT_4_a_client_that_cannot_be_asked_is_denied_and_never_asked
     assert kit.ran == []
 
 
-async def test_R_ADAPT_4_a_2026_07_28_request_has_no_back_channel_and_is_never_asked(
+async def test_R_ADAPT_4_a_2026_07_28_request_that_declares_no_elicitation_is_never_asked(
     framework: str,
 ) -> None:
     kit = KITS[framework](ask_for_delete)
-    asked = Asked(APPROVE)  # it declares elicitation, but nothing can reach it
-    async with running(kit.gate), connected(kit, asked, modern=True) as client:
-        assert client.protocol_version == "2026-07-28"
-        result = await client.call_tool("delete_file", {"path": "a.txt"})
-        allowed = await client.call_tool("read_file", {"path": "b.txt"})
+    async with running(kit.gate), client(kit, None) as official:
+        assert official.session.protocol_version == "2026-07-28"
+        result = await official.call_tool("delete_file", {"path": "a.txt"})
+        allowed = await official.call_tool("read_file", {"path": "b.txt"})
     deny = denial(result)
     assert (deny["decision"], deny["detail"]) == ("ask", "Delete a.txt?")
     assert text(allowed) == "read b.txt"
-    assert asked.asked == []
     assert kit.ran == [("read_file", "b.txt")]
     assert not kit.gate.runtime.state.conns  # each request's connection ended with it
 
@@ -248,6 +259,190 @@ async def test_R_ADAPT_4_silence_times_out_and_the_elicitation_is_withdrawn(
     assert deny["message"] == "delete_file was not run: no one approved it within 200 ms"
     assert kit.ran == []
     assert settled(kit)
+
+
+# -- R-ADAPT-9 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["default-mode", "legacy-mode"])
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "declined"])
+async def test_R_ADAPT_9_the_official_client_is_asked_in_every_mode(
+    framework: str, mode: str, approve: bool
+) -> None:
+    """``mcp.Client`` in its default mode (2026-07-28: the approval is an input-required result
+    its driver answers with the elicitation callback) and in ``mode="legacy"`` (the framework's
+    own elicitation): an approval runs the tool exactly once, a decline is the deny."""
+    kit = KITS[framework](ask_for_delete)
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    async with running(kit.gate), client(kit, asked, mode=mode) as official:
+        expected = "2026-07-28" if mode == "auto" else "2025-11-25"
+        assert official.session.protocol_version == expected
+        result = await official.call_tool("delete_file", {"path": "a.txt"})
+        assert settled(kit)
+    assert asked.asked == ["Delete a.txt?"]
+    if approve:
+        assert text(result) == "deleted a.txt"
+        assert kit.ran == [("delete_file", "a.txt")]
+    else:
+        deny = denial(result)
+        assert (deny["decision"], deny["detail"]) == ("ask", "declined")
+        assert kit.ran == []
+    if mode == "auto":
+        assert not kit.gate.runtime.state.conns  # each request's connection ended with it
+        assert not kit.gate.runtime.state.parked  # the nonce was taken by the retry
+
+
+async def test_R_ADAPT_9_an_approval_is_single_use_and_bound_to_its_call(framework: str) -> None:
+    """Driving the rounds by hand: the state answers one retry only, and only for the same
+    tool and arguments (refused by the framework's request-state boundary where it has one,
+    else by askgate); nothing runs but the one approved call."""
+    kit = KITS[framework](ask_for_delete)
+    answer: types.InputResponses = {"approval": APPROVE}
+    declares = Asked(APPROVE)  # declares elicitation; the rounds are driven here by hand
+    async with running(kit.gate), client(kit, declares) as official:
+        session = official.session
+        first = await session.call_tool("delete_file", {"path": "a.txt"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        assert list(first.input_requests) == ["approval"]
+        state = first.request_state
+        try:
+            changed: object = await session.call_tool(
+                "delete_file", {"path": "b.txt"}, input_responses=answer, request_state=state
+            )
+        except MCPError as refused:  # the SDK's own request-state boundary checks it first
+            changed = refused
+        again = await session.call_tool("delete_file", {"path": "a.txt"}, allow_input_required=True)
+        assert isinstance(again, types.InputRequiredResult)
+        retried = await session.call_tool(
+            "delete_file",
+            {"path": "a.txt"},
+            input_responses=answer,
+            request_state=again.request_state,
+        )
+        replayed = await session.call_tool(
+            "delete_file",
+            {"path": "a.txt"},
+            input_responses=answer,
+            request_state=again.request_state,
+        )
+    if framework == "lowlevel":  # no boundary: askgate's own verdict (R-MRTR-4)
+        assert isinstance(changed, types.CallToolResult)
+        assert denial(changed)["detail"] == "arguments changed"
+    else:  # MCPServer's and fastmcp's boundary binds the arguments too
+        assert isinstance(changed, MCPError)
+        assert changed.code == -32602
+    assert isinstance(retried, types.CallToolResult)
+    assert text(retried) == "deleted a.txt"
+    assert isinstance(replayed, types.CallToolResult)
+    assert denial(replayed)["detail"] == "request state already used"
+    assert kit.ran == [("delete_file", "a.txt")]
+    assert declares.asked == []
+
+
+async def test_R_ADAPT_9_outstanding_approvals_meet_the_caps(framework: str) -> None:
+    """Each outstanding 2026-07-28 approval holds a parking place of its owner (every request
+    no one authenticated is one owner): past ``max_parked_elicitations`` it is denied."""
+    kit = KITS[framework](ask_for_delete, max_parked_elicitations=1)
+    async with running(kit.gate), client(kit, Asked(APPROVE)) as official:
+        session = official.session
+        first = await session.call_tool("delete_file", {"path": "a.txt"}, allow_input_required=True)
+        second = await session.call_tool(
+            "delete_file", {"path": "b.txt"}, allow_input_required=True
+        )
+        assert len(kit.gate.runtime.state.parked) == 1
+    assert isinstance(first, types.InputRequiredResult)
+    assert isinstance(second, types.CallToolResult)
+    assert denial(second)["detail"] == "too many elicitations pending"
+    assert kit.ran == []
+
+
+# -- R-ADAPT-10 -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_R_ADAPT_10_a_handlers_own_round_rides_the_reducers_state() -> None:
+    """A low-level handler that asks its own question (an input-required result of its own)
+    behind an approval: the default-mode client approves, then answers the handler's question;
+    the handler gets its own state and answer back (never askgate's) and runs to its result;
+    its approval is not asked twice."""
+    seen: list[tuple[object, object]] = []
+
+    async def call_tool(
+        _ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        seen.append((params.request_state, params.input_responses))
+        if params.input_responses is None:
+            form = types.ElicitRequestFormParams(
+                message="Which colour?",
+                requested_schema={"type": "object", "properties": {"approve": {"type": "boolean"}}},
+            )
+            asking: types.InputRequests = {"colour": types.ElicitRequest(params=form)}
+            return types.InputRequiredResult(input_requests=asking, request_state="mine-1")
+        answer = params.input_responses["colour"]
+        assert isinstance(answer, types.ElicitResult)
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{params.request_state} {answer.content}")]
+        )
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="paint", input_schema={"type": "object"})]
+        )
+
+    def ask_paint(tool: str, _arguments: Any, _context: Any) -> object:
+        return Ask(f"Run {tool}?")
+
+    server = Server("painter", on_list_tools=list_tools, on_call_tool=call_tool)
+    gate = sdk_guard(server, ask_paint, check_invariants=True)
+    asked = Asked(APPROVE)
+    async with running(gate), Client(server, elicitation_callback=asked) as official:
+        result = await official.call_tool("paint", {})
+    assert text(result) == "mine-1 {'approve': True}"
+    assert asked.asked == ["Run paint?", "Which colour?"]
+    assert seen[0] == (None, None)  # the first run, once approved: nothing of askgate's
+    assert seen[1][0] == "mine-1"
+    assert len(seen) == 2
+    assert not gate.runtime.state.parked
+
+
+# -- R-ADAPT-11 -----------------------------------------------------------------------------
+
+
+def read_policy(method: str, params: Any, _context: Any) -> object:
+    if method == "prompts/get":
+        return Deny(f"no prompts ({params['name']})")
+    return Allow()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["default-mode", "legacy-mode"])
+async def test_R_ADAPT_11_reads_are_decided_by_the_read_authorizer(
+    framework: str, mode: str
+) -> None:
+    kit = KITS[framework](ask_for_delete, read_authorizer=read_policy)
+    async with running(kit.gate), client(kit, mode=mode) as official:
+        read = await official.read_resource("notes://today")
+        with pytest.raises(MCPError) as denied:
+            await official.get_prompt("greet", {"name": "ada"})
+        listed = await official.list_prompts()  # the listings stay the framework's
+    block = read.contents[0]
+    assert isinstance(block, types.TextResourceContents)
+    assert block.text == NOTES
+    assert denied.value.code == -32090
+    assert [prompt.name for prompt in listed.prompts] == ["greet"]
+    assert kit.ran == [("notes", None)]
+    assert settled(kit)
+
+
+async def test_R_ADAPT_11_without_a_read_authorizer_reads_are_the_frameworks(
+    framework: str,
+) -> None:
+    kit = KITS[framework](ask_for_delete)
+    async with running(kit.gate), client(kit) as official:
+        prompt = await official.get_prompt("greet", {"name": "ada"})
+        assert kit.gate.runtime.steps_checked == 0  # the gate was fed nothing
+    assert prompt.messages
+    assert kit.ran == [("greet", "ada")]
 
 
 # -- R-ADAPT-5 ------------------------------------------------------------------------------
@@ -486,6 +681,34 @@ async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_man
     assert kit.ran == [("delete_file", "b1")]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "declined"])
+async def test_R_ADAPT_9_a_default_mode_client_over_http_is_asked(approve: bool) -> None:
+    """An ``MCPServer`` over Streamable HTTP (uvicorn on 127.0.0.1) and ``mcp.Client(url)`` in
+    its default mode: each POST is a 2026-07-28 request; the approval rides the input-required
+    result and its retry, and the tool runs once, or not at all on a decline."""
+    kit = MCPServerKit(ask_for_delete)
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    app = kit.server.streamable_http_app()
+    with anyio.fail_after(20):
+        async with (
+            kit.lowlevel.session_manager.run(),
+            uvicorn_serving(lambda _port: app) as (_, port),
+        ):
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url, elicitation_callback=asked) as official:
+                assert official.session.protocol_version == "2026-07-28"
+                result = await official.call_tool("delete_file", {"path": "a.txt"})
+            assert not kit.gate.runtime.state.parked
+    assert asked.asked == ["Delete a.txt?"]
+    if approve:
+        assert text(result) == "deleted a.txt"
+        assert kit.ran == [("delete_file", "a.txt")]
+    else:
+        assert denial(result)["detail"] == "declined"
+        assert kit.ran == []
+
+
 # -- the gate itself, driven without a framework ------------------------------------------------
 
 
@@ -501,17 +724,17 @@ async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_ans
         await release.wait()
         return Allow()
 
-    async def tools() -> list[dict[str, Any]]:
-        return [{"name": "echo", "inputSchema": {"type": "object"}}]
+    async def tool() -> dict[str, Any]:
+        return {"name": "echo", "inputSchema": {"type": "object"}}
 
-    async def run(arguments: object) -> dict[str, Any]:
+    async def run(arguments: object, _round: object) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": repr(arguments)}]}
 
     async def elicit(_message: str, _schema: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("nobody is asked here")
 
     connection = object()
-    site = CallSite(connection, {}, False, lambda _callback: None, tools, run, elicit)
+    site = CallSite(connection, dict, False, lambda _callback: None, tool, run, elicit)
     gate = Gate(slow_policy, check_invariants=True)
     answers: list[dict[str, Any]] = []
 

@@ -67,6 +67,7 @@ TOOLS = {
     "test_input_required_result_tampered_state",
     "test_input_required_result_capabilities",
     "askgate_approved_round",
+    "test_custom_header",
     # the tasks extension's (spec/tasks.md)
     "greet",
     "slow_compute",
@@ -380,6 +381,9 @@ async def test_R_MRTR_20_the_fixtures_tools_ask_their_own_questions_in_rounds(
             assert client.protocol_version == "2026-07-28"
             tools = {tool.name for tool in (await client.list_tools()).tools}
             assert tools == TOOLS
+            # R-HTTP-47: over HTTP the client mirrors region as Mcp-Param-Region (base64 here).
+            custom = await client.call_tool("test_custom_header", {"region": "Zürich"})
+            assert _text(custom) == "region=Zürich query="
             greeted = await client.call_tool("test_input_required_result_elicitation")
             assert _text(greeted) == "Hello, name-answer!"
             sampled = await client.call_tool("test_input_required_result_sampling")

@@ -17,12 +17,14 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from immutables import Map
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
 from askgate import Allow, Context
 from askgate.core import codec
 from askgate.core import http as rules
+from askgate.core.tools import param_headers, tool_info
 from askgate.demo import build_demo
 from askgate.server import ClientRequestError, Server
 from askgate.transports.auth import BearerAuth
@@ -191,6 +193,204 @@ def test_R_HTTP_27_a_name_is_checked_only_for_the_methods_that_name_one() -> Non
     assert wrong.code == -32020
 
 
+def test_R_HTTP_27_a_name_header_with_a_character_outside_ascii_matches_nothing() -> None:
+    """A header's bytes reach the rules as Latin-1: ``café`` sent raw is refused, not read as the
+    body's name; sent as ``=?base64?...?=`` of its UTF-8 it is accepted."""
+    named = call(8, "café", {})
+    refused = rules.sessionless(routing(named), decoded(named))
+    assert isinstance(refused, rules.ModernRefusal)
+    assert (refused.status, refused.code) == (400, -32020)
+    wrapped = routing(named, **{"mcp-name": "=?base64?Y2Fmw6k=?="})
+    assert rules.sessionless(wrapped, decoded(named)) == "stateless"
+
+
+# R-HTTP-47, R-HTTP-48: a tool's x-mcp-header marks and the Mcp-Param-* headers that mirror them.
+
+MARKED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "count": {"type": "integer", "x-mcp-header": "Count"},
+        "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+        "where": {
+            "type": "object",
+            "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}},
+        },
+        "query": {"type": "string"},
+    },
+}
+MARKED_TOOLS = Map(
+    {"route": tool_info("route", False, False, {"name": "route", "inputSchema": MARKED_SCHEMA})}
+)
+
+
+def routed(arguments: dict[str, Any], headers: dict[str, str]) -> object:
+    """The verdict on a modern ``tools/call`` of ``route`` with ``arguments``, its routing
+    headers and ``headers`` (R-HTTP-47)."""
+    message = call(5, "route", arguments)
+    return rules.sessionless({**routing(message), **headers}, decoded(message), MARKED_TOOLS)
+
+
+def test_R_HTTP_48_marks_are_read_once_at_registration_with_their_paths() -> None:
+    marks = MARKED_TOOLS["route"].param_headers
+    assert [(m.header, m.field, m.path) for m in marks] == [
+        ("Mcp-Param-Region", "mcp-param-region", ("region",)),
+        ("Mcp-Param-Count", "mcp-param-count", ("count",)),
+        ("Mcp-Param-Dry-Run", "mcp-param-dry-run", ("dry",)),
+        ("Mcp-Param-Zone", "mcp-param-zone", ("where", "zone")),
+    ]
+    # A property named like the keyword, and the keyword inside an instance value, are no marks.
+    data = {"properties": {"x-mcp-header": {"type": "string", "default": {"x-mcp-header": 1}}}}
+    assert param_headers(data) == ()
+    assert param_headers(None) == ()
+    assert param_headers({"type": "object"}) == ()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers"),
+    [
+        ({"region": "us-west1"}, {"mcp-param-region": "us-west1"}),
+        ({"region": "us-west1"}, {"mcp-param-region": " us-west1\t"}),  # around: not the value
+        ({"region": "us west 1"}, {"mcp-param-region": "us west 1"}),
+        ({"region": ""}, {"mcp-param-region": ""}),
+        ({"region": "Hello, 世界"}, {"mcp-param-region": "=?base64?SGVsbG8sIOS4lueVjA==?="}),
+        ({"region": " padded "}, {"mcp-param-region": "=?base64?IHBhZGRlZCA=?="}),
+        ({"region": "line1\nline2"}, {"mcp-param-region": "=?base64?bGluZTEKbGluZTI=?="}),
+        ({"region": "=?base64?x?="}, {"mcp-param-region": "=?base64?PT9iYXNlNjQ/eD89?="}),
+        ({"region": "SGVsbG8="}, {"mcp-param-region": "SGVsbG8="}),  # no wrapper: literal
+        ({"region": "=?base64?SGVsbG8="}, {"mcp-param-region": "=?base64?SGVsbG8="}),
+        ({"region": "=?BASE64?SGVsbG8=?="}, {"mcp-param-region": "=?BASE64?SGVsbG8=?="}),
+        ({"count": 42}, {"mcp-param-count": "42"}),
+        ({"count": 42}, {"mcp-param-count": "42.0"}),  # compared numerically
+        ({"count": 42.0}, {"mcp-param-count": "42"}),
+        ({"count": -7}, {"mcp-param-count": "-7"}),
+        ({"dry": True}, {"mcp-param-dry-run": "true"}),
+        ({"dry": False}, {"mcp-param-dry-run": "false"}),
+        ({"where": {"zone": "b"}}, {"mcp-param-zone": "b"}),
+        ({"region": None}, {}),  # null: no header expected
+        ({}, {}),
+        ({"where": "flat"}, {}),  # no value at the path
+        ({"region": ["a"]}, {}),  # no header can carry an array: the schema answers it
+        ({"query": "q"}, {"mcp-param-query": "q", "mcp-param-other": "x"}),  # not marked: ignored
+    ],
+)
+def test_R_HTTP_47_headers_that_mirror_the_marked_arguments_are_accepted(
+    arguments: dict[str, Any], headers: dict[str, str]
+) -> None:
+    assert routed(arguments, headers) == "stateless"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers", "says"),
+    [
+        ({"region": "us-west1"}, {}, "Mcp-Param-Region header is missing but arguments.region"),
+        ({"region": "us"}, {"mcp-param-region": "eu"}, "does not match arguments.region"),
+        ({"region": "us"}, {"mcp-param-region": "US"}, "does not match arguments.region"),
+        ({}, {"mcp-param-region": "us"}, "Mcp-Param-Region header is sent but arguments.region"),
+        ({"region": None}, {"mcp-param-region": "us"}, "is sent but arguments.region"),
+        ({"region": ["us"]}, {"mcp-param-region": "us"}, "is sent but arguments.region"),
+        ({"region": "Hello"}, {"mcp-param-region": "=?base64?SGVsbG8?="}, "canonical base64"),
+        ({"region": "Hello"}, {"mcp-param-region": "=?base64?SGVs!!!bG8=?="}, "canonical base64"),
+        ({"region": "Hello"}, {"mcp-param-region": "=?base64?SGVsbG9=?="}, "canonical base64"),
+        ({"region": "x"}, {"mcp-param-region": "=?base64?/w==?="}, "UTF-8"),  # not UTF-8
+        ({"region": "café"}, {"mcp-param-region": "café"}, "other than visible ASCII"),
+        ({"region": "a\x00b"}, {"mcp-param-region": "a\x00b"}, "other than visible ASCII"),
+        ({"region": "us, eu"}, {"mcp-param-region": "us"}, "does not match"),
+        ({"count": 42}, {"mcp-param-count": "43"}, "does not match arguments.count"),
+        ({"count": 42}, {"mcp-param-count": "42x"}, "does not match arguments.count"),
+        ({"count": 42}, {"mcp-param-count": "1e9999999999"}, "does not match arguments.count"),
+        ({"dry": True}, {"mcp-param-dry-run": "True"}, "does not match arguments.dry"),
+        ({"dry": True}, {"mcp-param-dry-run": "1"}, "does not match arguments.dry"),
+        ({"where": {"zone": "b"}}, {}, "Mcp-Param-Zone header is missing but arguments.where.zone"),
+        ({"where": {"zone": "b"}}, {"mcp-param-zone": "c"}, "does not match arguments.where.zone"),
+    ],
+)
+def test_R_HTTP_47_headers_that_do_not_mirror_the_marked_arguments_are_refused(
+    arguments: dict[str, Any], headers: dict[str, str], says: str
+) -> None:
+    refused = routed(arguments, headers)
+    assert isinstance(refused, rules.ModernRefusal)
+    assert (refused.status, refused.code, refused.request_id) == (400, -32020, 5)
+    assert says in refused.message
+    assert refused.message.startswith("Header mismatch: ")
+    assert "\n" not in refused.message
+
+
+def test_R_HTTP_47_only_a_registered_marked_tools_call_is_checked() -> None:
+    headers = {"mcp-param-region": "elsewhere"}
+    unknown = call(5, "unknown", {"region": "us"})
+    assert rules.sessionless(routing(unknown), decoded(unknown), MARKED_TOOLS) == "stateless"
+    listing = request(6, "tools/list")
+    assert rules.sessionless({**routing(listing), **headers}, decoded(listing), MARKED_TOOLS) == (
+        "stateless"
+    )
+    marked = call(5, "route", {"region": "us"})
+    assert rules.sessionless(routing(marked), decoded(marked)) == "stateless"  # no tools given
+    odd = {**marked, "params": {**marked["params"], "arguments": "not an object"}}
+    assert rules.sessionless(routing(odd), decoded(odd), MARKED_TOOLS) == "stateless"
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}, "not an HTTP field-name"),
+        ({"properties": {"a": {"type": "string", "x-mcp-header": "My Region"}}}, "field-name"),
+        ({"properties": {"a": {"type": "string", "x-mcp-header": "Region:1"}}}, "field-name"),
+        ({"properties": {"a": {"type": "string", "x-mcp-header": "Région"}}}, "field-name"),
+        ({"properties": {"a": {"type": "string", "x-mcp-header": "R\t1"}}}, "field-name"),
+        ({"properties": {"a": {"type": "string", "x-mcp-header": 7}}}, "field-name"),
+        ({"properties": {"a": {"type": "number", "x-mcp-header": "A"}}}, "needs type string"),
+        ({"properties": {"a": {"type": "null", "x-mcp-header": "A"}}}, "needs type string"),
+        ({"properties": {"a": {"type": "object", "x-mcp-header": "A"}}}, "needs type string"),
+        ({"properties": {"a": {"x-mcp-header": "A"}}}, "needs type string"),
+        (
+            {
+                "properties": {
+                    "a": {"type": "string", "x-mcp-header": "Region"},
+                    "b": {"type": "string", "x-mcp-header": "REGION"},
+                }
+            },
+            "repeats a's header Mcp-Param-Region",
+        ),
+        ({"items": {"type": "string", "x-mcp-header": "A"}}, "not reached through properties"),
+        (
+            {"properties": {"a": {"type": "array", "items": {"x-mcp-header": "A"}}}},
+            "at a.items is not reached",
+        ),
+        ({"oneOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}, "reached"),
+        ({"$defs": {"a": {"type": "string", "x-mcp-header": "A"}}}, "at $defs.a is not reached"),
+        ({"type": "string", "x-mcp-header": "Root"}, "at the root is not reached"),
+    ],
+)
+def test_R_HTTP_48_an_invalid_mark_refuses_the_tool_in_one_line(
+    schema: dict[str, Any], says: str
+) -> None:
+    problem = param_headers({"type": "object", **schema})
+    assert isinstance(problem, str)
+    assert says in problem
+    server = Server("marks", authorizer=lambda *_: Allow())
+    with pytest.raises(TypeError) as refused:
+
+        @server.tool(input_schema={"type": "object", **schema})
+        async def marked(**_arguments: Any) -> str:
+            return "never"
+
+    assert str(refused.value) == f"tool marked: input_schema {problem}"
+    # Registered another way (an adapter's tool), it is kept, and no header of it is checked.
+    kept = tool_info("adapted", False, False, {"name": "adapted", "inputSchema": schema})
+    assert kept.param_headers == ()
+
+
+def test_R_HTTP_48_a_schema_too_deep_or_cyclic_is_refused_not_a_crash() -> None:
+    cyclic: dict[str, Any] = {"type": "object"}
+    cyclic["properties"] = {"a": cyclic}
+    assert param_headers(cyclic) == "inputSchema nests more than 64 levels deep"
+    deep: dict[str, Any] = {"type": "string", "x-mcp-header": "Deep"}
+    for _ in range(70):
+        deep = {"type": "object", "properties": {"a": deep}}
+    assert param_headers(deep) == "inputSchema nests more than 64 levels deep"
+
+
 def test_R_HTTP_28_a_modern_answers_status_is_its_errors_code_mapped() -> None:
     def error(code: int) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m"}}
@@ -353,6 +553,91 @@ async def test_R_HTTP_27_a_mismatched_header_is_400_minus_32020_and_nothing_runs
         ok = await post(http, url, message)
         assert ok.status_code == 200
         assert runs == ["x"]
+
+
+def marked_server(runs: list[str]) -> Server:
+    """A server with one tool whose ``region`` is marked ``x-mcp-header`` (R-HTTP-47)."""
+    server = Server(
+        "marked",
+        authorizer=lambda *_: Allow(),
+        authorizer_source="configured",
+        read_authorizer=lambda *_: Allow(),
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+        },
+        "required": ["region"],
+    }
+
+    @server.tool(input_schema=schema)
+    async def route(region: str, count: int = 0) -> str:
+        runs.append(region)
+        return f"{region}/{count}"
+
+    return server
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_47_mcp_param_headers_over_loopback_http() -> None:
+    """Real POSTs on 127.0.0.1: the headers that mirror the marked arguments run the tool; a
+    mismatching, missing, extra or badly encoded one is 400 ``-32020`` under the request's id,
+    one line, and the tool does not run."""
+    runs: list[str] = []
+    async with serving(marked_server(runs)) as (_app, url, http):
+        plain = call(11, "route", {"region": "us-west1"})
+        ok = await post(http, url, plain, **{"mcp-param-region": "us-west1"})
+        assert (ok.status_code, ok.json()["result"]["content"][0]["text"]) == (200, "us-west1/0")
+        zurich = call(12, "route", {"region": "Zürich", "count": 42})
+        wrapped = {"mcp-param-region": "=?base64?WsO8cmljaA==?=", "mcp-param-count": "42.0"}
+        ok = await post(http, url, zurich, **wrapped)
+        assert (ok.status_code, ok.json()["result"]["content"][0]["text"]) == (200, "Zürich/42")
+        assert runs == ["us-west1", "Zürich"]
+        refusals: list[tuple[dict[str, Any], dict[str, str | bytes], str]] = [
+            (plain, {"mcp-param-region": "eu-west1"}, "does not match arguments.region"),
+            (plain, {}, "Mcp-Param-Region header is missing"),
+            (plain, {"mcp-param-region": "us-west1", "mcp-param-count": "1"}, "is sent but"),
+            (plain, {"mcp-param-region": "=?base64?dXMtd2VzdDE?="}, "canonical base64"),
+            (plain, {"mcp-param-region": "=?base64?dXMt!!d2VzdDE=?="}, "canonical base64"),
+            (zurich, {"mcp-param-region": "Zürich".encode()}, "other than visible ASCII"),
+        ]
+        for message, extra, says in refusals:
+            fields: dict[str, str | bytes] = {**routing(message), **extra}
+            sent = {
+                k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in fields.items()
+            }
+            refused = await http.post(url, json=message, headers=sent)
+            assert refused.status_code == 400
+            body = refused.json()
+            assert (body["id"], body["error"]["code"]) == (message["id"], -32020)
+            assert says in body["error"]["message"]
+            assert "\n" not in body["error"]["message"]
+        repeat = ("mcp-param-region", "us-west1")
+        twice = [*routing(plain).items(), repeat, repeat]  # read "us-west1, us-west1"
+        doubled = await http.post(url, json=plain, headers=twice)
+        assert (doubled.status_code, doubled.json()["error"]["code"]) == (400, -32020)
+        assert runs == ["us-west1", "Zürich"]  # no refused call ran
+
+
+@pytest.mark.anyio
+async def test_R_HTTP_47_the_sdk_in_default_mode_mirrors_the_marks_and_is_served() -> None:
+    """The official client mirrors a listed tool's marked arguments as ``Mcp-Param-*`` headers
+    (base64 for a non-ASCII value); askgate checks and serves them."""
+    runs: list[str] = []
+    async with serving(marked_server(runs)) as (_app, url, _http), Client(url) as client:
+        assert client.protocol_version == MODERN
+        # Not listed yet: refused -32020, the client re-lists and resends once (its documented
+        # HEADER_MISMATCH retry), and the call runs once.
+        assert text(await client.call_tool("route", {"region": "first"})) == "first/0"
+        listed = await client.list_tools()
+        assert listed.tools[0].input_schema["properties"]["region"]["x-mcp-header"] == "Region"
+        assert text(await client.call_tool("route", {"region": "us-west1", "count": 3})) == (
+            "us-west1/3"
+        )
+        assert text(await client.call_tool("route", {"region": " Zürich "})) == " Zürich /0"
+    assert runs == ["first", "us-west1", " Zürich "]
 
 
 @pytest.mark.anyio

@@ -954,7 +954,8 @@ class HttpTransport:
         version, unsupported, found = head
         decoded = codec.decode(body)  # once: the reducer is fed what it made (R-HTTP-23)
         if found is None:  # no session named: a modern request, or what opens a session
-            route = rules.sessionless(headers, decoded)  # R-HTTP-26, R-HTTP-27
+            tools = self.runtime.state.tools
+            route = rules.sessionless(headers, decoded, tools)  # R-HTTP-26, 27, 47
             if isinstance(route, rules.ModernRefusal):
                 return Whole(route.status, encode(route.answer()), "application/json")
             if route == "stateless":

@@ -2,14 +2,16 @@
 
 A :class:`Gate` owns a :class:`~askgate.transports.runtime.Runtime` (the reducer's state, its
 timers and its workers, on anyio) and turns what a framework reports into events: a connection
-seen for the first time (``ClientInitialized``, ``SubscriberAttached``), its tools
-(``ToolRegistered``), a ``tools/call`` (``ToolCallReceived``), an elicitation answered
-(``ElicitationAnswered``), a call cancelled (``CancelRequested``), a connection torn down
-(``SubscriberDetached``). It performs the effects with the framework, through the
-:class:`CallSite` an adapter builds for each call: the reducer's ``Reply`` answers the call, its
-``elicitation/create`` push is sent with the framework's own request and its withdrawal cancels
-that request, its ``RunTool`` worker runs the framework's tool. It decides nothing
-(spec/adapters.md).
+seen for the first time (``ClientInitialized``, ``SubscriberAttached``), or a 2026-07-28 request,
+a connection of its own (``SubscriberAttached`` for one request); the called tool
+(``ToolRegistered``, ``ToolUnregistered``); a ``tools/call`` (``ToolCallReceived``) or a read
+(``ReadRequested``); an elicitation answered (``ElicitationAnswered``); a call cancelled
+(``CancelRequested``); a connection torn down (``SubscriberDetached``). It performs the effects
+with the framework, through the :class:`CallSite` an adapter builds for each request: the
+reducer's ``Reply`` answers it (a 2026-07-28 approval is that answer: an input-required result),
+its ``elicitation/create`` push is sent with the framework's own request and its withdrawal
+cancels that request, its ``RunTool`` and ``RunRead`` workers run the framework's handler. It
+decides nothing (spec/adapters.md).
 """
 
 from __future__ import annotations
@@ -29,13 +31,18 @@ import attrs
 
 from askgate.core import (
     Authorize,
+    AuthorizeRead,
     CancelRequested,
     ClientInitialized,
     ElicitationAnswered,
+    Event,
     Job,
     Options,
     Push,
+    ReadRequested,
     Reply,
+    Round,
+    RunRead,
     RunTool,
     ServerStopping,
     SubscriberAttached,
@@ -46,15 +53,17 @@ from askgate.core import (
     initial_state,
 )
 from askgate.server import Authorizer, Context
-from askgate.transports.runtime import Runtime, call_user, current_worker
+from askgate.transports.runtime import Runtime, call_user, current_worker, runs_eagerly
 
-__all__ = ["CallSite", "ElicitError", "Gate", "GateError"]
+__all__ = ["GUARDED_READS", "CallSite", "ElicitError", "Gate", "GateError"]
 
 logger = logging.getLogger("askgate.adapters")
 
-# The options a gate takes (askgate.Server's, less the read surfaces it does not serve).
+# The options a gate takes (askgate.Server's, less the listings it does not serve).
 _GATE_OPTIONS = frozenset(
     {
+        "server_name",
+        "server_version",
         "elicitation_timeout_ms",
         "max_parked_elicitations",
         "max_parked_elicitations_total",
@@ -66,6 +75,11 @@ _GATE_OPTIONS = frozenset(
 )
 
 NOT_RUNNING = -32603
+
+GUARDED_READS = frozenset({"resources/read", "prompts/get", "completion/complete"})
+"""The reads a gate with a read authorizer decides (R-ADAPT-11): those the reducer answers with
+the framework's own handler. The listings stay the framework's (the reducer would answer them
+from a catalogue of its own, which an adapter does not fill)."""
 
 
 class GateError(Exception):
@@ -92,26 +106,37 @@ class ElicitError(Exception):
 
 @attrs.frozen(slots=True)
 class CallSite:
-    """What a gate needs from a framework for one ``tools/call``.
+    """What a gate needs from a framework for one request (a ``tools/call`` or a read).
 
-    ``connection`` is the framework's object for the connection the call came on (the gate
-    tells the reducer about it the first time it sees it, R-ADAPT-6); ``capabilities`` what its
-    client declared, as JSON; ``can_ask`` whether the framework can send it a request (a
-    back-channel); ``on_close`` registers a callback the framework calls when the connection is
-    torn down. ``tools`` lists the framework's tools as ``tools/list`` entries (R-ADAPT-7),
-    ``run`` runs the framework's tool with the given arguments and returns the ``tools/call``
-    result object (R-ADAPT-1), and ``elicit`` sends ``elicitation/create`` with a message and a
-    requested schema and returns the client's result object or raises :class:`ElicitError`
-    (R-ADAPT-3).
+    ``connection`` is the framework's object for the connection of a 2025 revision the request
+    came on (the gate tells the reducer about it the first time it sees it, R-ADAPT-6), or
+    ``None`` for a request of the 2026-07-28 revision, which is a connection of its own
+    (R-ADAPT-9); ``capabilities`` gives what its client declared at ``initialize``, as JSON
+    (asked the first time the gate sees the connection); ``can_ask`` whether the framework can
+    send it a request (a back-channel); ``on_close`` registers a callback the framework calls
+    when the connection is torn down. ``tool`` gives the called tool's ``tools/list`` entry, or
+    ``None`` when the framework has no such tool (R-ADAPT-7; ``None`` for a read). ``run`` runs
+    the framework's handler with the given arguments (a read's params) and what the reducer
+    tells it of its rounds (``None`` for a 2025 request), and returns the result object, a
+    :class:`~askgate.core.NeedsInput` (the handler ended a round, R-ADAPT-10) or, for a read, a
+    :class:`~askgate.core.Failure` (R-ADAPT-11). ``elicit`` sends ``elicitation/create`` with a
+    message and a requested schema and returns the client's result object or raises
+    :class:`ElicitError` (R-ADAPT-3). A 2026-07-28 request also carries its ``_meta``
+    (``meta``), ``requestState``, ``inputResponses`` and the principal the framework
+    authenticated, as they came (R-ADAPT-9).
     """
 
     connection: object
-    capabilities: object
+    capabilities: Callable[[], object]
     can_ask: bool
     on_close: Callable[[Callable[[], None]], None]
-    tools: Callable[[], Awaitable[list[dict[str, Any]]]]
-    run: Callable[[object], Awaitable[dict[str, Any]]]
+    tool: Callable[[], Awaitable[dict[str, Any] | None]] | None
+    run: Callable[[object, Round | None], Awaitable[object]]
     elicit: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+    meta: object = None
+    request_state: object = None
+    input_responses: object = None
+    principal: str | None = None
 
 
 class _Pending:
@@ -130,19 +155,24 @@ class Gate:
     """askgate's reducer in front of another framework's tools (spec/adapters.md).
 
     ``authorizer`` is askgate's: ``(tool, arguments, context) -> Allow() | Ask(prompt) |
-    Deny(reason)``, sync or async (``context.conn_id`` names the connection). ``sensitive``
-    names tools that are sensitive whatever their annotations say. The options are the
-    reducer's caps and timeouts (``elicitation_timeout_ms``, ``max_parked_elicitations``,
-    ``max_parked_elicitations_total``, ``max_in_flight``, ``max_in_flight_per_connection``,
-    ``callback_timeout_ms``, ``max_client_capabilities``). One gate guards every connection of
-    the servers it wraps: the caps are counted across them (R-ADAPT-5). It works while
-    :meth:`running`.
+    Deny(reason)``, sync or async (``context.conn_id`` names the connection).
+    ``read_authorizer`` is askgate's read authorizer: ``(method, params, context)``, deciding
+    ``resources/read``, ``prompts/get`` and ``completion/complete`` (R-ADAPT-11; without one,
+    reads are the framework's). ``sensitive`` names tools that are sensitive whatever their
+    annotations say. The options are the reducer's caps and timeouts
+    (``elicitation_timeout_ms``, ``max_parked_elicitations``, ``max_parked_elicitations_total``,
+    ``max_in_flight``, ``max_in_flight_per_connection``, ``callback_timeout_ms``,
+    ``max_client_capabilities``) and the ``server_name`` and ``server_version`` a 2026-07-28
+    answer the reducer makes names (``guard`` gives the framework's). One gate guards every
+    connection of the servers it wraps: the caps are counted across them (R-ADAPT-5). It works
+    while :meth:`running`.
     """
 
     def __init__(
         self,
         authorizer: Authorizer | None = None,
         *,
+        read_authorizer: Authorizer | None = None,
         sensitive: Iterable[str] = (),
         check_invariants: bool | None = None,
         **options: Any,
@@ -152,15 +182,28 @@ class Gate:
             raise TypeError(f"unknown gate options: {', '.join(unknown)}")
         if authorizer is not None and not callable(authorizer):
             raise TypeError("authorizer must be callable or None")
+        if read_authorizer is not None and not callable(read_authorizer):
+            raise TypeError("read_authorizer must be callable or None")
         self._options = Options(
             has_authorizer=authorizer is not None,
+            has_read_authorizer=read_authorizer is not None,
             authorizer_source="configured" if authorizer is not None else "default",
             **options,
         ).validated()
         self._authorizer = authorizer
+        self._read_authorizer = read_authorizer
         self._sensitive = frozenset(sensitive)
         state = initial_state(self._options, id_key=secrets.token_bytes(32))
-        self._runtime = Runtime(state, self._perform_job, check_invariants=check_invariants)
+        self._runtime = Runtime(
+            state, self._perform_job, eager=self._runs_eagerly, check_invariants=check_invariants
+        )
+        # An authorizer marked completes_without_suspending runs at once, as askgate's server
+        # runs it: without a task of its own (transports/runtime.py).
+        self._eager_jobs = frozenset(
+            kind
+            for kind, func in ((Authorize, authorizer), (AuthorizeRead, read_authorizer))
+            if func is not None and runs_eagerly(func)
+        )
         self._running = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._conns: dict[int, str] = {}  # id(framework connection) -> conn
@@ -184,6 +227,12 @@ class Gate:
     def options(self) -> Options:
         """The reducer's options in force."""
         return self._options
+
+    @property
+    def guards_reads(self) -> bool:
+        """Whether the gate decides the reads of :data:`GUARDED_READS` (it has a read
+        authorizer, R-ADAPT-11)."""
+        return self._read_authorizer is not None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Gate]:
@@ -223,24 +272,67 @@ class Gate:
     ) -> dict[str, Any]:
         """Decides the ``tools/call`` ``request_id`` of ``tool`` with ``arguments`` and returns
         its result object, or raises :class:`GateError` with the reducer's JSON-RPC error."""
+        self._check_running()
+        if site.tool is not None:
+            await self._sync_tool(tool, site.tool)
+            self._check_running()  # stopped while the framework looked its tool up
+        if site.connection is None:  # R-ADAPT-9: a 2026-07-28 request
+            conn = self._request_conn(site)
+            try:
+                event = ToolCallReceived(
+                    conn,
+                    request_id,
+                    tool,
+                    arguments,
+                    self._runtime.now(),
+                    meta=site.meta,
+                    request_state=site.request_state,
+                    input_responses=site.input_responses,
+                    principal=site.principal,
+                )
+                return await self._decide(site, conn, request_id, event)
+            finally:
+                self._end_request_conn(conn)
+        conn = self._conn(site)
+        event = ToolCallReceived(conn, request_id, tool, arguments, self._runtime.now())
+        return await self._decide(site, conn, request_id, event)
+
+    async def read(
+        self, site: CallSite, request_id: object, method: str, params: object
+    ) -> dict[str, Any]:
+        """Decides the read ``request_id`` (a method of :data:`GUARDED_READS`) with ``params``
+        and returns its result object, or raises :class:`GateError` (R-ADAPT-11)."""
+        self._check_running()
+        if site.connection is None:  # R-ADAPT-9
+            conn = self._request_conn(site)
+            try:
+                now, who = self._runtime.now(), site.principal
+                event = ReadRequested(conn, request_id, method, params, now, principal=who)
+                return await self._decide(site, conn, request_id, event)
+            finally:
+                self._end_request_conn(conn)
+        conn = self._conn(site)
+        event = ReadRequested(conn, request_id, method, params, self._runtime.now())
+        return await self._decide(site, conn, request_id, event)
+
+    def _check_running(self) -> None:
         if not self._running:
             raise GateError(
                 NOT_RUNNING, "askgate's gate is not running", {"error": "gate_not_running"}
             )
-        await self._sync_tools(site)
-        if not self._running:  # stopped while the framework listed its tools
-            raise GateError(
-                NOT_RUNNING, "askgate's gate is not running", {"error": "gate_not_running"}
-            )
+
+    async def _decide(
+        self, site: CallSite, conn: str, request_id: object, event: Event
+    ) -> dict[str, Any]:
+        """Feeds ``event`` (the request ``request_id`` of ``conn``) and waits for its answer."""
         runtime = self._runtime
-        conn = self._conn(site)
         key = (conn, request_id)
         pending = _Pending(site)
         if key not in self._calls:  # a duplicate id is refused within the feed (R-ADM-1)
             self._calls[key] = pending
         self._receiving = (key, pending)
         try:
-            runtime.feed(ToolCallReceived(conn, request_id, tool, arguments, runtime.now()))
+            runtime.feed(event)
         finally:
             self._receiving = None
         if not pending.done:
@@ -263,26 +355,21 @@ class Gate:
         result: dict[str, Any] = message["result"]
         return result
 
-    async def _sync_tools(self, site: CallSite) -> None:
-        """Tells the reducer about tools that are new, changed or gone (R-ADAPT-7)."""
-        listed = await site.tools()
-        seen: dict[str, dict[str, Any]] = {}
-        for definition in listed:
-            name = definition.get("name")
-            if isinstance(name, str) and name not in seen:
-                seen[name] = definition
+    async def _sync_tool(
+        self, name: str, lookup: Callable[[], Awaitable[dict[str, Any] | None]]
+    ) -> None:
+        """Tells the reducer about the called tool when it is new, changed or gone (R-ADAPT-7)."""
+        definition = await lookup()
         runtime = self._runtime
-        for name in [name for name in self._tools if name not in seen]:
-            del self._tools[name]
-            runtime.feed(ToolUnregistered(name, runtime.now()))
-        for name, definition in seen.items():
-            if self._tools.get(name) != definition:
-                self._tools[name] = definition
-                runtime.feed(
-                    ToolRegistered(
-                        name, name in self._sensitive, now=runtime.now(), definition=definition
-                    )
-                )
+        if definition is None or definition.get("name") != name:
+            if name in self._tools:
+                del self._tools[name]
+                runtime.feed(ToolUnregistered(name, runtime.now()))
+            return
+        if self._tools.get(name) != definition:
+            self._tools[name] = definition
+            sensitive = name in self._sensitive
+            runtime.feed(ToolRegistered(name, sensitive, now=runtime.now(), definition=definition))
 
     def _conn(self, site: CallSite) -> str:
         """The reducer's name for the call's connection, telling the reducer about it the first
@@ -296,11 +383,26 @@ class Gate:
         runtime = self._runtime
         runtime.route(conn, self._route)
         now = runtime.now()
-        runtime.feed(ClientInitialized(conn, site.capabilities, now))
+        runtime.feed(ClientInitialized(conn, site.capabilities(), now))
         if site.can_ask:
             runtime.feed(SubscriberAttached(conn, now))
         site.on_close(functools.partial(self._detach, key, conn))
         return conn
+
+    def _request_conn(self, site: CallSite) -> str:
+        """A connection for one 2026-07-28 request (R-ADAPT-9): it never initializes, so the
+        request's own ``_meta`` says how it is served, and it is owned by its principal, or
+        with every request no one authenticated (R-PARK-5, R-PARK-7)."""
+        conn = f"adapter-{next(self._conn_numbers)}"
+        runtime = self._runtime
+        runtime.route(conn, self._route)
+        runtime.feed(SubscriberAttached(conn, runtime.now(), site.principal, per_request=True))
+        return conn
+
+    def _end_request_conn(self, conn: str) -> None:
+        if self._running:
+            self._runtime.feed(SubscriberDetached(conn, self._runtime.now()))
+        self._runtime.unroute(conn)
 
     def _detach(self, key: int, conn: str) -> None:
         if self._conns.get(key) == conn:
@@ -374,17 +476,26 @@ class Gate:
         runtime = self._runtime
         runtime.feed(ElicitationAnswered(conn, eid, result, runtime.now(), error))
 
+    def _runs_eagerly(self, job: Job) -> bool:
+        return type(job) in self._eager_jobs
+
     async def _perform_job(self, conn: Hashable, job: Job) -> object:
         if isinstance(job, Authorize):
             assert self._authorizer is not None
             arguments = copy.deepcopy(job.arguments)  # R-AUTH-5
             context = Context(conn, "unknown")
             return await call_user(self._authorizer, job.tool, arguments, context)
-        if isinstance(job, RunTool):
+        if isinstance(job, AuthorizeRead):
+            assert self._read_authorizer is not None
+            params = copy.deepcopy(job.params)  # R-AUTH-5
+            context = Context(conn, "unknown")
+            return await call_user(self._read_authorizer, job.method, params, context)
+        if isinstance(job, RunTool | RunRead):
             ref = current_worker()
             call = None if ref is None else self._runtime.state.workers.get(ref)
             pending = None if call is None else self._calls.get(call)
             if pending is None:
-                raise RuntimeError(f"no call for the worker running {job.tool}")
-            return await pending.site.run(job.arguments)
+                raise RuntimeError(f"no call for the worker of {job!r}")
+            given = job.arguments if isinstance(job, RunTool) else job.params
+            return await pending.site.run(given, job.round)
         raise TypeError(f"an adapter's gate runs no {type(job).__name__}")
