@@ -30,6 +30,7 @@ import copy
 import enum
 import inspect
 import os
+import time
 import types
 import typing
 from collections.abc import (
@@ -77,6 +78,7 @@ from askgate.core.messages import INVALID_PARAMS
 from askgate.core.options import AuthorizerSource, OptionError, Transport
 from askgate.core.record import record
 from askgate.core.sealing import Key, Keyring
+from askgate.core.tasks import SUPPORTS
 from askgate.core.tools import ToolInfo, param_headers, tool_info
 from askgate.transports import stdio
 from askgate.transports.callbacks import EAGER_FLAG, wants_context
@@ -135,6 +137,10 @@ _USER_OPTIONS = frozenset(
         "max_client_requests_per_call",
         "max_listens_per_owner",
         "max_listens_total",
+        "task_inline_ms",
+        "task_ttl_ms",
+        "max_tasks_per_owner",
+        "max_tasks_total",
     }
 )
 
@@ -666,9 +672,14 @@ class Server:
         input_schema: Mapping[str, Any] | None = None,
         output_schema: Mapping[str, Any] | None = None,
         derived: bool = False,
+        task_support: str | None = None,
     ) -> Callable[[F], F]:
         """Registers a tool. Its input schema is derived from the type hints unless given;
-        ``annotations`` with ``destructiveHint`` or ``sensitive`` true make it sensitive."""
+        ``annotations`` with ``destructiveHint`` or ``sensitive`` true make it sensitive.
+        ``task_support`` is ``"forbidden"`` (the default), ``"optional"`` or ``"required"``:
+        whether a call may become a task (spec/tasks.md, R-TASK-1)."""
+        if task_support is not None and task_support not in SUPPORTS:
+            raise TypeError(f"task_support must be one of {', '.join(SUPPORTS)}: {task_support!r}")
 
         def register(func: F) -> F:
             tool_name = name or func.__name__
@@ -684,6 +695,8 @@ class Server:
                 definition["annotations"] = notes
             if output_schema is not None:
                 definition["outputSchema"] = dict(output_schema)
+            if task_support in ("optional", "required"):  # R-TASK-1
+                definition["execution"] = {"taskSupport": task_support}
             _ensure_definition(definition, what)
             try:  # the annotations make it sensitive (R-TOOL-1); the schemas compile here
                 info = tool_info(tool_name, False, derived, definition)
@@ -821,8 +834,16 @@ class Server:
         # R-DLV-5: prompts show the decision log's digests, keyed as it keys them (R-AUD-2).
         auditor = self._auditor
         digest_key = auditor.key if auditor is not None else os.urandom(32)
+        # R-TASK-4: a task's times are dated by the wall clock at the monotonic clock's 0.
+        # (asyncio's loop clock is time.monotonic; on another loop the dates may be offset)
+        epoch_ms = int(time.time() * 1000) - int(time.monotonic() * 1000)
         state = initial_state(
-            options, id_key=os.urandom(32), tools=tools, keyring=ring, digest_key=digest_key
+            options,
+            id_key=os.urandom(32),
+            tools=tools,
+            keyring=ring,
+            digest_key=digest_key,
+            epoch_ms=epoch_ms,
         )
         # The catalog is complete from the first step (catalog_complete, R-PROTO-18, 19).
         for event in self._catalog_events():

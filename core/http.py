@@ -923,6 +923,9 @@ NAME_PARAMS: Final[Mapping[str, str]] = {
     "tools/call": "name",
     "prompts/get": "name",
     "resources/read": "uri",
+    "tasks/get": "taskId",  # spec/tasks.md: the task a tasks/* request names (SEP-2663)
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
 }
 """The methods whose ``Mcp-Name`` header mirrors a param, and that param (R-HTTP-27)."""
 MODERN_STATUS: Final[Mapping[int, int]] = {

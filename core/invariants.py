@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable
 
-from .state import WORKER_STAGES, Stage, State
+from .state import WORKER_STAGES, Stage, State, TaskChannel
 
 TimerKey = tuple[str, Hashable]
 
@@ -120,7 +120,8 @@ def check_invariants(state: State) -> None:
             fifo = state.cap_live if c.cap_group == "live" else state.cap_unsubscribed
             if fifo.items.get(c.cap_pos) != conn:
                 _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
-        elif c.can_elicit or c.can_sample:
+        elif (c.can_elicit or c.can_sample) and not isinstance(conn, TaskChannel):
+            # a task's channel carries its request's own capabilities (spec/tasks.md)
             _fail("R-INV-3", f"{conn!r} can be asked without a capabilities entry")
         for eid, _rid, _request in c.held or ():
             p = state.parked.get(eid)

@@ -70,6 +70,12 @@ class Options:
     catalog_complete: bool = False
     max_listens_per_owner: int = 16
     max_listens_total: int = 1024
+    # Tasks (spec/tasks.md): the inline window of an escalating call (R-TASK-4), how long a
+    # finished task is kept (R-TASK-9), and the live tasks per owner and in total (R-TASK-6).
+    task_inline_ms: int = 1_000
+    task_ttl_ms: int = 300_000
+    max_tasks_per_owner: int = 16
+    max_tasks_total: int = 256
 
     @property
     def in_flight_share(self) -> int:
@@ -98,6 +104,10 @@ _POSITIVE = (
     "max_client_requests_per_call",
     "max_listens_per_owner",
     "max_listens_total",
+    "task_inline_ms",
+    "task_ttl_ms",
+    "max_tasks_per_owner",
+    "max_tasks_total",
 )
 
 

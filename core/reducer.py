@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from immutables import Map
 
-from . import codec, door, protocol, sealing
+from . import codec, door, protocol, sealing, tasks
 from . import effects as fx
 from . import messages as m
 from .decide import busy_scope, can_elicit, is_approval, is_request_id, refusal_detail
@@ -771,9 +771,11 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
     if era is None:
         _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
     else:  # R-MRTR-9: served statelessly
+        caps = era.capabilities
+        if tasks.refused(d, conn, rid, ev.tool, caps, ev.now, out):  # R-TASK-3
+            return
         who, owner = principal_and_owner(d, conn, ev.principal)  # R-SUB-3, R-PARK-5
         principal = "" if who is None else who
-        caps = era.capabilities
         st = StatelessCall(
             era.revision, can_elicit(caps), principal, owner, False, era.log_level, Round(caps)
         )
@@ -786,6 +788,7 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         else:  # R-MRTR-13
             st = _retry(d, conn, rid, ev, st, sub)
         _served_statelessly(d, conn, rid, st, sub, out)
+        tasks.admitted(d, (conn, rid), caps, ev.now, out)  # R-TASK-4
     if meta is not None and isinstance(meta, dict) and _open_call(d, (conn, rid)) is not None:
         token: Any = meta.get("progressToken")
         if is_request_id(token):
@@ -883,6 +886,9 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         return
     if method == LISTEN:  # R-MRTR-19
         _listen(d, conn, rid, params, owner, out)
+        return
+    if method in tasks.METHODS:  # R-TASK-7
+        tasks.serve(d, conn, rid, method, params, era.capabilities, owner, ev.now, out)
         return
     sub: Out = []
     if method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
@@ -1914,6 +1920,8 @@ def _on_tool_requested(d: _Draft, ev: ToolRequested, out: Out) -> None:
         failure = _ctx_failure("not_running", "only a running tool can send requests")
         out.append(Resolve(ref, token, failure))
         return
+    if d.task_pending and call.key in d.task_pending:  # R-TASK-4: it asks, so it is a task
+        call = tasks.escalate(d, call, ev.now, out)
     if _stateless_call(d, call) is not None:  # R-MRTR-17
         failure = _ctx_failure(
             "stateless_request",
@@ -2100,6 +2108,8 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
             _elicitation_timed_out(d, d.waiting[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
         _client_request_timed_out(d, ident, out)
+    elif kind in (tasks.INLINE_TIMER, tasks.TTL_TIMER):
+        tasks.on_timer(d, kind, ident, ev.now, out)  # R-TASK-4, R-TASK-9
 
 
 _W = Stage
@@ -2246,6 +2256,8 @@ def step(state: State, event: Event) -> tuple[State, list[Effect]]:
     draft.__dict__ = {**state.__dict__}
     out: Out = []
     handler(draft, event, out)
+    if draft.tasks or draft.task_pending:  # R-TASK-4, R-TASK-5: what a task's call sends
+        out = tasks.absorb(draft, out, event.now)
     frozen: Any = draft  # the draft becomes the new State
     frozen.__class__ = State
     return frozen, out

@@ -330,10 +330,11 @@ MODERN_CAPABILITIES: Final[JsonObject] = {
     "prompts": {"listChanged": True},
     "completions": {},
     "logging": {},
+    "extensions": {"io.modelcontextprotocol/tasks": {}},
 }
 """What ``server/discover`` offers: list changes through ``subscriptions/listen`` (R-MRTR-19),
 no ``subscribe`` (a listen honours no resource subscription), ``logging`` by each request's own
-``logLevel`` (R-MRTR-18)."""
+``logLevel`` (R-MRTR-18), and the tasks extension (spec/tasks.md, R-TASK-2)."""
 
 
 def discover_result(instructions: object) -> JsonObject:

@@ -160,6 +160,16 @@ class StatelessCall:
     round: Round | None = None
 
 
+@record
+class TaskChannel:
+    """The connection a task's call is re-keyed onto (spec/tasks.md): its request id is the
+    task's id. Nothing outside the reducer ever sees one: ``tasks.absorb`` takes every effect
+    addressed to it. Its record's capabilities are its request's own (R-TASK-10), not a
+    capabilities entry (R-CAP-*): it has none."""
+
+    task_id: str
+
+
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
@@ -259,6 +269,14 @@ class Variables:
     # The key of the arguments' digests the decision log records (R-AUD-2), whose first
     # digits an approval prompt shows (R-DLV-5); ``None``: prompts show none.
     digest_key: bytes | None = None
+    # Tasks (spec/tasks.md): every task kept, by id (R-TASK-7, R-TASK-9); the modern calls in
+    # their inline window, each with its admission seq (R-TASK-4); the live tasks per owner and
+    # in total (R-TASK-6); the wall-clock ms of the shell's monotonic 0, which dates a task.
+    tasks: Map[str, Any] = attrs.field(factory=Map)
+    task_pending: Map[CallKey, int] = attrs.field(factory=Map)
+    owner_tasks: Map[Hashable, int] = attrs.field(factory=Map)
+    live_tasks: int = 0
+    epoch_ms: int = 0
 
 
 @record(slots=False)
@@ -320,6 +338,7 @@ def initial_state(
     tools: tuple[ToolInfo, ...] = (),
     keyring: Keyring | None = None,
     digest_key: bytes | None = None,
+    epoch_ms: int = 0,
 ) -> State:
     """The state of a server that has just started (R-OPT-1, R-OPT-2).
 
@@ -385,4 +404,5 @@ def initial_state(
         next_elicitation=0,
         keyring=keyring,
         digest_key=digest_key,
+        epoch_ms=epoch_ms if isinstance(epoch_ms, int) else 0,
     )

@@ -107,12 +107,20 @@ APPROVED_ROUND_TOOL = "askgate_approved_round"
 """askgate's own: asked for (R-MRTR-12), then a round of its own (R-MRTR-21)."""
 
 
+TASK_TOOLS = frozenset(
+    {"greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input"}
+)
+"""The tasks extension's fixtures (spec/tasks.md); ``test_tool_with_task`` is a ``test_`` tool."""
+TASK_INLINE_MS = 100
+"""The fixture's inline window (R-TASK-4): the suite expects a 1-second tool to become a task."""
+
+
 def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
     """The tool authorizer: the suite's tools run, askgate's approved-round tool once approved,
     nothing else does."""
     if tool == APPROVED_ROUND_TOOL:
         return Ask(f"Allow {tool} to run?")
-    if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL:
+    if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL or tool in TASK_TOOLS:
         return Allow()
     return Deny(f"{tool} is not a conformance tool")
 
@@ -297,6 +305,63 @@ def _register_rounds(server: Server) -> None:
         return f"Use this context: {context}"
 
 
+def _register_tasks(server: Server) -> None:
+    """The tasks extension's fixtures (spec/tasks.md, the suite's ``tasks-*`` scenarios)."""
+
+    @server.tool()
+    async def greet(name: str) -> str:
+        """Greets by name; never a task"""
+        return f"Hello, {name}!"
+
+    @server.tool(task_support="optional")
+    async def slow_compute(seconds: float, label: str = "") -> str:
+        """Sleeps the given seconds, then answers; a task when the client declares tasks"""
+        await anyio.sleep(max(0.0, min(float(seconds), 120.0)))
+        return f"computed {label} after {seconds}s"
+
+    @server.tool(task_support="required")
+    async def failing_job() -> dict[str, Any]:
+        """Reports a tool error after about a second; always a task"""
+        await anyio.sleep(1.0)
+        return {"isError": True, "content": [_text("the job failed")]}
+
+    @server.tool(task_support="optional")
+    async def protocol_error_job() -> str:
+        """Raises: askgate's own failure of the call (a failed task)"""
+        await anyio.sleep(0.2)
+        raise RuntimeError("the job crashed")
+
+    @server.tool(task_support="optional")
+    async def confirm_delete(ctx: Context, filename: str) -> str:
+        """Asks for a confirmation, then answers"""
+        schema = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+        answer = await ctx.elicit(f"Delete {filename}?", schema)
+        return f"{filename}: {answer.get('action')}"
+
+    @server.tool(task_support="optional")
+    async def multi_input(ctx: Context) -> str:
+        """Asks two questions at once, then answers"""
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        async with anyio.create_task_group() as group:
+            answers: list[object] = []
+
+            async def ask(message: str) -> None:
+                answers.append((await ctx.elicit(message, schema)).get("action"))
+
+            group.start_soon(ask, "First?")
+            group.start_soon(ask, "Second?")
+        return f"answered: {answers}"
+
+    @server.tool(task_support="required")
+    async def test_tool_with_task(ctx: Context) -> str:
+        """Asks a name in an input-required round, then works on as a task"""
+        name = _accepted(ctx.input_responses.get("user_name"), "name")
+        if not isinstance(name, str):
+            raise InputRequired({"user_name": _form("What is your name?", "name")})
+        await anyio.sleep(0.5)
+        return f"Hello, {name}, from a task"
+
+
 def build_server() -> Server:
     """The fixture's server: the suite's tools, resources, prompts and completion."""
     server = Server(
@@ -305,6 +370,7 @@ def build_server() -> Server:
         authorizer=allow_test_tools,
         read_authorizer=allow_reads,
         authorizer_source="configured",
+        task_inline_ms=TASK_INLINE_MS,
     )
 
     # -- tools ------------------------------------------------------------------------------
@@ -503,6 +569,7 @@ def build_server() -> Server:
         return await _elicited(ctx, "Streaming complete", "A value?", schema)
 
     _register_rounds(server)
+    _register_tasks(server)
 
     @server.tool(name=SCHEMA_2020_12_TOOL, input_schema=SCHEMA_2020_12)
     async def json_schema_2020_12_tool(**_arguments: Any) -> str:

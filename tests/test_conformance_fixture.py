@@ -68,6 +68,14 @@ TOOLS = {
     "test_input_required_result_capabilities",
     "askgate_approved_round",
     "test_custom_header",
+    # the tasks extension's (spec/tasks.md)
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
 }
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}

@@ -1,0 +1,404 @@
+"""Tasks (spec/tasks.md, R-TASK-*): a modern ``tools/call`` that outlives its request.
+
+A task runs as an ordinary call of the reducer, re-keyed onto a connection of its own, the
+task's :class:`TaskChannel`. Everything the call would send its request (its answer, an
+approval's ``elicitation/create``, a tool's own request, a withdrawal) is taken out of the
+step's effects by :func:`absorb` and recorded on the task instead; ``tasks/update`` answers
+the task's questions as a client's responses would (``ElicitationAnswered`` on the channel).
+So a task's call keeps every rule of a call (authorization, parking caps, eviction, timers,
+single use, worker bounds) and the task adds no second way to run a tool.
+
+The reducer reaches this module through thin entries: :func:`refused` and :func:`admitted` on a
+modern ``tools/call``, :func:`escalate` when a tool in its inline window asks its client,
+:func:`serve` for ``tasks/*``, :func:`on_timer` for this module's timers, and :func:`absorb`
+after a step while any task or window is open. Pure, like the reducer: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Hashable
+from typing import Any, Final
+
+import attrs
+
+from . import messages as m
+from . import reducer as r
+from .effects import CancelTimer, Effect, Push, Reply, StartTimer
+from .events import ConnId, ElicitationAnswered
+from .record import record
+from .revisions import META_SERVER_INFO, complete
+from .state import Call, CallKey, Conn, TaskChannel
+from .tools import ToolInfo
+
+JsonObject = dict[str, Any]
+
+EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The tasks extension's identifier (R-TASK-2)."""
+INLINE_TIMER: Final = "task"
+"""The timer of an escalating call's inline window, keyed ``((conn, rid), seq)`` (R-TASK-4)."""
+TTL_TIMER: Final = "task_ttl"
+"""The timer after which a finished task is forgotten, keyed by its id (R-TASK-9)."""
+TASK_ID_PREFIX: Final = "askgate-task-"
+METHODS: Final = frozenset(
+    {"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list"}
+)
+"""The ``tasks/*`` methods :func:`serve` answers (R-TASK-7)."""
+REMOVED: Final = frozenset({"tasks/result", "tasks/list"})
+"""The 2025-11-25 methods the 2026-07-28 revision removed (R-TASK-7)."""
+SUPPORTS: Final = ("forbidden", "optional", "required")
+"""The values of a tool's task support (R-TASK-1)."""
+POLL_INTERVAL_MS: Final = 500
+"""What a task suggests as the interval between two ``tasks/get`` (R-TASK-4)."""
+TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+ASKGATE_FAILURES: Final = ("callback_failed", "callback_timeout", "server_stopping")
+"""The failures of a call that askgate itself answers (R-WORK-2, R-WORK-3, R-STOP-1): in a task,
+they make it ``failed`` (R-TASK-5)."""
+CHANNEL_VERSION: Final = "2025-11-25"
+"""How the requests a task's call sends look on its channel: form-mode elicitations."""
+
+
+@record
+class Task:
+    """One task (R-TASK-4 .. R-TASK-10). ``call`` is the key of its call while it is live;
+    ``outcome`` its ``result`` or ``error`` once terminal; ``inputs`` the requests its call
+    sent and nobody answered yet, by key, in the order sent."""
+
+    task_id: str
+    owner: Hashable
+    status: str
+    created: int
+    updated: int
+    call: CallKey | None
+    outcome: JsonObject | None = None
+    inputs: tuple[tuple[str, JsonObject], ...] = ()
+
+
+Out = list[Effect]
+
+
+# ---------------------------------------------------------------------------------------------
+# The mode of a call (R-TASK-1 .. R-TASK-3)
+
+
+def support(tool: ToolInfo | None) -> str:
+    """R-TASK-1: the task support a tool's definition declares; ``forbidden`` for anything but
+    ``optional`` and ``required``."""
+    definition = None if tool is None else tool.definition
+    execution = definition.get("execution") if isinstance(definition, dict) else None
+    value = execution.get("taskSupport") if isinstance(execution, dict) else None
+    return value if value in ("optional", "required") else "forbidden"
+
+
+def declares(capabilities: object) -> bool:
+    """R-TASK-2: whether a modern request's ``clientCapabilities`` declare the extension."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+
+
+def required_error(request_id: Any) -> JsonObject:
+    """R-TASK-3, R-TASK-7: ``-32021`` naming the extension."""
+    data: JsonObject = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+    return m.error(request_id, -32021, "Missing required client capability", data)
+
+
+def refused(
+    d: r._Draft, conn: ConnId, rid: Any, name: object, capabilities: object, now: int, out: Out
+) -> bool:
+    """R-TASK-3: a modern call of a ``required`` tool that does not declare the extension is
+    answered ``-32021`` before anything is admitted; ``True`` when so."""
+    tool = d.tools.get(name) if isinstance(name, str) else None
+    if tool is None or support(tool) != "required" or declares(capabilities):
+        return False
+    out.append(Reply(conn, rid, required_error(rid)))
+    out.append(r._record(conn, rid, str(name), "", "error", None, "", None, now, now))
+    return True
+
+
+def admitted(d: r._Draft, key: CallKey, capabilities: object, now: int, out: Out) -> None:
+    """R-TASK-4: a modern call just admitted whose mode is *escalate* gets its inline window."""
+    call = d.working.get(key)
+    if call is None or not call.is_tool or not declares(capabilities):
+        return
+    if support(d.tools.get(call.name)) == "forbidden":
+        return
+    d.task_pending = d.task_pending.set(key, call.seq)
+    out.append(StartTimer((INLINE_TIMER, (key, call.seq)), now + d.options.task_inline_ms))
+
+
+# ---------------------------------------------------------------------------------------------
+# Escalation (R-TASK-4 .. R-TASK-6)
+
+
+def on_timer(d: r._Draft, kind: str, ident: object, now: int, out: Out) -> None:
+    """This module's timers: an inline window that ended (R-TASK-4), a ttl (R-TASK-9)."""
+    if kind == TTL_TIMER:
+        task = d.tasks.get(ident) if isinstance(ident, str) else None
+        if task is not None and task.status in TERMINAL:
+            d.tasks = d.tasks.delete(task.task_id)
+        return
+    if not (isinstance(ident, tuple) and len(ident) == 2):
+        return
+    key, seq = ident
+    if d.task_pending.get(key) != seq:
+        return  # answered inline already (its timer was cancelled, or raced its cancel)
+    call = d.working.get(key)
+    if call is None or call.seq != seq:
+        d.task_pending = d.task_pending.delete(key)
+        return
+    escalate(d, call, now, out)
+
+
+def escalate(d: r._Draft, call: Call, now: int, out: Out) -> Call:
+    """R-TASK-4: the call in its inline window becomes a task, unless a cap forbids it
+    (R-TASK-6); the call as it now is (re-keyed onto the task's channel, or unchanged)."""
+    key = call.key
+    seq = d.task_pending.get(key)
+    if seq is None or seq != call.seq:
+        return call
+    d.task_pending = d.task_pending.delete(key)
+    out.append(CancelTimer((INLINE_TIMER, (key, seq))))
+    opts = d.options
+    owner = call.owner
+    held = d.owner_tasks.get(owner, 0)
+    if held >= opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:
+        return call  # R-TASK-6: stays inline
+    st = d.stateless.get(key)
+    tid = r.mint_elicitation_id(d.id_key, d.next_elicitation, TASK_ID_PREFIX)
+    d.next_elicitation += 1  # R-ID-1: the one counter
+    channel = TaskChannel(tid)
+    new_key: CallKey = (channel, tid)
+    moved = attrs.evolve(
+        call, conn=channel, request_id=tid, key=new_key, caller=None, mode="reply", replied=False
+    )
+    # The call's indexes follow it (as _open and _release_worker keep them).
+    d.working = d.working.delete(key).set(new_key, moved)
+    d.workers = d.workers.set(call.worker, new_key)
+    n = d.in_flight[call.conn] - 1
+    flights = d.in_flight.set(call.conn, n) if n else d.in_flight.delete(call.conn)
+    d.in_flight = flights.set(channel, 1)
+    if key in d.stateless:
+        d.stateless = d.stateless.delete(key)
+    if key in d.progress:
+        d.progress = d.progress.delete(key)
+    if call.caller is not None:
+        keys = d.callers[call.caller].delete(key)
+        callers = d.callers
+        d.callers = callers.set(call.caller, keys) if keys else callers.delete(call.caller)
+    caps = st.round.capabilities if st is not None and st.round is not None else None
+    sampling = isinstance(caps, dict) and isinstance(caps.get("sampling"), dict)
+    can_elicit = st is not None and st.can_elicit
+    d.conns = d.conns.set(
+        channel,
+        Conn(subscribed=True, can_elicit=can_elicit, can_sample=sampling, version=CHANNEL_VERSION),
+    )
+    if call.conn not in d.in_flight:
+        r._freed(d, call.conn)
+    task = Task(tid, owner, "working", now, now, new_key)
+    d.tasks = d.tasks.set(tid, task)
+    d.owner_tasks = d.owner_tasks.set(owner, held + 1)
+    d.live_tasks += 1
+    created = {"resultType": "task", **_fields(d, task)}
+    created["_meta"] = {META_SERVER_INFO: r._server_info(d)}
+    out.append(Reply(call.conn, call.request_id, m.result(call.request_id, created)))
+    return moved
+
+
+# ---------------------------------------------------------------------------------------------
+# What a task's call sends (R-TASK-5, R-TASK-10)
+
+
+def absorb(d: r._Draft, out: Out, now: int) -> Out:
+    """The step's effects, but those addressed to a task's channel, which change the task
+    instead (R-TASK-5, R-TASK-10); and an inline window closes when its call is answered
+    (R-TASK-4)."""
+    kept: Out = []
+    for effect in out:
+        if isinstance(effect, Reply | Push):
+            conn = effect.conn
+            if isinstance(conn, TaskChannel):
+                if isinstance(effect, Reply):
+                    _answered(d, conn.task_id, effect.message, now, kept)
+                else:
+                    _sent(d, conn.task_id, effect.message)
+                continue
+            if isinstance(effect, Reply) and d.task_pending:
+                key = (conn, effect.request_id)
+                seq = d.task_pending.get(key)
+                if seq is not None and effect.message is not None:
+                    d.task_pending = d.task_pending.delete(key)
+                    kept.append(CancelTimer((INLINE_TIMER, (key, seq))))
+        kept.append(effect)
+    return kept
+
+
+def _answered(d: r._Draft, tid: str, message: JsonObject | None, now: int, kept: Out) -> None:
+    """R-TASK-5: the task's call answered: the task is terminal with that outcome."""
+    task = d.tasks.get(tid)
+    if message is None or task is None or task.status in TERMINAL:
+        return  # a drop answers nothing (R-TASK-8 has made the task cancelled already)
+    result = message.get("result")
+    error = message.get("error")
+    failure = _askgate_failure(result)
+    if failure is not None:
+        status, outcome = "failed", {"error": failure}
+    elif isinstance(result, dict):
+        status, outcome = "completed", {"result": result}
+    else:
+        status, outcome = "failed", {"error": error if isinstance(error, dict) else {}}
+    _finish(d, task, status, outcome, now, kept)
+
+
+def _askgate_failure(result: object) -> JsonObject | None:
+    """The JSON-RPC error for askgate's own failure of a call (R-TASK-5), or ``None``."""
+    if not isinstance(result, dict) or result.get("isError") is not True:
+        return None
+    data = result.get("structuredContent")
+    if not isinstance(data, dict) or data.get("error") not in ASKGATE_FAILURES:
+        return None
+    if result != m.tool_error_result(data):
+        return None
+    return {"code": m.INTERNAL_ERROR, "message": "the tool's call failed", "data": data}
+
+
+def _finish(
+    d: r._Draft, task: Task, status: str, outcome: JsonObject | None, now: int, out: Out
+) -> None:
+    """The task becomes terminal: its place freed (R-TASK-6), its channel forgotten, its ttl
+    armed (R-TASK-9)."""
+    updated = max(now, task.updated)
+    ended = attrs.evolve(
+        task, status=status, updated=updated, call=None, outcome=outcome, inputs=()
+    )
+    d.tasks = d.tasks.set(task.task_id, ended)
+    n = d.owner_tasks[task.owner] - 1
+    owners = d.owner_tasks
+    d.owner_tasks = owners.set(task.owner, n) if n else owners.delete(task.owner)
+    d.live_tasks -= 1
+    channel = TaskChannel(task.task_id)
+    if channel in d.conns:
+        d.conns = d.conns.delete(channel)
+    out.append(StartTimer((TTL_TIMER, task.task_id), ended.updated + d.options.task_ttl_ms))
+
+
+def _sent(d: r._Draft, tid: str, message: JsonObject) -> None:
+    """R-TASK-10: a request the task's call sent becomes one of its inputs; a withdrawal
+    removes one; anything else (progress, logs) has nowhere to go."""
+    task = d.tasks.get(tid)
+    if task is None or task.status in TERMINAL:
+        return
+    method = message.get("method")
+    if "id" in message and isinstance(message.get("id"), str) and isinstance(method, str):
+        request = {"method": method, "params": message.get("params", {})}
+        inputs = (*task.inputs, (message["id"], request))
+        d.tasks = d.tasks.set(tid, attrs.evolve(task, status="input_required", inputs=inputs))
+    elif method == "notifications/cancelled":
+        params = message.get("params")
+        gone = params.get("requestId") if isinstance(params, dict) else None
+        _answered_input(d, task, gone)
+
+
+def _answered_input(d: r._Draft, task: Task, key: object) -> Task:
+    """``key`` no longer waits: the task is ``working`` again once nothing does (R-TASK-10)."""
+    inputs = tuple(entry for entry in task.inputs if entry[0] != key)
+    status = "input_required" if inputs else "working"
+    changed = attrs.evolve(task, status=status, inputs=inputs)
+    d.tasks = d.tasks.set(task.task_id, changed)
+    return changed
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks/* (R-TASK-7 .. R-TASK-10)
+
+
+def iso(d: r._Draft, now: int) -> str:
+    """The wall-clock time of the shell's monotonic ``now``, ISO 8601 in UTC (R-TASK-4)."""
+    moment = datetime.datetime.fromtimestamp((d.epoch_ms + now) / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _fields(d: r._Draft, task: Task) -> JsonObject:
+    """What every rendering of a task carries (R-TASK-4, R-TASK-7)."""
+    return {
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": iso(d, task.created),
+        "lastUpdatedAt": iso(d, task.updated),
+        "ttlMs": d.options.task_ttl_ms,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+
+
+def serve(
+    d: r._Draft,
+    conn: ConnId,
+    rid: Any,
+    method: str,
+    params: JsonObject | None,
+    capabilities: object,
+    owner: Hashable,
+    now: int,
+    out: Out,
+) -> None:
+    """A modern ``tasks/*`` request of ``owner`` (R-TASK-7 .. R-TASK-10), answered at once."""
+    info = r._server_info(d)
+    if method in REMOVED:
+        unknown = f"Unknown method: {method}"
+        out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, unknown)))
+        return
+    if not declares(capabilities):
+        out.append(Reply(conn, rid, required_error(rid)))
+        return
+    tid = None if params is None else params.get("taskId")
+    task = d.tasks.get(tid) if isinstance(tid, str) else None
+    if task is None or task.owner != owner:  # R-TASK-7: foreign and unknown alike
+        out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, "Unknown task")))
+        return
+    if method == "tasks/get":
+        shown = _fields(d, task)
+        if task.outcome is not None:
+            shown.update(task.outcome)
+        if task.status == "input_required":
+            shown["inputRequests"] = dict(task.inputs)
+        out.append(Reply(conn, rid, complete(m.result(rid, shown), info, False)))
+        return
+    if method == "tasks/cancel":
+        cancel(d, task, now, out)
+    else:  # tasks/update
+        responses = None if params is None else params.get("inputResponses")
+        if isinstance(responses, dict):
+            update(d, task, responses, now, out)
+    out.append(Reply(conn, rid, complete(m.result(rid, {}), info, False)))
+
+
+def cancel(d: r._Draft, task: Task, now: int, out: Out) -> None:
+    """R-TASK-8: a live task's call is dropped (its worker killed, its approval withdrawn and
+    freed) and the task is cancelled; a terminal one is left as it is."""
+    if task.status in TERMINAL or task.call is None:
+        return
+    call = d.working.get(task.call) or d.waiting.get(task.call)
+    sub: Out = []
+    if call is not None:
+        r._drop(d, call, now, sub, notify=True, why=r.CANCELLED_BY_CLIENT)
+    current = d.tasks[task.task_id]
+    kept = absorb(d, sub, now)  # what the drop sent its channel changes nothing now
+    _finish(d, current, "cancelled", None, now, kept)
+    out.extend(kept)
+
+
+def update(d: r._Draft, task: Task, responses: JsonObject, now: int, out: Out) -> None:
+    """R-TASK-10: each response to one of the live task's inputs is handed to its call as the
+    client's answer to that request; unknown keys are ignored."""
+    channel = TaskChannel(task.task_id)
+    for key, response in responses.items():
+        current = d.tasks.get(task.task_id)
+        if current is None or current.status in TERMINAL:
+            return
+        if not any(entry[0] == key for entry in current.inputs):
+            continue
+        _answered_input(d, current, key)
+        result = response if isinstance(response, dict) else None
+        error = None if result is not None else {"code": m.INVALID_PARAMS, "message": "no answer"}
+        sub: Out = []
+        r._on_answer(d, ElicitationAnswered(channel, key, result, now, error), sub)
+        out.extend(absorb(d, sub, now))

@@ -1,0 +1,643 @@
+"""Tasks in the reducer (spec/tasks.md, R-TASK-*): each test is named after the rule it checks
+and drives the reducer with the events a shell would feed it (tests/harness.py checks the
+invariants after every step)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.stdio import StdioServerParameters
+from pydantic import ConfigDict
+
+from askgate import Server
+from askgate.core import (
+    Allow,
+    Ask,
+    CancelTimer,
+    Effect,
+    Failure,
+    KillWorker,
+    MessageReceived,
+    Reply,
+    Resolve,
+    StartTimer,
+    SubscriberDetached,
+    TimerFired,
+    ToolCallReceived,
+    ToolInfo,
+    ToolRequested,
+    WorkerFailed,
+    tasks,
+)
+from askgate.core import messages as m
+from askgate.core.events import ReadRequested
+from tests.harness import Harness, records, replies
+from tests.test_conformance_fixture import DEADLINE, EXAMPLES, serving
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+TASKS_CAPS: dict[str, Any] = {"elicitation": {}, "extensions": {tasks.EXTENSION: {}}}
+PLAIN_CAPS: dict[str, Any] = {"elicitation": {}}
+WINDOW = 100
+
+
+def definition(name: str, support: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "inputSchema": {"type": "object"}}
+    if support is not None:
+        entry["execution"] = {"taskSupport": support}
+    return entry
+
+
+TOOLS = (
+    ToolInfo("plain", False, False, definition("plain", None)),
+    ToolInfo("slow", False, False, definition("slow", "optional")),
+    ToolInfo("job", False, False, definition("job", "required")),
+)
+
+
+def meta(capabilities: object = None) -> dict[str, Any]:
+    return {
+        VERSION_KEY: "2026-07-28",
+        CAPS_KEY: TASKS_CAPS if capabilities is None else capabilities,
+    }
+
+
+def harness(**options: Any) -> Harness:
+    options.setdefault("task_inline_ms", WINDOW)
+    return Harness(tools=TOOLS, **options)
+
+
+def call(
+    h: Harness, conn: object, rid: object, tool: str = "slow", caps: object = None, **kw: Any
+) -> list[Effect]:
+    kw.setdefault("principal", "alice")  # the owner (R-PARK-5) of every call but where named
+    return h.feed(ToolCallReceived(conn, rid, tool, {}, h.now, meta=meta(caps), **kw))
+
+
+def request(
+    h: Harness, conn: object, rid: object, method: str, params: dict[str, Any], **kw: Any
+) -> dict[str, Any]:
+    """A modern ``tasks/*`` request; the message it is answered with."""
+    shown = {**params, "_meta": meta(kw.pop("caps", None))}
+    kw.setdefault("principal", "alice")
+    effects = h.feed(ReadRequested(conn, rid, method, shown, h.now, **kw))
+    (reply,) = replies(effects)
+    assert reply.message is not None
+    return reply.message
+
+
+def escalated(
+    h: Harness, conn: object = "c1", rid: object = 1, tool: str = "slow", who: str = "alice"
+) -> str:
+    """A call of ``tool`` whose window ran out while it ran: its task's id."""
+    effects = call(h, conn, rid, tool, principal=who)
+    timers = [e for e in effects if isinstance(e, StartTimer) and e.key[0] == tasks.INLINE_TIMER]
+    assert len(timers) == 1
+    h.now = timers[0].deadline
+    effects = h.feed(TimerFired(timers[0].key, h.now))
+    (reply,) = [e for e in replies(effects) if e.conn == conn]
+    assert reply.message is not None
+    created = reply.message["result"]
+    assert created["resultType"] == "task"
+    return str(created["taskId"])
+
+
+def get(h: Harness, tid: str, conn: object = "g", rid: object = "get", **kw: Any) -> dict[str, Any]:
+    return request(h, conn, rid, "tasks/get", {"taskId": tid}, **kw)
+
+
+def worker_of(h: Harness, tid: str) -> int:
+    task = h.state.tasks[tid]
+    return h.state.working[task.call].worker
+
+
+# --- R-TASK-1 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_1_a_tool_declares_its_support_in_its_definition() -> None:
+    server = Server("t", authorizer=lambda *_: Allow())
+
+    @server.tool(task_support="optional")
+    async def slow() -> str:
+        return "ok"
+
+    @server.tool()
+    async def plain() -> str:
+        return "ok"
+
+    found = server.tool_definitions()
+    assert found["slow"]["execution"] == {"taskSupport": "optional"}
+    assert "execution" not in found["plain"]
+    with pytest.raises(TypeError, match="task_support"):
+        server.tool(task_support="sometimes")
+    assert tasks.support(TOOLS[0]) == "forbidden"
+    assert tasks.support(TOOLS[1]) == "optional"
+    assert tasks.support(TOOLS[2]) == "required"
+    odd = ToolInfo("odd", False, False, {"name": "odd", "execution": {"taskSupport": "yes"}})
+    assert tasks.support(odd) == "forbidden"
+
+
+# --- R-TASK-2 -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "caps", "window"),
+    [
+        ("plain", None, False),  # forbidden, declared: inline
+        ("plain", PLAIN_CAPS, False),  # forbidden, not declared: inline
+        ("slow", PLAIN_CAPS, False),  # optional, not declared: inline
+        ("slow", None, True),  # optional, declared: escalate
+        ("job", None, True),  # required, declared: escalate
+    ],
+)
+def test_R_TASK_2_the_mode_follows_support_and_declaration(
+    tool: str, caps: object, window: bool
+) -> None:
+    h = harness()
+    effects = call(h, "c1", 1, tool, caps)
+    timers = [e for e in effects if isinstance(e, StartTimer) and e.key[0] == tasks.INLINE_TIMER]
+    assert bool(timers) == window
+    assert not replies(effects)  # admitted: a worker runs it
+
+
+def test_R_TASK_2_a_2025_request_is_inline_whatever_its_tool_declares() -> None:
+    h = harness()
+    h.connect("s")
+    params = {"name": "job", "arguments": {}, "task": {"ttl": 1000}}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    effects = h.feed(MessageReceived("s", json.dumps(message).encode(), h.now))
+    assert not [e for e in effects if isinstance(e, StartTimer) and e.key[0] == tasks.INLINE_TIMER]
+    assert not replies(effects)
+
+
+# --- R-TASK-3 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_3_required_and_not_declared_is_refused_before_admission() -> None:
+    h = harness(has_authorizer=True)
+    effects = call(h, "c1", 1, "job", PLAIN_CAPS)
+    message = replies(effects)[0].message
+    assert message is not None
+    assert message["error"]["code"] == -32021
+    assert message["error"]["data"] == {
+        "requiredCapabilities": {"extensions": {tasks.EXTENSION: {}}}
+    }
+    assert not [e for e in effects if type(e).__name__ == "StartWorker"]  # not even authorized
+    assert records(effects)[0]["outcome"] == "error"
+
+
+# --- R-TASK-4 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_4_a_call_answered_inside_the_window_is_answered_inline() -> None:
+    h = harness()
+    call(h, "c1", 1)
+    h.now = WINDOW - 1  # the last ms of the window: still inline
+    effects = h.finish(h.worker(), {"content": []})
+    message = replies(effects)[0].message
+    assert message is not None
+    assert message["result"]["resultType"] == "complete"
+    assert [e for e in effects if isinstance(e, CancelTimer) and e.key[0] == tasks.INLINE_TIMER]
+    assert not h.state.task_pending
+    # the window's timer, had it raced the answer, finds the decision made
+    late = h.feed(TimerFired((tasks.INLINE_TIMER, (("c1", 1), 0)), WINDOW))
+    assert late == []
+    assert not h.state.tasks
+
+
+def test_R_TASK_4_the_window_ending_makes_a_task_before_the_answer() -> None:
+    h = harness()
+    tid = escalated(h)
+    assert h.now == WINDOW  # exactly at now + task_inline_ms
+    created = h.state.tasks[tid]
+    assert created.status == "working"
+    found = get(h, tid)["result"]  # at once: the task exists when its handle is sent
+    assert found["taskId"] == tid
+    assert found["status"] == "working"
+    assert found["resultType"] == "complete"
+    for absent in ("requestState", "result", "error", "inputRequests"):
+        assert absent not in found
+
+
+def test_R_TASK_4_the_result_after_the_hand_off_goes_to_the_task() -> None:
+    h = harness()
+    tid = escalated(h)
+    ref = worker_of(h, tid)
+    effects = h.finish(ref, {"content": [{"type": "text", "text": "done"}]})
+    assert not [e for e in effects if isinstance(e, Reply)]  # the request was answered already
+    found = get(h, tid)["result"]
+    assert found["status"] == "completed"
+    assert found["result"]["content"][0]["text"] == "done"
+
+
+def test_R_TASK_4_a_tool_that_asks_its_client_becomes_a_task_at_once() -> None:
+    h = harness()
+    call(h, "c1", 1)
+    ref = h.worker()
+    h.now = 5
+    schema = {"type": "object", "properties": {}}
+    effects = h.feed(
+        ToolRequested(
+            ref, "tok", "elicitation/create", {"message": "Sure?", "requestedSchema": schema}, h.now
+        )
+    )
+    (reply,) = [e for e in replies(effects) if e.conn == "c1"]
+    assert reply.message is not None
+    tid = reply.message["result"]["taskId"]
+    found = get(h, tid)["result"]
+    assert found["status"] == "input_required"
+    (key,) = found["inputRequests"]
+    assert found["inputRequests"][key]["method"] == "elicitation/create"
+
+
+# --- R-TASK-5 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_5_the_request_going_away_does_not_touch_the_task() -> None:
+    h = harness()
+    tid = escalated(h)
+    effects = h.feed(SubscriberDetached("c1", h.now))
+    assert not [e for e in effects if isinstance(e, KillWorker)]
+    assert h.state.tasks[tid].status == "working"
+
+
+def test_R_TASK_5_a_tool_error_completes_a_crash_fails() -> None:
+    h = harness()
+    tid = escalated(h)
+    h.finish(worker_of(h, tid), {"isError": True, "content": [{"type": "text", "text": "no"}]})
+    done = get(h, tid)["result"]
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+    tid2 = escalated(h, "c2", 2)
+    h.feed(WorkerFailed(worker_of(h, tid2), h.now))
+    failed = get(h, tid2, rid="get2")["result"]
+    assert failed["status"] == "failed"
+    assert "result" not in failed
+    assert failed["error"]["code"] == -32603
+    assert failed["error"]["data"] == {"error": "callback_failed"}
+
+
+# --- R-TASK-6 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_6_live_tasks_are_capped_per_owner_then_stay_inline() -> None:
+    h = harness(max_tasks_per_owner=1, max_tasks_total=2)
+    escalated(h, "c1", 1)
+    call(h, "c2", 2)
+    h.now += WINDOW
+    effects = h.feed(TimerFired((tasks.INLINE_TIMER, (("c2", 2), 1)), h.now))
+    assert not replies(effects)  # no task: the call goes on inline
+    assert h.state.live_tasks == 1
+    effects = h.finish(h.state.working[("c2", 2)].worker, {"content": []})
+    assert replies(effects)[0].message["result"]["resultType"] == "complete"  # type: ignore[index]
+
+
+def test_R_TASK_6_a_finished_task_frees_its_place() -> None:
+    h = harness(max_tasks_per_owner=1, max_tasks_total=2)
+    first = escalated(h, "c1", 1)
+    assert h.state.owner_tasks[("principal", "alice")] == 1
+    h.finish(worker_of(h, first), {"content": []})
+    assert h.state.live_tasks == 0
+    assert not h.state.owner_tasks
+    assert escalated(h, "c3", 3) in h.state.tasks
+
+
+def test_R_TASK_6_owners_are_principals() -> None:
+    h = harness(max_tasks_per_owner=1, max_tasks_total=2)
+    for n, who in enumerate(("alice", "bob", "carol")):
+        effects = call(h, f"c{n}", n, principal=who)
+        timer = [e for e in effects if isinstance(e, StartTimer)][-1]
+        h.feed(TimerFired(timer.key, timer.deadline))
+    assert h.state.live_tasks == 2  # the total: carol's call stayed inline
+
+
+# --- R-TASK-7 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_7_another_principal_gets_what_an_unknown_task_gets() -> None:
+    h = harness()
+    effects = call(h, "c1", 1, principal="alice")
+    timer = [e for e in effects if isinstance(e, StartTimer)][-1]
+    h.now = timer.deadline
+    effects = h.feed(TimerFired(timer.key, h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    mine = get(h, tid, principal="alice")
+    assert mine["result"]["taskId"] == tid
+    theirs = get(h, tid, rid="x", principal="mallory")
+    unknown = get(h, "askgate-task-nope", rid="x", principal="mallory")
+    assert theirs == unknown
+    assert theirs["error"]["code"] == -32602
+    for method in ("tasks/cancel", "tasks/update"):
+        refused = request(h, "g", "y", method, {"taskId": tid}, principal="mallory")
+        assert refused["error"]["code"] == -32602
+    assert h.state.tasks[tid].status == "working"
+
+
+def test_R_TASK_7_undeclared_and_removed_methods() -> None:
+    h = harness()
+    tid = escalated(h)
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        answer = request(h, "g", method, method, {"taskId": tid}, caps=PLAIN_CAPS)
+        assert answer["error"]["code"] == -32021
+    for method in ("tasks/result", "tasks/list"):
+        assert request(h, "g", method, method, {"taskId": tid})["error"]["code"] == -32601
+
+
+# --- R-TASK-8 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_8_cancel_kills_the_worker_and_is_idempotent() -> None:
+    h = harness()
+    tid = escalated(h)
+    ref = worker_of(h, tid)
+    effects = h.feed(
+        ReadRequested(
+            "g", "k", "tasks/cancel", {"taskId": tid, "_meta": meta()}, h.now, principal="alice"
+        )
+    )
+    assert KillWorker(ref) in effects
+    ack = next(e for e in replies(effects) if e.conn == "g").message
+    assert ack is not None
+    assert ack["result"]["resultType"] == "complete"
+    assert "taskId" not in ack["result"]
+    assert "status" not in ack["result"]
+    assert records(effects)[0]["outcome"] == "dropped"
+    assert get(h, tid)["result"]["status"] == "cancelled"
+    assert h.finish(ref, {"content": []}) == []  # a killed worker's value is not looked at
+    again = request(h, "g", "k2", "tasks/cancel", {"taskId": tid})
+    assert again["result"]["resultType"] == "complete"
+    assert get(h, tid, rid="g3")["result"]["status"] == "cancelled"
+
+
+# --- R-TASK-9 -----------------------------------------------------------------------------
+
+
+def test_R_TASK_9_a_finished_task_is_forgotten_after_its_ttl_not_before() -> None:
+    h = harness(task_ttl_ms=1000)
+    tid = escalated(h)
+    h.now += 7
+    effects = h.finish(worker_of(h, tid), {"content": []})
+    (ttl,) = [e for e in effects if isinstance(e, StartTimer) and e.key[0] == tasks.TTL_TIMER]
+    assert ttl.deadline == h.now + 1000
+    assert get(h, tid)["result"]["ttlMs"] == 1000
+    h.feed(TimerFired(ttl.key, ttl.deadline))
+    assert get(h, tid, rid="again")["error"]["code"] == -32602
+
+
+def test_R_TASK_9_a_live_task_is_not_forgotten() -> None:
+    h = harness(task_ttl_ms=1000)
+    tid = escalated(h)
+    h.feed(TimerFired((tasks.TTL_TIMER, tid), h.now + 5000))
+    assert get(h, tid)["result"]["status"] == "working"
+
+
+# --- R-TASK-10 ----------------------------------------------------------------------------
+
+
+def asked_task(h: Harness) -> tuple[str, str]:
+    """A task whose authorizer asked once the window ran out: its id and the approval's key."""
+    call(h, "c1", 1)
+    auth = h.worker()
+    h.now = WINDOW
+    effects = h.feed(TimerFired((tasks.INLINE_TIMER, (("c1", 1), 0)), h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    h.finish(auth, Ask("Allow slow?"))
+    found = get(h, tid)["result"]
+    assert found["status"] == "input_required"
+    (key,) = found["inputRequests"]
+    assert found["inputRequests"][key]["method"] == "elicitation/create"
+    return tid, key
+
+
+def test_R_TASK_10_an_approved_ask_runs_the_tool_once() -> None:
+    h = harness(has_authorizer=True)
+    tid, key = asked_task(h)
+    approve = {key: {"action": "accept", "content": {"approve": True}}}
+    effects = h.feed(
+        ReadRequested(
+            "g",
+            "u",
+            "tasks/update",
+            {"taskId": tid, "inputResponses": approve, "_meta": meta()},
+            h.now,
+            principal="alice",
+        )
+    )
+    assert len([e for e in effects if type(e).__name__ == "StartWorker"]) == 1
+    assert get(h, tid)["result"]["status"] == "working"
+    again = h.feed(
+        ReadRequested(
+            "g",
+            "u2",
+            "tasks/update",
+            {"taskId": tid, "inputResponses": approve, "_meta": meta()},
+            h.now,
+            principal="alice",
+        )
+    )
+    assert not [e for e in again if type(e).__name__ == "StartWorker"]  # single use
+    h.finish(worker_of(h, tid), {"content": [{"type": "text", "text": "ran"}]})
+    assert get(h, tid, rid="g2")["result"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("how", ["decline", "cancel", "timeout"])
+def test_R_TASK_10_decline_cancel_and_silence_end_in_the_deny(how: str) -> None:
+    h = harness(has_authorizer=True, elicitation_timeout_ms=500)
+    tid, key = asked_task(h)
+    if how == "timeout":
+        h.now += 500
+        h.feed(TimerFired(("elicitation", key), h.now))
+    else:
+        answer = {key: {"action": how}}
+        params = {"taskId": tid, "inputResponses": answer, "_meta": meta()}
+        h.feed(ReadRequested("g", "u", "tasks/update", params, h.now, principal="alice"))
+    done = get(h, tid, rid="after")["result"]
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+    assert done["result"]["structuredContent"]["error"] == "authorization_required"
+
+
+def test_R_TASK_10_an_ask_in_a_task_is_evicted_like_any_approval() -> None:
+    h = harness(has_authorizer=True, max_parked_elicitations=1, max_parked_elicitations_total=1)
+    tid, _ = asked_task(h)
+    h.connect("s")  # a 2025 session of another owner asks: the task's approval is evicted
+    h.call("s", 9, "plain")
+    h.finish(h.worker(), Ask("Allow?"))
+    done = get(h, tid, rid="after")["result"]
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["detail"] == m.EVICTED
+
+
+def test_R_TASK_10_a_partial_update_keeps_the_rest_waiting() -> None:
+    h = harness()
+    call(h, "c1", 1)
+    ref = h.worker()
+    schema = {"type": "object", "properties": {}}
+    params = {"message": "?", "requestedSchema": schema}
+    effects = h.feed(ToolRequested(ref, "a", "elicitation/create", params, h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    h.feed(ToolRequested(ref, "b", "elicitation/create", params, h.now))
+    first, second = get(h, tid)["result"]["inputRequests"]
+    answer = {first: {"action": "accept", "content": {}}, "nobody": {"action": "accept"}}
+    effects = h.feed(
+        ReadRequested(
+            "g",
+            "u",
+            "tasks/update",
+            {"taskId": tid, "inputResponses": answer, "_meta": meta()},
+            h.now,
+            principal="alice",
+        )
+    )
+    assert next(e for e in effects if isinstance(e, Resolve)).token == "a"
+    after = get(h, tid, rid="g2")["result"]
+    assert after["status"] == "input_required"
+    assert list(after["inputRequests"]) == [second]
+    answer = {second: {"action": "accept", "content": {}}}
+    h.feed(
+        ReadRequested(
+            "g",
+            "u2",
+            "tasks/update",
+            {"taskId": tid, "inputResponses": answer, "_meta": meta()},
+            h.now,
+            principal="alice",
+        )
+    )
+    assert get(h, tid, rid="g3")["result"]["status"] == "working"
+
+
+def test_R_TASK_10_failure_is_a_client_request_refusal_not_a_crash() -> None:
+    """A tool's own request that times out in a task is refused to the tool as inline."""
+    h = harness(elicitation_timeout_ms=300)
+    call(h, "c1", 1)
+    ref = h.worker()
+    params = {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}
+    effects = h.feed(ToolRequested(ref, "a", "elicitation/create", params, h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    (key,) = get(h, tid)["result"]["inputRequests"]
+    effects = h.feed(TimerFired(("client_request", key), h.now + 300))
+    (resolve,) = [e for e in effects if isinstance(e, Resolve)]
+    assert isinstance(resolve.outcome, Failure)
+    assert get(h, tid, rid="g2")["result"]["status"] == "working"  # withdrawn: nothing waits
+
+
+# --- The official client, default mode (2026-07-28), over HTTP and stdio ---------------------
+
+
+class TaskCreated(types.Result):
+    """A ``CreateTaskResult`` of the tasks extension, as the client's claim reads it."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskParams
+    name_param = "taskId"
+
+
+class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskParams
+    name_param = "taskId"
+
+
+class Detail(types.Result):
+    model_config = ConfigDict(extra="allow")
+
+
+async def poll(session: Any, task_id: str) -> dict[str, Any]:
+    """``tasks/get`` until the task is terminal (bounded: the test's deadline)."""
+    while True:
+        detail = await session.send_request(GetTask(params=TaskParams(task_id=task_id)), Detail)
+        found: dict[str, Any] = detail.model_dump(by_alias=True)
+        if found["status"] in tasks.TERMINAL:
+            return found
+        await anyio.sleep(0.05)
+
+
+class Tasks(ClientExtension):
+    """The tasks extension for the official client: declares it, and finishes a
+    ``CreateTaskResult`` by polling ``tasks/get``; remembers the task ids it saw."""
+
+    identifier = tasks.EXTENSION
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        return (ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve),)
+
+    async def resolve(self, created: TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
+        self.seen.append(created.task_id)
+        found = await poll(ctx.session, created.task_id)
+        return types.CallToolResult.model_validate(found["result"])
+
+
+def fixture_stdio() -> StdioServerParameters:
+    args = [str(EXAMPLES / "conformance_server.py"), "--stdio"]
+    return StdioServerParameters(command=sys.executable, args=args, cwd=str(EXAMPLES.parent))
+
+
+@asynccontextmanager
+async def fixture_client(transport: str, extension: Tasks) -> AsyncIterator[Client]:
+    if transport == "http":
+        async with serving() as (_, url), Client(url, extensions=[extension]) as client:
+            yield client
+    else:
+        async with Client(fixture_stdio(), extensions=[extension]) as client:
+            yield client
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_4_the_official_client_polls_a_task_past_the_window(transport: str) -> None:
+    extension = Tasks()
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension) as client:
+            assert client.protocol_version == "2026-07-28"  # the default mode's revision
+            inline = await client.call_tool("slow_compute", {"seconds": 0, "label": "now"})
+            assert not extension.seen  # inside the window: answered inline
+            assert "computed now" in inline.content[0].text  # type: ignore[union-attr]
+            late = await client.call_tool("slow_compute", {"seconds": 0.4, "label": "late"})
+            assert len(extension.seen) == 1  # past the window: a task, polled to its result
+            assert "computed late" in late.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_8_the_official_client_cancels_a_task(transport: str) -> None:
+    extension = Tasks()
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension) as client:
+            created = await client.session.call_tool(
+                "slow_compute", {"seconds": 60, "label": "x"}, allow_claimed=True
+            )
+            assert isinstance(created, TaskCreated)
+            params = TaskParams(task_id=created.task_id)
+            ack = await client.session.send_request(CancelTask(params=params), Detail)
+            assert ack.model_dump(by_alias=True).get("resultType") == "complete"
+            found = await poll(client.session, created.task_id)
+            assert found["status"] == "cancelled"
