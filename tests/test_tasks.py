@@ -22,6 +22,7 @@ from askgate import Server
 from askgate.core import (
     Allow,
     Ask,
+    CancelRequested,
     CancelTimer,
     Effect,
     Failure,
@@ -276,6 +277,21 @@ def test_R_TASK_4_a_stale_window_timer_leaves_a_reused_ids_window_open() -> None
     (reply,) = replies(effects)
     assert reply.message is not None
     assert reply.message["result"]["resultType"] == "task"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/tasks.py absorb closes a window only on a non-empty reply: a drop (empty "
+    "reply) leaves the window's entry and its timer armed; found by the tasks explorer",
+)
+def test_R_TASK_4_a_call_dropped_in_its_window_closes_the_window() -> None:
+    """A call cancelled while in its inline window is answered (with nothing, R-DROP-4): its
+    window closes with it, its timer cancelled, as for any other answer."""
+    h = harness()
+    call(h, "c1", 1)
+    effects = h.feed(CancelRequested("c1", 1, h.now))
+    assert not h.state.task_pending
+    assert [e for e in effects if isinstance(e, CancelTimer) and e.key[0] == tasks.INLINE_TIMER]
 
 
 # --- R-TASK-5 -----------------------------------------------------------------------------
