@@ -45,6 +45,7 @@ verify: $(STAMP)
 	$(BIN)/python -m askgate.models.explore --depth 8 --config open $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 7 --config modern $(VERIFY_RECORD)
 	$(BIN)/python -m askgate.models.explore --depth 6 --config principals $(VERIFY_RECORD)
+	$(BIN)/python -m askgate.models.explore --depth 6 --config tasks $(VERIFY_RECORD)
 
 # CrossHair checks every pre:/post: contract in core/ (the reducer's decision functions, option
 # validation, version negotiation, the sealed approval state's verdict), 20 s per postcondition

@@ -98,6 +98,8 @@ SUITES: dict[str, tuple[str, ...]] = {
     "core/sealing.py": ("tests/test_sealing.py", "tests/test_crosshair.py"),
     # The approvals store: its contract suite first, then the reducer's.
     "core/store.py": ("tests/test_store.py", *REDUCER_SUITE),
+    # Tasks (spec/tasks.md): their own tests, then the reducer's (the models among them).
+    "core/tasks.py": ("tests/test_tasks.py", *REDUCER_SUITE),
 }
 
 
@@ -140,6 +142,7 @@ REVISIONS = "core/revisions.py"
 SEALING = "core/sealing.py"
 MESSAGES = "core/messages.py"
 STORE = "core/store.py"
+TASKS = "core/tasks.py"
 
 # Why a mutant is outside what the model-based suite checks (models/reference.py, "The model
 # covers ..."): ``--model-suite`` skips these and says so in its report.
@@ -169,6 +172,11 @@ _LISTEN_TESTS = ("tests/test_catalogue_listen.py", "tests/test_modern.py")
 _READ_ROUNDS = (
     "the rounds of a modern prompts/get or resources/read (R-MRTR-24) are not modelled: the "
     "machines send no modern read; tests/test_modern.py covers them"
+)
+
+_TASKS = (
+    "tasks (spec/tasks.md, R-TASK-*) are not in the reference model: the machines send no "
+    "task-declaring call and no tasks/*; tests/test_tasks.py covers them"
 )
 
 _SEALING_PRIMITIVE = (
@@ -1682,6 +1690,246 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-MRTR-24",),
         "a prompt's round state opens for any prompt of the same method",
         outside_model=_READ_ROUNDS,
+    ),
+    # --- tasks (spec/tasks.md, R-TASK-*) ---------------------------------------------------
+    Mutant(
+        "task-support-any-string",
+        TASKS,
+        '    return value if value in ("optional", "required") else "forbidden"\n',
+        '    return value if isinstance(value, str) else "forbidden"\n',
+        ("R-TASK-1",),
+        "a tool's task support is whatever string its definition holds, not forbidden",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-forbidden-tool-escalates",
+        TASKS,
+        '    if support(d.tools.get(call.name)) == "forbidden":\n        return\n',
+        '    if support(d.tools.get(call.name)) == "":\n        return\n',
+        ("R-TASK-2",),
+        "a tool that forbids tasks gets an inline window and becomes a task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-undeclared-call-escalates",
+        TASKS,
+        "    if call is None or not call.is_tool or not declares(capabilities):\n",
+        "    if call is None or not call.is_tool:\n",
+        ("R-TASK-2",),
+        "a call that did not declare the extension becomes a task all the same",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-required-runs-undeclared",
+        TASKS,
+        '    if tool is None or support(tool) != "required" or declares(capabilities):\n',
+        '    if tool is None or support(tool) != "required" or not declares(capabilities):\n',
+        ("R-TASK-3",),
+        "a required tool's call without the extension is admitted and runs inline",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-window-minus-one",
+        TASKS,
+        "now + d.options.task_inline_ms))\n",
+        "now + d.options.task_inline_ms - 1))\n",
+        ("R-TASK-4",),
+        "the inline window ends one ms early: a call answered in its last ms becomes a task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-window-plus-one",
+        TASKS,
+        "now + d.options.task_inline_ms))\n",
+        "now + d.options.task_inline_ms + 1))\n",
+        ("R-TASK-4",),
+        "the inline window lasts one ms too long",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-window-not-closed-by-answer",
+        TASKS,
+        "                if seq is not None and effect.message is not None:\n",
+        "                if False:\n",
+        ("R-TASK-4",),
+        "a call answered inline keeps its window open: its timer stays armed, its entry kept",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-window-ignores-the-seq",
+        TASKS,
+        "    if d.task_pending.get(key) != seq:\n",
+        "    if key not in d.task_pending:\n",
+        ("R-TASK-4",),
+        "a stale window timer (of an earlier call with the same request id) closes the window "
+        "of the call that reuses the id: it never becomes a task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-askgate-failure-completes",
+        TASKS,
+        "    failure = _askgate_failure(result)\n",
+        "    failure = None\n",
+        ("R-TASK-5",),
+        "askgate's own failure of a task's call (callback_failed) completes the task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-deny-fails-the-task",
+        TASKS,
+        '    if not isinstance(data, dict) or data.get("error") not in ASKGATE_FAILURES:\n',
+        "    if not isinstance(data, dict):\n",
+        ("R-TASK-5", "R-TASK-10"),
+        "any error result (a deny of the task's ASK among them) fails the task instead of "
+        "completing it with the deny",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-per-owner-cap-plus-one",
+        TASKS,
+        "    if held >= opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:\n",
+        "    if held > opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:\n",
+        ("R-TASK-6",),
+        "an owner holds one live task more than max_tasks_per_owner",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-total-cap-plus-one",
+        TASKS,
+        "    if held >= opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:\n",
+        "    if held >= opts.max_tasks_per_owner or d.live_tasks > opts.max_tasks_total:\n",
+        ("R-TASK-6",),
+        "the server holds one live task more than max_tasks_total",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-total-cap-ignored",
+        TASKS,
+        "    if held >= opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:\n",
+        "    if held >= opts.max_tasks_per_owner:\n",
+        ("R-TASK-6",),
+        "owners under their quota make tasks past max_tasks_total",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-end-keeps-its-place",
+        TASKS,
+        "    n = d.owner_tasks[task.owner] - 1\n",
+        "    n = d.owner_tasks[task.owner]\n",
+        ("R-TASK-6",),
+        "a finished task still counts against its owner: a client is locked out by old tasks",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-answered-to-another-principal",
+        TASKS,
+        "    if task is None or task.owner != owner:  # R-TASK-7: foreign and unknown alike\n",
+        "    if task is None:  # R-TASK-7: foreign and unknown alike\n",
+        ("R-TASK-7",),
+        "tasks/get, tasks/update and tasks/cancel serve another principal's task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-cancelled-by-another-principal",
+        TASKS,
+        "    if task is None or task.owner != owner:  # R-TASK-7: foreign and unknown alike\n",
+        '    if task is None or task.owner != owner and method != "tasks/cancel":  # R-TASK-7\n',
+        ("R-TASK-7", "R-TASK-8"),
+        "tasks/cancel cancels another principal's task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-calls-without-declaration",
+        TASKS,
+        "    if not declares(capabilities):\n",
+        "    if False:\n",
+        ("R-TASK-7",),
+        "tasks/* served to a request that did not declare the extension",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-get-hides-its-inputs",
+        TASKS,
+        '        if task.status == "input_required":\n',
+        "        if False:\n",
+        ("R-TASK-7", "R-TASK-10"),
+        "tasks/get of an input_required task leaves out its inputRequests",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-cancel-only-hides",
+        TASKS,
+        "    if call is not None:\n        r._drop(",
+        "    if False:\n        r._drop(",
+        ("R-TASK-8",),
+        "tasks/cancel marks the task cancelled but its call runs on (worker not killed, "
+        "approval kept)",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-cancel-spares-the-worker",
+        TASKS,
+        "    kept = absorb(d, sub, now)  # what the drop sent its channel changes nothing now\n",
+        '    kept = [e for e in absorb(d, sub, now) if type(e).__name__ != "KillWorker"]\n',
+        ("R-TASK-8",),
+        "tasks/cancel forgets the call but never kills its worker",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-ttl-minus-one",
+        TASKS,
+        "ended.updated + d.options.task_ttl_ms))\n",
+        "ended.updated + d.options.task_ttl_ms - 1))\n",
+        ("R-TASK-9",),
+        "a finished task is forgotten one ms before its ttl",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-ttl-from-creation",
+        TASKS,
+        "ended.updated + d.options.task_ttl_ms))\n",
+        "ended.created + d.options.task_ttl_ms))\n",
+        ("R-TASK-9",),
+        "a finished task's ttl counts from its creation: a long task is forgotten as it ends",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-ttl-forgets-a-live-task",
+        TASKS,
+        "        if task is not None and task.status in TERMINAL:\n",
+        "        if task is not None:\n",
+        ("R-TASK-9",),
+        "a ttl timer that fires while its task is live forgets it (R-TASK-9: never a live task)",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-update-forwards-only-accepts",
+        TASKS,
+        "        if not any(entry[0] == key for entry in current.inputs):\n",
+        "        if not any(entry[0] == key for entry in current.inputs) or not (\n"
+        '            isinstance(response, dict) and response.get("action") == "accept"\n'
+        "        ):\n",
+        ("R-TASK-10",),
+        "a declined or cancelled input of a task is ignored: its ASK never ends in the deny",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-answered-input-stays-listed",
+        TASKS,
+        "        _answered_input(d, current, key)\n",
+        "        pass\n",
+        ("R-TASK-10",),
+        "an answered input stays in inputRequests: the task stays input_required",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-withdrawn-input-stays-listed",
+        TASKS,
+        '    elif method == "notifications/cancelled":\n',
+        "    elif False:\n",
+        ("R-TASK-10",),
+        "a withdrawn request (timed out, its tool gone) stays in the task's inputRequests",
+        outside_model=_TASKS,
     ),
 )
 

@@ -9,12 +9,15 @@ outcome, that a reused id is refused without touching its call, that outcomes, p
 withdrawals go only to their owners (R-INV-8, R-INV-9), that no unregistered tool is started,
 and that the shell's timers and workers stay equal to the state's.
 
-Five configurations: ``tight`` and ``shared`` fill the parking caps; ``edges`` adds reads
+Seven configurations: ``tight`` and ``shared`` fill the parking caps; ``edges`` adds reads
 through a read authorizer, capability eviction, tools unregistered and registered again,
 malformed and reused ids, stale worker events and every refusing answer; ``open`` runs with no
 authorizer and a sensitive tool registered late; ``modern`` adds the 2026-07-28 flow and the
 stop (:func:`modern_alphabet`, checked by :func:`check_modern`), with 2025 calls from one
-connection only so that its depth goes to modern calls and retries.
+connection only so that its depth goes to modern calls and retries; ``tasks`` adds tasks
+(spec/tasks.md: :func:`task_alphabet`, checked by :func:`check_tasks`): task-declaring calls of
+three owners, their inline windows ending, ``tasks/get``, ``tasks/cancel`` and ``tasks/update``
+from the owner and another principal, and the ttl.
 
     python -m askgate.models.explore [--depth N] [--max-states N]
 
@@ -35,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -86,7 +90,14 @@ from askgate.core.decide import is_approval, is_request_id, refusal_detail
 from askgate.core.messages import ALREADY_USED
 from askgate.core.reducer import PRINCIPAL_OWNER, nonce_id
 from askgate.core.revisions import INPUT_KEY, META_CAPABILITIES, META_VERSION
-from askgate.core.state import Call
+from askgate.core.state import Call, TaskChannel
+from askgate.core.tasks import (
+    ASKGATE_FAILURES,
+    EXTENSION,
+    INLINE_TIMER,
+    TERMINAL,
+    TTL_TIMER,
+)
 from askgate.models import figures
 
 CONNS = ("a", "b", "c")
@@ -191,9 +202,15 @@ CONFIGS = {
     "modern": MODERN,
     "principals": PRINCIPALS,
 }
+TASKS = attrs.evolve(SHARED, max_tasks_per_owner=1, max_tasks_total=2, task_inline_ms=50)
+"""Tasks (spec/tasks.md) beside 2025 calls on one connection: one live task per owner, two in
+all, so that an owner's second task and a third owner's first stay inline (R-TASK-6)."""
+CONFIGS["tasks"] = TASKS
 MODERN_CONFIGS = frozenset({"modern"})
 """The configurations whose alphabet adds the modern flow and ``ServerStopping``
 (:func:`modern_alphabet`)."""
+TASK_CONFIGS = frozenset({"tasks"})
+"""The configurations whose alphabet adds tasks (:func:`task_alphabet`)."""
 PRINCIPAL_CONFIGS = frozenset({"principals"})
 """The configurations whose connections attach with :data:`PRINCIPAL_OF`'s principals."""
 PRINCIPAL_OF: dict[str, str] = {"b": "alice", "c": "alice"}
@@ -223,6 +240,51 @@ RETRY_KINDS: tuple[str, ...] = (
 )
 """How a retry differs from the call that was asked (R-MRTR-13): a retry of a state whose nonce
 was closed already is a replay, of one evicted an evicted state."""
+
+
+# Tasks (spec/tasks.md). Task-declaring modern calls of "job" (task support optional) come from
+# connections that never initialize: "m" authenticates no one (its tasks are the connection's),
+# "n" authenticates "alice", "o" authenticates "bob". Each owner's tasks are asked after by a
+# foreign principal too (R-TASK-7).
+TASK_META = {
+    META_VERSION: MODERN_VERSION,
+    META_CAPABILITIES: {"elicitation": {}, "extensions": {EXTENSION: {}}},
+}
+JOB = ToolInfo(
+    "job",
+    sensitive=False,
+    derived=False,
+    definition={
+        "name": "job",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "optional"},
+    },
+)
+TASK_CALLS: tuple[tuple[str, int, str | None, bool], ...] = (
+    ("n", 9, "alice", False),  # its window runs: answered inline, or a task when it ends
+    ("m", 9, None, True),  # escalated at once (the call and its window's end as one step)
+    ("n", 10, "alice", True),
+    ("o", 9, "bob", True),
+)
+"""The task calls of the alphabet: connection, request id, principal, whether its inline window
+ends at once (:class:`Escalated`), so that the caps (R-TASK-6) are reached within a few steps."""
+TASK_PRINCIPALS = {"m": None, "n": "alice", "o": "bob"}
+FOREIGN_OF: dict[Hashable, tuple[str, str | None]] = {
+    "m": ("n", "alice"),
+    (PRINCIPAL_OWNER, "alice"): ("o", "bob"),
+    (PRINCIPAL_OWNER, "bob"): ("m", None),
+}
+"""Who asks after an owner's task without owning it (R-TASK-7): a connection and principal."""
+TASKS_ID = 11  # the request id of every tasks/* request (answered at once)
+UNKNOWN_TASK = "askgate-task-unknown"
+
+
+@attrs.frozen
+class Escalated:
+    """A task call whose inline window ends at once: the call, then its window's
+    ``TimerFired``, taken as one step (each checked)."""
+
+    call: ToolCallReceived
 
 
 @attrs.frozen
@@ -264,18 +326,22 @@ class Asked:
     call: ToolCallReceived
 
 
-Step = Event | Asked
+Step = Event | Asked | Escalated
 
 
 def alphabet(
-    state: State, issued: tuple[Issued, ...] = (), modern: bool = False, principals: bool = False
+    state: State,
+    issued: tuple[Issued, ...] = (),
+    modern: bool = False,
+    principals: bool = False,
+    tasks: bool = False,
 ) -> Iterator[Step]:
     """Every event tried from ``state``: connection events, new calls, and each open call's
     possible next events (worker outcomes, answers from owner and stranger, timers, cancels);
     with ``modern``, also :func:`modern_alphabet`'s, and 2025 calls from "a" only; with
     ``principals``, connections attach with :data:`PRINCIPAL_OF`'s principals, every one can
     be asked, and every new call is asked at once."""
-    for conn in CONNS[:1] if modern else CONNS:
+    for conn in CONNS[:1] if modern or tasks else CONNS:
         yield SubscriberAttached(conn, 0, PRINCIPAL_OF.get(conn) if principals else None)
         yield SubscriberDetached(conn)
         askable = principals or conn != "c"
@@ -292,11 +358,14 @@ def alphabet(
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, mode="push", caller=conn)
                 else:
                     yield ToolCallReceived(conn, rid, "echo", {}, 0, caller=conn)
-    if not modern:
+    if not modern and not tasks:
         yield ToolCallReceived("a", 3, "nope", {}, 0)
     for call in in_admission_order(state):
         owner, request_id = call.conn, call.request_id
-        if call.stage is Stage.PARKED:
+        channel = isinstance(owner, TaskChannel)  # a task's: answered through tasks/update
+        if call.stage is Stage.PARKED and channel:
+            yield TimerFired(("elicitation", call.elicitation_id), 0)
+        elif call.stage is Stage.PARKED:
             eid = call.elicitation_id
             yield ElicitationAnswered(owner, eid, APPROVE, 0)
             yield ElicitationAnswered(owner, eid, DECLINE, 0)
@@ -314,9 +383,15 @@ def alphabet(
             yield TimerFired(("worker", call.worker), 0)
             if call.stage is Stage.RUNNING:  # R-CTX-4
                 yield ToolRequested(call.worker, TOKEN, "elicitation/create", FORM, 0)
-        yield CancelRequested(owner, request_id, 0)
+        # Not a call in its inline window: its drop leaves the window's timer armed (a gap of
+        # core/tasks.py pinned by a strict xfail in tests/test_tasks.py, R-TASK-4).
+        if not channel and call.key not in state.task_pending:
+            yield CancelRequested(owner, request_id, 0)
     for asked, request in sorted(state.client_requests.items()):  # R-CTX-5, R-CTX-6
         owner = request.key[0]
+        if isinstance(owner, TaskChannel):
+            yield TimerFired(("client_request", asked), 0)
+            continue
         yield ElicitationAnswered(owner, asked, ANSWER, 0)
         yield ElicitationAnswered(next(c for c in CONNS if c != owner), asked, ANSWER, 0)
         yield TimerFired(("client_request", asked), 0)
@@ -328,6 +403,8 @@ def alphabet(
         yield from _edges(state)
     if modern:
         yield from modern_alphabet(state, issued)
+    if tasks:
+        yield from task_alphabet(state)
 
 
 def in_admission_order(state: State) -> list[Call]:
@@ -363,6 +440,56 @@ def modern_alphabet(state: State, issued: tuple[Issued, ...]) -> Iterator[Step]:
     if stale is not None:
         yield WorkerFinished(stale, {"content": []}, 0)
         yield TimerFired(("worker", stale), 0)
+
+
+def in_task_order(state: State) -> list[Any]:
+    """``state``'s tasks in an order that does not depend on their minted ids or on the maps'
+    hash order: live ones by their call's admission, then the terminal ones."""
+
+    def order(task: Any) -> tuple[int, int, str, str]:
+        call = None if task.call is None else state.calls.get(task.call)
+        return (call is None, 0 if call is None else call.seq, str(task.owner), task.status)
+
+    return sorted(state.tasks.values(), key=order)
+
+
+def task_request(task_id: str, method: str, conn: str, principal: str | None, **more: Any) -> Event:
+    """A modern ``tasks/*`` request declaring the extension (R-TASK-7)."""
+    params = {"taskId": task_id, **more, "_meta": TASK_META}
+    return ReadRequested(conn, TASKS_ID, method, params, 0, principal=principal)
+
+
+def task_alphabet(state: State) -> Iterator[Step]:
+    """Tasks (spec/tasks.md): each of :data:`TASK_CALLS` not open; each inline window's end
+    (R-TASK-4); for each task, ``tasks/get`` and ``tasks/cancel`` from its owner and from a
+    foreign principal (R-TASK-7, R-TASK-8), an approve and a decline of each of its inputs
+    through ``tasks/update`` (R-TASK-10), and its ttl when it is terminal (R-TASK-9)."""
+    for conn, rid, principal, at_once in TASK_CALLS:
+        if (conn, rid) not in state.calls:
+            call = ToolCallReceived(conn, rid, "job", {}, 0, meta=TASK_META, principal=principal)
+            yield Escalated(call) if at_once else call
+    for key, seq in sorted(state.task_pending.items(), key=lambda item: item[1]):
+        yield TimerFired((INLINE_TIMER, (key, seq)), 0)
+    for task in in_task_order(state):
+        tid = task.task_id
+        mine = owner_conn(task.owner)
+        foreign = FOREIGN_OF[task.owner]
+        for who in (mine, foreign):
+            yield task_request(tid, "tasks/get", *who)
+            yield task_request(tid, "tasks/cancel", *who)
+        for key, _ in task.inputs:
+            for answer in (APPROVE, DECLINE):
+                yield task_request(tid, "tasks/update", *mine, inputResponses={key: answer})
+        if task.status in TERMINAL:
+            yield TimerFired((TTL_TIMER, tid), 0)
+
+
+def owner_conn(owner: Hashable) -> tuple[str, str | None]:
+    """A connection and principal whose requests ``owner`` owns (R-PARK-5)."""
+    for conn, principal in TASK_PRINCIPALS.items():
+        if owner_of(conn, principal) == owner:
+            return conn, principal
+    raise AssertionError(f"no caller owns {owner!r}")
 
 
 def _stale_ref(state: State) -> int | None:
@@ -459,8 +586,7 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
     calls = in_admission_order(state)
     call_part = tuple(
         (
-            call.conn,
-            call.request_id,
+            *_call_name(state, call),
             call.stage,
             call.mode,
             call.replied,
@@ -501,7 +627,46 @@ def canonical(state: State, issued: tuple[Issued, ...] = ()) -> Hashable:
             tuple(sorted((str(key), str(st)) for key, st in state.stateless.items())),
         )
     stale = _stale_ref(state) is not None  # whether late reports are tried (R-WORK-4)
-    return (call_part, conns, owners, buckets, caps, tuple(sorted(state.tools)), modern, stale)
+    tasks: Hashable = ()
+    if state.tasks or state.task_pending:  # tasks up to their ids (spec/tasks.md)
+        tasks = (
+            tuple(
+                (str(t.owner), t.status, t.call is not None, len(t.inputs), _outcome_kind(t))
+                for t in in_task_order(state)
+            ),
+            tuple(sorted(str(key) for key in state.task_pending)),
+        )
+    return (
+        call_part,
+        conns,
+        owners,
+        buckets,
+        caps,
+        tuple(sorted(state.tools)),
+        modern,
+        stale,
+        tasks,
+    )
+
+
+def _call_name(state: State, call: Call) -> tuple[Hashable, Hashable]:
+    """A call's connection and request id, a task's call named by its task's owner instead of
+    its minted id."""
+    if isinstance(call.conn, TaskChannel):
+        task = state.tasks.get(call.conn.task_id)
+        return ("task", str(None if task is None else task.owner))
+    return (call.conn, call.request_id)
+
+
+def _outcome_kind(task: Any) -> str:
+    """What a terminal task's outcome says, up to what the alphabet can tell apart."""
+    outcome = task.outcome or {}
+    result = outcome.get("result")
+    if isinstance(result, dict):
+        payload = result.get("structuredContent")
+        return str(payload.get("detail")) if isinstance(payload, dict) else "result"
+    error = outcome.get("error")
+    return str(error.get("data")) if isinstance(error, dict) else ""
 
 
 def check_transition(before: State, event: Event, after: State, effects: list[Effect]) -> None:
@@ -518,7 +683,7 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
         return
     replies: dict[tuple[Hashable, Hashable], list[Reply]] = {}
     outcome_pushes: dict[tuple[Hashable, Hashable], int] = {}
-    timers = set(live_timers(before))
+    timers = live_timers(before) | task_timers(before)
     workers = set(before.workers)
     if isinstance(event, TimerFired):
         timers.discard(event.key)
@@ -535,6 +700,11 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
                 raise AssertionError(f"timer {effect.key} armed twice")
             timers.add(effect.key)
         elif isinstance(effect, CancelTimer):
+            if isinstance(event, TimerFired) and effect.key == event.key == (
+                INLINE_TIMER,
+                effect.key[1],
+            ):
+                continue  # tasks.escalate cancels the window that just ended: a no-op
             if effect.key not in timers:
                 raise AssertionError(f"timer {effect.key} cancelled but not armed")
             timers.discard(effect.key)
@@ -546,8 +716,9 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
             if effect.ref not in workers:
                 raise AssertionError(f"worker {effect.ref} killed but not running")
             workers.discard(effect.ref)
-    if timers != live_timers(after):
-        raise AssertionError(f"armed timers {timers} != live timers {live_timers(after)}")
+    if timers != live_timers(after) | task_timers(after):
+        expected = live_timers(after) | task_timers(after)
+        raise AssertionError(f"armed timers {timers} != live timers {expected}")
     if workers != set(after.workers):
         raise AssertionError(f"running workers {workers} != state's {set(after.workers)}")
     _check_resolves(before, event, after, effects)
@@ -560,6 +731,8 @@ def check_transition(before: State, event: Event, after: State, effects: list[Ef
     )
     for key, call in before.calls.items():
         answer = replies.get(key, [None])[0]
+        if isinstance(call.conn, TaskChannel):  # a task's call answers its task: check_tasks
+            continue
         if is_request and key == received:  # R-ADM-1: a reused id is refused, the call untouched
             refused = answer is not None and answer.message is not None
             if not refused or after.calls.get(key) != call:
@@ -601,6 +774,8 @@ def _check_records(before: State, event: Event, after: State, effects: list[Effe
     ended: dict[tuple[Hashable, Hashable], int] = {}
     parked: dict[tuple[Hashable, Hashable], int] = {}
     answered = {key for key, call in before.calls.items() if call.replied}  # push mode
+    # a task's call answers its task, not a request (R-TASK-5): check_tasks
+    answered |= {key for key in before.calls if isinstance(key[0], TaskChannel)}
     for effect in effects:
         if isinstance(effect, Reply | Push) and (
             isinstance(effect, Reply) or "method" not in effect.message
@@ -614,7 +789,9 @@ def _check_records(before: State, event: Event, after: State, effects: list[Effe
             if effect.name == "call_ended" and key not in answered:
                 raise AssertionError(f"R-LOG-1: {key} recorded before its answer")
     expected = {
-        key for key, call in before.calls.items() if call.is_tool and key not in after.calls
+        key
+        for key, call in before.calls.items()
+        if call.is_tool and key not in after.calls and not _escalated(key, effects)
     }
     if isinstance(event, ToolCallReceived) and is_request_id(event.request_id):
         key = (event.conn, event.request_id)
@@ -637,6 +814,153 @@ def _check_records(before: State, event: Event, after: State, effects: list[Effe
                 now_parked.add((effect.fields["conn"], effect.fields["request_id"]))
     if set(parked) != now_parked or any(n != 1 for n in parked.values()):
         raise AssertionError(f"R-LOG-3: records {parked}, parked {now_parked}")
+
+
+def task_timers(state: State) -> set[tuple[str, Hashable]]:
+    """The timers of tasks the shell must have armed: each inline window's (R-TASK-4) and each
+    terminal task's ttl (R-TASK-9)."""
+    timers: set[tuple[str, Hashable]] = {
+        (INLINE_TIMER, (key, seq)) for key, seq in state.task_pending.items()
+    }
+    timers |= {(TTL_TIMER, tid) for tid, task in state.tasks.items() if task.status in TERMINAL}
+    return timers
+
+
+def task_outcomes(before: State, after: State, effects: list[Effect]) -> set[str]:
+    """What befell tasks in a step: made, kept inline by a cap, each status reached, and
+    forgotten (R-TASK-4 .. R-TASK-10)."""
+    names: set[str] = set()
+    for tid, task in after.tasks.items():
+        was = before.tasks.get(tid)
+        if was is None:
+            names.add("task created")
+        if (was is None or was.status != task.status) and task.status != "working":
+            names.add(f"task {task.status}" + (f": {_outcome_kind(task)}" if task.outcome else ""))
+    if any(tid not in after.tasks for tid in before.tasks):
+        names.add("task forgotten")
+    if (
+        after.live_tasks == before.live_tasks
+        and any(isinstance(e, CancelTimer) and e.key[0] == INLINE_TIMER for e in effects)
+        and not any(isinstance(e, Reply) for e in effects)
+    ):
+        names.add("task kept inline by a cap")
+    return names
+
+
+def _escalated(key: tuple[Hashable, Hashable], effects: list[Effect]) -> bool:
+    """Whether the call ``key`` became a task in the step: answered with ``CreateTaskResult``."""
+    for effect in effects:
+        if isinstance(effect, Reply) and (effect.conn, effect.request_id) == key:
+            result = (effect.message or {}).get("result")
+            return isinstance(result, dict) and result.get("resultType") == "task"
+    return False
+
+
+def check_tasks(
+    before: State, event: Event, after: State, effects: list[Effect], step_fn: StepFn
+) -> None:
+    """Tasks' properties (spec/tasks.md), judged from the state before the step:
+
+    * R-TASK-4: a task-declaring call of a tool that supports tasks gets an inline window of
+      exactly ``task_inline_ms``; a call answered inline closes it; one that becomes a task is
+      answered ``CreateTaskResult`` and its task exists, live, in the same step.
+    * R-TASK-5, R-TASK-8: a task's call ends exactly when its task becomes terminal; a task
+      never leaves a terminal status; a ``failed`` one failed by askgate; a cancel by its owner
+      of a live task kills its worker; a declined input ends the task in the deny.
+    * R-TASK-6: live tasks never exceed the caps, counted afresh per owner and in total.
+    * R-TASK-7: a ``tasks/*`` of another owner is answered exactly as one of an unknown task,
+      and changes nothing.
+    * R-TASK-9: a task is forgotten only by its ttl timer, and only when terminal; one that
+      becomes terminal arms its ttl at ``now + task_ttl_ms``.
+    """
+    opts = after.options
+    live: dict[Hashable, int] = {}
+    for task in after.tasks.values():
+        if task.status not in TERMINAL:
+            live[task.owner] = live.get(task.owner, 0) + 1
+            if task.call is None or task.call not in after.calls:
+                raise AssertionError(f"R-TASK-5: live task {task.task_id} has no open call")
+        elif task.call is not None:
+            raise AssertionError(f"R-TASK-5: terminal task {task.task_id} keeps a call")
+    if any(n > opts.max_tasks_per_owner for n in live.values()) or (
+        sum(live.values()) > opts.max_tasks_total
+    ):
+        raise AssertionError(f"R-TASK-6: live tasks {live} past the caps")
+    for key, call in after.calls.items():
+        if isinstance(call.conn, TaskChannel):
+            task = after.tasks.get(call.conn.task_id)
+            if task is None or task.call != key:
+                raise AssertionError(f"R-TASK-5: {key} runs for no live task")
+    window = getattr(event, "now", 0) + opts.task_inline_ms
+    for effect in effects:
+        if (
+            isinstance(effect, StartTimer)
+            and effect.key[0] == INLINE_TIMER
+            and (effect.deadline != window)
+        ):
+            raise AssertionError(f"R-TASK-4: window {effect!r} is not task_inline_ms long")
+        if isinstance(effect, Reply) and _escalated((effect.conn, effect.request_id), effects):
+            assert effect.message is not None
+            tid = effect.message["result"]["taskId"]
+            made = after.tasks.get(tid)
+            if tid in before.tasks or made is None:
+                raise AssertionError(f"R-TASK-4: {effect!r} names no new task")
+    for tid, was in before.tasks.items():
+        now = after.tasks.get(tid)
+        if now is None:
+            fired = isinstance(event, TimerFired) and event.key == (TTL_TIMER, tid)
+            if not fired or was.status not in TERMINAL:
+                raise AssertionError(f"R-TASK-9: task {tid} ({was.status}) forgotten by {event!r}")
+            continue
+        if was.status in TERMINAL and now != was:
+            raise AssertionError(f"R-TASK-5: terminal task {tid} changed: {was} -> {now}")
+        if was.status not in TERMINAL and now.status in TERMINAL:
+            ttl = StartTimer((TTL_TIMER, tid), now.updated + opts.task_ttl_ms)
+            if now.updated != getattr(event, "now", None) or ttl not in effects:
+                raise AssertionError(f"R-TASK-9: {tid} ended without its ttl armed: {effects!r}")
+            if now.status == "failed":
+                data = (now.outcome or {}).get("error", {}).get("data")
+                if not isinstance(data, dict) or data.get("error") not in ASKGATE_FAILURES:
+                    raise AssertionError(f"R-TASK-5: {tid} failed with {now.outcome!r}")
+    if isinstance(event, ReadRequested) and event.method.startswith("tasks/"):
+        _check_task_request(before, event, after, effects, step_fn)
+
+
+def _check_task_request(
+    before: State, event: ReadRequested, after: State, effects: list[Effect], step_fn: StepFn
+) -> None:
+    """R-TASK-7, R-TASK-8, R-TASK-10: a ``tasks/*`` request judged by who owns the task."""
+    params = event.params if isinstance(event.params, dict) else {}
+    tid = params.get("taskId")
+    task = before.tasks.get(tid) if isinstance(tid, str) else None
+    if task is None:
+        return
+    principal = event.principal if isinstance(event.principal, str) else None
+    if owner_of(event.conn, principal) != task.owner:  # R-TASK-7: as an unknown task
+        unknown = attrs.evolve(event, params={**params, "taskId": UNKNOWN_TASK})
+        _, expected = step_fn(before, unknown)
+        if effects != expected or after.tasks != before.tasks or after.calls != before.calls:
+            raise AssertionError(f"R-TASK-7: another owner's {event.method} did {effects!r}")
+        return
+    done = after.tasks[task.task_id]
+    if event.method == "tasks/cancel" and task.status not in TERMINAL:  # R-TASK-8
+        call = before.calls[task.call] if task.call is not None else None
+        if done.status != "cancelled" or call is None or task.call in after.calls:
+            raise AssertionError(f"R-TASK-8: cancel left {done!r}")
+        running = call.worker is not None and call.worker in before.workers
+        if running and KillWorker(call.worker) not in effects:
+            raise AssertionError(f"R-TASK-8: cancel spared worker {call.worker}: {effects!r}")
+    if event.method == "tasks/update" and task.status not in TERMINAL:  # R-TASK-10
+        responses = params.get("inputResponses") or {}
+        (key,) = responses
+        asked = task.call is not None and before.calls[task.call].elicitation_id == key
+        if asked and responses[key] == DECLINE:
+            result = (done.outcome or {}).get("result") or {}
+            payload = result.get("structuredContent") or {}
+            if done.status != "completed" or payload.get("detail") != "declined":
+                raise AssertionError(f"R-TASK-10: a declined ASK left {done!r}")
+        if any(entry[0] == key for entry in done.inputs):
+            raise AssertionError(f"R-TASK-10: answered input {key} still listed: {done!r}")
 
 
 def check_wire(
@@ -714,6 +1038,11 @@ def _check_resolves(before: State, event: Event, after: State, effects: list[Eff
         raise AssertionError(f"{event!r}: {len(sent)} sent, {refused} refused")
     for rid in sent:
         request = after.client_requests[rid]
+        if isinstance(request.key[0], TaskChannel):  # a task's input (R-TASK-10), not a push
+            task = after.tasks[request.key[0].task_id]
+            if not any(key == rid for key, _ in task.inputs):
+                raise AssertionError(f"request {rid} of a task not among its inputs: {task!r}")
+            continue
         pushed = [e for e in effects if isinstance(e, Push) and e.message.get("id") == rid]
         if len(pushed) != 1 or pushed[0].conn != request.key[0]:
             raise AssertionError(f"request {rid} not pushed once to its owner: {pushed}")
@@ -1012,6 +1341,7 @@ def explore(
     *,
     modern: bool = False,
     principals: bool = False,
+    tasks: bool = False,
     reverse: bool = False,
 ) -> Report:
     """Breadth-first to ``depth`` steps; raises :class:`ExplorationError` with the path.
@@ -1025,7 +1355,8 @@ def explore(
     meets first does not matter.
     """
     began = time.perf_counter()
-    start = initial_state(options, id_key=b"explore-key-0123456789", tools=TOOLS)
+    tools = (*TOOLS, JOB) if tasks else TOOLS
+    start = initial_state(options, id_key=b"explore-key-0123456789", tools=tools)
     for event in PRELUDE:
         start, _ = step_fn(start, _with_principal(event) if principals else event)
     check_invariants(start)
@@ -1037,10 +1368,10 @@ def explore(
     for _ in range(depth):
         next_frontier: deque[Node] = deque()
         for state, path, issued in frontier:
-            moves = list(alphabet(state, issued, modern, principals))
+            moves = list(alphabet(state, issued, modern, principals, tasks))
             for move in reversed(moves) if reverse else moves:
                 after, done = state, path
-                events: list[Event] = [move.call] if isinstance(move, Asked) else [move]
+                events: list[Event] = [move.call] if isinstance(move, Asked | Escalated) else [move]
                 kept = issued
                 while events:
                     event = events.pop(0)
@@ -1051,6 +1382,9 @@ def explore(
                         check_wire(before, event, after, effects, step_fn)
                         check_transition(before, event, after, effects)
                         kept = check_modern(before, event, after, effects, kept)
+                        if tasks:
+                            check_tasks(before, event, after, effects, step_fn)
+                            outcomes |= task_outcomes(before, after, effects)
                         outcomes |= outcome_names(effects)
                         if principals and _owner_shared(after):
                             outcomes.add(SHARED_OWNER)
@@ -1060,6 +1394,11 @@ def explore(
                         steps = "\n  ".join(repr(e) for e in done)
                         raise ExplorationError(f"{failure!r}\nafter:\n  {steps}") from failure
                     transitions += 1
+                    if isinstance(move, Escalated) and len(done) == len(path) + 1:
+                        window = (move.call.conn, move.call.request_id)  # it ends
+                        seq = after.task_pending.get(window)
+                        if seq is not None:
+                            events.append(TimerFired((INLINE_TIMER, (window, seq)), 0))
                     if isinstance(move, Asked) and len(done) == len(path) + 1:
                         events += [  # its authorizer answers Ask at once
                             WorkerFinished(e.ref, Ask("ok?"), 0)
@@ -1106,7 +1445,10 @@ def main(argv: list[str] | None = None) -> int:
         "retry of every kept state (as asked or replayed, declined, another principal, another "
         "connection, changed arguments, tampered, expired), nonce timeouts, ServerStopping and "
         "the late reports of the workers it killed; principals attaches b and c as sessions of "
-        "one principal, every connection askable, every new call asked at once. Every client "
+        "one principal, every connection askable, every new call asked at once; tasks adds "
+        "task-declaring calls of three owners (one task per owner, two in all), their inline "
+        "windows ending, tasks/get, tasks/cancel and tasks/update from the owner and another "
+        "principal, and the ttl. Every client "
         "event also goes through the "
         "wire (MessageReceived) and must do the same"
     )
@@ -1118,6 +1460,7 @@ def main(argv: list[str] | None = None) -> int:
             args.max_states,
             modern=name in MODERN_CONFIGS,
             principals=name in PRINCIPAL_CONFIGS,
+            tasks=name in TASK_CONFIGS,
         )
         print(
             f"{name} (parked {options.max_parked_elicitations} per owner, "

@@ -6,6 +6,7 @@ no authorizer (each reaches every outcome its tests below assert at 4, and kills
 of bench/mutate.py that it killed 5 deep), 5 for the 2026-07-28 flow with the stop
 (``modern``: modern calls, every retry of every state a client keeps, ``ServerStopping``), and
 parking owners (``principals``, 4 deep: two sessions of one principal, one connection of none);
+tasks (``tasks``, 4 deep: task-declaring calls of three owners, tasks/* from owner and stranger);
 ``make verify`` goes deeper (shared 10, edges 8, no authorizer 9 deep).
 Every state reached passes ``check_invariants``; every transition is checked for
 closed-exactly-once, owner-only delivery, and timers and workers in step with the state, and a
@@ -55,6 +56,7 @@ from askgate.models.explore import (
     PRINCIPALS,
     SHARED,
     SHARED_OWNER,
+    TASKS,
     TIGHT,
     ExplorationError,
     Report,
@@ -91,6 +93,11 @@ def modern() -> Report:
 @functools.cache
 def principals() -> Report:
     return explore(PRINCIPALS, depth=4, principals=True)
+
+
+@functools.cache
+def tasks() -> Report:
+    return explore(TASKS, depth=4, tasks=True)
 
 
 def test_R_PARK_1_exhaustive_a_principals_sessions_are_one_owner() -> None:
@@ -278,6 +285,46 @@ def test_R_MRTR_15_exhaustive_nonces_time_out_and_are_evicted_silently() -> None
 def test_R_STOP_1_exhaustive_every_open_call_ends_at_the_stop() -> None:
     outcomes = modern().outcomes
     assert {"server stopping", "server_stopping", "nonce kept at the stop"} <= outcomes
+
+
+def test_R_TASK_4_exhaustive_windows_end_in_a_task_or_inline() -> None:
+    """Every inline window is exactly task_inline_ms long, and a task is made, or kept inline by
+    a cap, when it ends (R-TASK-6); its call then answers the task (R-TASK-5)."""
+    report = tasks()
+    assert report.complete
+    assert report.states > 1_000
+    assert {"task created", "task kept inline by a cap", "task completed: result"} <= (
+        report.outcomes
+    )
+
+
+def test_R_TASK_7_exhaustive_another_owner_gets_what_an_unknown_task_gets() -> None:
+    """Every tasks/get and tasks/cancel of another owner's task, in every state reached, is
+    answered as one of an unknown task and changes nothing (checked on each transition)."""
+    assert "error -32602: Unknown task" in tasks().outcomes
+
+
+def test_R_TASK_8_exhaustive_cancel_kills_the_worker() -> None:
+    assert "task cancelled" in tasks().outcomes
+
+
+def test_R_TASK_9_exhaustive_forgotten_only_after_its_ttl() -> None:
+    assert "task forgotten" in tasks().outcomes
+
+
+def test_R_TASK_10_exhaustive_an_ask_in_a_task_ends_in_the_deny() -> None:
+    """An ASK in a task waits in input_required; a declined or timed-out one completes the
+    task with the deny, a crash fails it (R-TASK-5)."""
+    outcomes = tasks().outcomes
+    assert {"task input_required", "task completed: declined"} <= outcomes
+    assert "task completed: elicitation timed out" in outcomes
+    assert "task failed: {'error': 'callback_timeout'}" in outcomes
+
+
+def test_R_TASK_4_tasks_figures_do_not_depend_on_the_search_order() -> None:
+    forward = explore(TASKS, depth=3, tasks=True)
+    backward = explore(TASKS, depth=3, tasks=True, reverse=True)
+    assert (forward.states, forward.transitions) == (backward.states, backward.transitions)
 
 
 def _forgets_elicitation_timer_cancels(state: State, event: Event) -> tuple[State, list[Effect]]:
