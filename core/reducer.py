@@ -1635,6 +1635,8 @@ def _retry(
 def _round_of(d: _Draft, call: Call) -> Round | None:
     """What ``call``'s callback is told of its rounds: set for a modern call (R-MRTR-20)."""
     st = d.stateless.get(call.key) if d.stateless else None
+    if st is None and d.live_tasks:
+        st = tasks.served(d, call)  # R-TASK-11: a task's call is told its request's round
     return None if st is None else st.round
 
 
@@ -1664,7 +1666,7 @@ def _ask_round(d: _Draft, call: Call, needs: NeedsInput, now: int, out: Out) -> 
     are checked, then the client's declared capabilities (``-32021`` naming what is missing),
     then a nonce is parked as a modern approval's is (R-MRTR-12's caps, eviction and timer) and
     the request is answered with the requests and a sealed round state."""
-    st = _stateless_call(d, call)
+    st = _stateless_call(d, call) or tasks.served(d, call)  # R-TASK-11: or a task's
     requests = round_requests(needs.requests)
     state = sealing.state_bytes(needs.state)
     method = "tools/call" if call.is_tool else call.name
@@ -1683,7 +1685,7 @@ def _ask_round(d: _Draft, call: Call, needs: NeedsInput, now: int, out: Out) -> 
         return
     _park_nonce(d, st.owner, nid, now, out)
     assert d.keyring is not None
-    approved = st.round.approved
+    approved = st.round.approved or call.decision == "approved"  # R-TASK-11: approved in a task
     token = sealing.seal_round(d.keyring, st.principal, name, digest, nonce, now, approved, state)
     fields = {"conn": call.conn, "request_id": rid, "tool": call.name, "elicitation_id": nid}
     if call.is_tool:
@@ -2108,8 +2110,8 @@ def _on_timer(d: _Draft, ev: TimerFired, out: Out) -> None:
             _elicitation_timed_out(d, d.waiting[p.key], ev.now, out)
     elif kind == CLIENT_REQUEST_TIMER and isinstance(ident, str) and ident in d.client_requests:
         _client_request_timed_out(d, ident, out)
-    elif kind in (tasks.INLINE_TIMER, tasks.TTL_TIMER):
-        tasks.on_timer(d, kind, ident, ev.now, out)  # R-TASK-4, R-TASK-9
+    elif kind in tasks.TIMERS:
+        tasks.on_timer(d, kind, ident, ev.now, out)  # R-TASK-4, R-TASK-9, R-TASK-11
 
 
 _W = Stage

@@ -24,11 +24,12 @@ import attrs
 
 from . import messages as m
 from . import reducer as r
+from . import sealing
 from .effects import CancelTimer, Effect, Push, Reply, StartTimer
-from .events import ConnId, ElicitationAnswered
+from .events import ConnId, ElicitationAnswered, ToolCallReceived
 from .record import record
-from .revisions import META_SERVER_INFO, complete
-from .state import Call, CallKey, Conn, TaskChannel
+from .revisions import META_SERVER_INFO, complete, invalid_state
+from .state import Call, CallKey, Conn, StatelessCall, TaskChannel
 from .tools import ToolInfo
 
 JsonObject = dict[str, Any]
@@ -39,6 +40,10 @@ INLINE_TIMER: Final = "task"
 """The timer of an escalating call's inline window, keyed ``((conn, rid), seq)`` (R-TASK-4)."""
 TTL_TIMER: Final = "task_ttl"
 """The timer after which a finished task is forgotten, keyed by its id (R-TASK-9)."""
+ROUND_TIMER: Final = "task_round"
+"""The timer of a task's round nobody answered, keyed ``(id, nonce id)`` (R-TASK-11)."""
+TIMERS: Final = frozenset({INLINE_TIMER, TTL_TIMER, ROUND_TIMER})
+"""This module's timers, handed to :func:`on_timer`."""
 TASK_ID_PREFIX: Final = "askgate-task-"
 METHODS: Final = frozenset(
     {"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list"}
@@ -60,9 +65,12 @@ CHANNEL_VERSION: Final = "2025-11-25"
 
 @record
 class Task:
-    """One task (R-TASK-4 .. R-TASK-10). ``call`` is the key of its call while it is live;
+    """One task (R-TASK-4 .. R-TASK-11). ``call`` is the key of its call while it runs;
     ``outcome`` its ``result`` or ``error`` once terminal; ``inputs`` the requests its call
-    sent and nobody answered yet, by key, in the order sent."""
+    sent and nobody answered yet, by key, in the order sent. ``name``, ``arguments`` and
+    ``served`` are its tool, its arguments and how its request is served (R-TASK-11: what a
+    round's retry needs); ``round_state`` and ``round_nonce`` the sealed state and the parked
+    nonce of the round its tool ended, while the task waits on it."""
 
     task_id: str
     owner: Hashable
@@ -72,6 +80,11 @@ class Task:
     call: CallKey | None
     outcome: JsonObject | None = None
     inputs: tuple[tuple[str, JsonObject], ...] = ()
+    name: str = ""
+    arguments: object = None
+    served: StatelessCall | None = None
+    round_state: str | None = None
+    round_nonce: str = ""
 
 
 Out = list[Effect]
@@ -131,7 +144,11 @@ def admitted(d: r._Draft, key: CallKey, capabilities: object, now: int, out: Out
 
 
 def on_timer(d: r._Draft, kind: str, ident: object, now: int, out: Out) -> None:
-    """This module's timers: an inline window that ended (R-TASK-4), a ttl (R-TASK-9)."""
+    """This module's timers: an inline window that ended (R-TASK-4), a ttl (R-TASK-9), a round
+    nobody answered (R-TASK-11)."""
+    if kind == ROUND_TIMER:
+        _round_timed_out(d, ident, now, out)
+        return
     if kind == TTL_TIMER:
         task = d.tasks.get(ident) if isinstance(ident, str) else None
         if task is not None and task.status in TERMINAL:
@@ -194,7 +211,7 @@ def escalate(d: r._Draft, call: Call, now: int, out: Out) -> Call:
     )
     if call.conn not in d.in_flight:
         r._freed(d, call.conn)
-    task = Task(tid, owner, "working", now, now, new_key)
+    task = Task(tid, owner, "working", now, now, new_key, None, (), call.name, call.arguments, st)
     d.tasks = d.tasks.set(tid, task)
     d.owner_tasks = d.owner_tasks.set(owner, held + 1)
     d.live_tasks += 1
@@ -239,6 +256,8 @@ def _answered(d: r._Draft, tid: str, message: JsonObject | None, now: int, kept:
         return  # a drop answers nothing (R-TASK-8 has made the task cancelled already)
     result = message.get("result")
     error = message.get("error")
+    if _round_ended(d, task, result, now, kept):  # R-TASK-11
+        return
     failure = _askgate_failure(result)
     if failure is not None:
         status, outcome = "failed", {"error": failure}
@@ -268,7 +287,14 @@ def _finish(
     armed (R-TASK-9)."""
     updated = max(now, task.updated)
     ended = attrs.evolve(
-        task, status=status, updated=updated, call=None, outcome=outcome, inputs=()
+        task,
+        status=status,
+        updated=updated,
+        call=None,
+        outcome=outcome,
+        inputs=(),
+        round_state=None,
+        round_nonce="",
     )
     d.tasks = d.tasks.set(task.task_id, ended)
     n = d.owner_tasks[task.owner] - 1
@@ -373,13 +399,16 @@ def serve(
 
 def cancel(d: r._Draft, task: Task, now: int, out: Out) -> None:
     """R-TASK-8: a live task's call is dropped (its worker killed, its approval withdrawn and
-    freed) and the task is cancelled; a terminal one is left as it is."""
-    if task.status in TERMINAL or task.call is None:
+    freed), or the nonce of the round it waits on taken (R-TASK-11), and the task is
+    cancelled; a terminal one is left as it is."""
+    if task.status in TERMINAL:
         return
-    call = d.working.get(task.call) or d.waiting.get(task.call)
+    call = None if task.call is None else d.working.get(task.call) or d.waiting.get(task.call)
     sub: Out = []
     if call is not None:
         r._drop(d, call, now, sub, notify=True, why=r.CANCELLED_BY_CLIENT)
+    if task.round_nonce:
+        _round_taken(d, task, now, sub)
     current = d.tasks[task.task_id]
     kept = absorb(d, sub, now)  # what the drop sent its channel changes nothing now
     _finish(d, current, "cancelled", None, now, kept)
@@ -389,6 +418,9 @@ def cancel(d: r._Draft, task: Task, now: int, out: Out) -> None:
 def update(d: r._Draft, task: Task, responses: JsonObject, now: int, out: Out) -> None:
     """R-TASK-10: each response to one of the live task's inputs is handed to its call as the
     client's answer to that request; unknown keys are ignored."""
+    if task.round_state is not None:
+        _round_retry(d, task, responses, now, out)  # R-TASK-11
+        return
     channel = TaskChannel(task.task_id)
     for key, response in responses.items():
         current = d.tasks.get(task.task_id)
@@ -402,3 +434,104 @@ def update(d: r._Draft, task: Task, responses: JsonObject, now: int, out: Out) -
         sub: Out = []
         r._on_answer(d, ElicitationAnswered(channel, key, result, now, error), sub)
         out.extend(absorb(d, sub, now))
+
+
+# ---------------------------------------------------------------------------------------------
+# A task's tool's own rounds (R-TASK-11)
+
+
+def served(d: r._Draft, call: Call) -> StatelessCall | None:
+    """R-TASK-11: how a task's call is served (its request's principal, owner and round), or
+    ``None`` for a call that is not a task's."""
+    conn = call.conn
+    if not isinstance(conn, TaskChannel):
+        return None
+    task = d.tasks.get(conn.task_id)
+    return None if task is None else task.served
+
+
+def _round_ended(d: r._Draft, task: Task, result: object, now: int, kept: Out) -> bool:
+    """R-TASK-11: the task's call ended a round (the reducer's R-MRTR-20 answer): the task waits
+    on it, ``input_required`` with the round's requests, its state kept and its timer armed.
+    ``False`` when the answer is not a round this server sealed for the task's call."""
+    if not isinstance(result, dict) or result.get("resultType") != "input_required":
+        return False
+    token = result.get("requestState")
+    requests = result.get("inputRequests")
+    st = task.served
+    if not isinstance(token, str) or not isinstance(requests, dict) or st is None:
+        return False
+    assert d.keyring is not None
+    name, digest = r._round_binding("tools/call", task.name, task.arguments)
+    opened = sealing.open_round(d.keyring, token, st.principal, name, digest, now)
+    if opened.verdict != "valid":
+        return False
+    nid = r.nonce_id(opened.nonce)
+    waiting = attrs.evolve(
+        task,
+        status="input_required",
+        updated=max(now, task.updated),
+        call=None,
+        inputs=tuple(requests.items()),
+        round_state=token,
+        round_nonce=nid,
+    )
+    d.tasks = d.tasks.set(task.task_id, waiting)
+    deadline = now + d.options.elicitation_timeout_ms
+    kept.append(StartTimer((ROUND_TIMER, (task.task_id, nid)), deadline))
+    return True
+
+
+def _round_retry(d: r._Draft, task: Task, responses: JsonObject, now: int, out: Out) -> None:
+    """R-TASK-11: a ``tasks/update`` answering the round the task waits on is that round's
+    retry (R-MRTR-23) on the task's channel: its nonce taken once, the tool run again."""
+    tid, st, token = task.task_id, task.served, task.round_state
+    if st is None:
+        return
+    channel = TaskChannel(tid)
+    out.append(CancelTimer((ROUND_TIMER, (tid, task.round_nonce))))
+    key: CallKey = (channel, tid)
+    running = attrs.evolve(
+        task,
+        status="working",
+        updated=max(now, task.updated),
+        call=key,
+        inputs=(),
+        round_state=None,
+        round_nonce="",
+    )
+    d.tasks = d.tasks.set(tid, running)
+    retry = ToolCallReceived(
+        channel,
+        tid,
+        task.name,
+        task.arguments,
+        now,
+        request_state=token,
+        input_responses=responses,
+    )
+    sub: Out = []
+    st = r._round_retry(d, channel, tid, retry, st, sub)
+    d.tasks = d.tasks.set(tid, attrs.evolve(d.tasks[tid], served=st))
+    out.extend(absorb(d, sub, now))
+
+
+def _round_taken(d: r._Draft, task: Task, now: int, out: Out) -> str | None:
+    """The nonce of the round ``task`` waits on, taken so that its place is freed; as
+    ``reducer._take`` answers."""
+    out.append(CancelTimer((ROUND_TIMER, (task.task_id, task.round_nonce))))
+    return r._take(d, task.round_nonce, task.owner, now, out)
+
+
+def _round_timed_out(d: r._Draft, ident: object, now: int, out: Out) -> None:
+    """R-TASK-11: a round nobody answered in time fails its task as a late retry would be
+    refused (``-32602``, the state expired); its place is freed."""
+    if not (isinstance(ident, tuple) and len(ident) == 2):
+        return
+    tid, nid = ident
+    task = d.tasks.get(tid) if isinstance(tid, str) else None
+    if task is None or task.status in TERMINAL or task.round_nonce != nid or not nid:
+        return  # answered or cancelled already (its timer was cancelled, or raced its cancel)
+    _round_taken(d, task, now, out)
+    error = invalid_state(tid, sealing.DENY_DETAIL["expired"])["error"]
+    _finish(d, task, "failed", {"error": error}, now, out)

@@ -113,6 +113,13 @@ TASK_TOOLS = frozenset(
 """The tasks extension's fixtures (spec/tasks.md); ``test_tool_with_task`` is a ``test_`` tool."""
 TASK_INLINE_MS = 100
 """The fixture's inline window (R-TASK-4): the suite expects a 1-second tool to become a task."""
+TASK_ROUND_TOOL = "askgate_task_round"
+"""askgate's own: works past the inline window, then ends a round of its own (R-TASK-11)."""
+TASK_APPROVAL_TOOL = "askgate_task_approval"
+"""askgate's own: its approval is asked past the inline window, so inside a task (R-TASK-10)."""
+PAST_THE_WINDOW_S = 0.3
+"""How long the two tools above work (or their authorizer thinks) before they ask: past
+:data:`TASK_INLINE_MS`."""
 
 
 def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decision:
@@ -122,7 +129,18 @@ def allow_test_tools(tool: str, _arguments: object, _context: Context) -> Decisi
         return Ask(f"Allow {tool} to run?")
     if tool.startswith("test_") or tool == SCHEMA_2020_12_TOOL or tool in TASK_TOOLS:
         return Allow()
+    if tool == TASK_ROUND_TOOL:
+        return Allow()
     return Deny(f"{tool} is not a conformance tool")
+
+
+async def authorize(tool: str, arguments: object, context: Context) -> Decision:
+    """The fixture's authorizer: :func:`allow_test_tools`, but the task-approval tool is asked
+    for after :data:`PAST_THE_WINDOW_S`, so that its approval is asked inside a task."""
+    if tool == TASK_APPROVAL_TOOL:
+        await anyio.sleep(PAST_THE_WINDOW_S)
+        return Ask(f"Allow {tool} to run?")
+    return allow_test_tools(tool, arguments, context)
 
 
 def allow_reads(_method: str, _params: object, _context: Context) -> Decision:
@@ -361,13 +379,31 @@ def _register_tasks(server: Server) -> None:
         await anyio.sleep(0.5)
         return f"Hello, {name}, from a task"
 
+    @server.tool(name=TASK_ROUND_TOOL, task_support="optional")
+    async def task_round(ctx: Context) -> str:
+        """Works past the inline window, then asks a name in a round of its own"""
+        name = _accepted(ctx.input_responses.get("who"), "name")
+        if not isinstance(name, str):
+            await anyio.sleep(PAST_THE_WINDOW_S)
+            raise InputRequired({"who": _form("Who is asking?", "name")})
+        return f"Hello, {name}, from a task's round"
+
+    runs = 0
+
+    @server.tool(name=TASK_APPROVAL_TOOL, task_support="optional")
+    async def task_approval() -> str:
+        """Counts its runs; its approval is asked inside a task"""
+        nonlocal runs
+        runs += 1
+        return f"run {runs}"
+
 
 def build_server() -> Server:
     """The fixture's server: the suite's tools, resources, prompts and completion."""
     server = Server(
         "askgate-conformance",
         instructions="The askgate fixture of the MCP conformance suite.",
-        authorizer=allow_test_tools,
+        authorizer=authorize,
         read_authorizer=allow_reads,
         authorizer_source="configured",
         task_inline_ms=TASK_INLINE_MS,

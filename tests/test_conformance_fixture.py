@@ -76,6 +76,8 @@ TOOLS = {
     "confirm_delete",
     "multi_input",
     "test_tool_with_task",
+    "askgate_task_round",
+    "askgate_task_approval",
 }
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}

@@ -14,23 +14,28 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client import ClientRequestContext
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.stdio import StdioServerParameters
-from pydantic import ConfigDict
+from pydantic import ConfigDict, TypeAdapter
 
 from askgate import Server
 from askgate.core import (
     Allow,
     Ask,
+    Authorize,
     CancelRequested,
     CancelTimer,
     Effect,
     Failure,
     KillWorker,
     MessageReceived,
+    NeedsInput,
     Reply,
     Resolve,
+    RunTool,
     StartTimer,
+    StartWorker,
     SubscriberDetached,
     TimerFired,
     ToolCallReceived,
@@ -41,6 +46,7 @@ from askgate.core import (
 )
 from askgate.core import messages as m
 from askgate.core.events import ReadRequested
+from tests.adapter_kits import APPROVE, Asked, denial, text
 from tests.harness import Harness, records, replies
 from tests.test_conformance_fixture import DEADLINE, EXAMPLES, serving
 
@@ -566,6 +572,144 @@ def test_R_TASK_10_failure_is_a_client_request_refusal_not_a_crash() -> None:
     assert get(h, tid, rid="g2")["result"]["status"] == "working"  # withdrawn: nothing waits
 
 
+# --- R-TASK-11 ----------------------------------------------------------------------------
+
+NAME_FORM = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+}
+ROUND = NeedsInput({"who": NAME_FORM}, {"step": 1})
+
+
+def update(h: Harness, tid: str, responses: object, rid: object = "u") -> list[Effect]:
+    params = {"taskId": tid, "inputResponses": responses, "_meta": meta()}
+    return h.feed(ReadRequested("g", rid, "tasks/update", params, h.now, principal="alice"))
+
+
+def started(effects: list[Effect]) -> list[StartWorker]:
+    return [e for e in effects if isinstance(e, StartWorker)]
+
+
+def round_task(h: Harness, conn: object = "c1", rid: object = 1) -> str:
+    """A task whose tool, running past its window, ended a round: the task's id."""
+    tid = escalated(h, conn, rid)
+    h.finish(worker_of(h, tid), ROUND)
+    return tid
+
+
+def test_R_TASK_11_a_round_in_a_task_is_input_required_and_its_state_never_shown() -> None:
+    h = harness()
+    tid = round_task(h)
+    found = get(h, tid)["result"]
+    assert found["status"] == "input_required"
+    assert found["inputRequests"] == {"who": NAME_FORM}  # under the tool's own keys
+    assert "requestState" not in found
+    assert len(h.state.parked) == 1  # the round's nonce, parked as an inline round's
+
+
+def test_R_TASK_11_an_update_reruns_the_tool_once_with_the_answers_and_its_state() -> None:
+    h = harness()
+    tid = round_task(h)
+    answers = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+    effects = update(h, tid, answers)
+    (start,) = started(effects)
+    assert isinstance(start.job, RunTool)
+    assert start.job.round is not None
+    assert start.job.round.responses == answers  # exactly as sent
+    assert start.job.round.state == {"step": 1}
+    assert not h.state.parked  # the nonce taken: its place is free
+    assert get(h, tid)["result"]["status"] == "working"
+    assert not started(update(h, tid, answers, "u2"))  # single use: nothing runs twice
+    h.finish(start.ref, {"content": [{"type": "text", "text": "Hello, Ada"}]})
+    done = get(h, tid, rid="g2")["result"]
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "Hello, Ada"
+
+
+def test_R_TASK_11_a_round_nobody_answers_fails_the_task_and_frees_its_place() -> None:
+    h = harness(elicitation_timeout_ms=500)
+    tid = round_task(h)
+    (timer,) = [e for e in h.effects if isinstance(e, StartTimer) and e.key[0] == tasks.ROUND_TIMER]
+    assert timer.deadline == h.now + 500
+    h.now = timer.deadline
+    h.feed(TimerFired(timer.key, h.now))
+    failed = get(h, tid)["result"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == -32602
+    assert not h.state.parked
+    assert h.state.live_tasks == 0
+    answers = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+    assert not started(update(h, tid, answers))  # too late: nothing runs
+
+
+def test_R_TASK_11_cancel_takes_the_rounds_nonce() -> None:
+    h = harness()
+    tid = round_task(h)
+    request(h, "g", "k", "tasks/cancel", {"taskId": tid})
+    assert get(h, tid)["result"]["status"] == "cancelled"
+    assert not h.state.parked
+    answers = {"who": {"action": "accept", "content": {"name": "Ada"}}}
+    assert not started(update(h, tid, answers))
+
+
+def test_R_TASK_11_a_round_takes_a_parking_place_under_the_same_caps() -> None:
+    h = harness(max_parked_elicitations=1, max_parked_elicitations_total=4)
+    first = round_task(h, "c1", 1)
+    second = round_task(h, "c2", 2)  # the same owner: its one place is taken
+    assert get(h, first)["result"]["status"] == "input_required"
+    done = get(h, second, rid="g2")["result"]
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["detail"] == m.TOO_MANY_PENDING
+
+
+def test_R_TASK_11_a_round_asks_only_what_the_request_declared() -> None:
+    h = harness()
+    caps: dict[str, Any] = {"extensions": {tasks.EXTENSION: {}}}  # no elicitation
+    effects = call(h, "c1", 1, caps=caps)
+    (timer,) = [e for e in effects if isinstance(e, StartTimer) and e.key[0] == tasks.INLINE_TIMER]
+    h.now = timer.deadline
+    effects = h.feed(TimerFired(timer.key, h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    h.finish(worker_of(h, tid), ROUND)
+    failed = get(h, tid)["result"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == -32021
+    assert not h.state.parked
+
+
+def test_R_TASK_11_a_task_approved_once_is_not_asked_again_after_its_round() -> None:
+    h = harness(has_authorizer=True)
+    tid, key = asked_task(h)
+    effects = update(h, tid, {key: {"action": "accept", "content": {"approve": True}}})
+    (start,) = started(effects)
+    assert isinstance(start.job, RunTool)
+    assert start.job.round is not None  # told its request's round: it may end one
+    h.finish(start.ref, ROUND)
+    assert get(h, tid)["result"]["status"] == "input_required"
+    effects = update(h, tid, {"who": {"action": "accept", "content": {"name": "Ada"}}}, "u2")
+    (again,) = started(effects)
+    assert isinstance(again.job, RunTool)  # at once: no second Authorize, no second ask
+    assert not [e for e in effects if isinstance(e, StartWorker) and isinstance(e.job, Authorize)]
+
+
+def test_R_TASK_11_an_unapproved_rerun_goes_through_the_authorizer() -> None:
+    h = harness(has_authorizer=True)
+    effects = call(h, "c1", 1)
+    h.finish(h.worker(effects), Allow())
+    tool = h.worker()
+    h.now = WINDOW
+    effects = h.feed(TimerFired((tasks.INLINE_TIMER, (("c1", 1), 0)), h.now))
+    tid = replies(effects)[0].message["result"]["taskId"]  # type: ignore[index]
+    h.finish(tool, ROUND)
+    effects = update(h, tid, {"who": {"action": "accept", "content": {"name": "Ada"}}})
+    (auth,) = started(effects)
+    assert isinstance(auth.job, Authorize)
+
+
 # --- The official client, default mode (2026-07-28), over HTTP and stdio ---------------------
 
 
@@ -594,18 +738,50 @@ class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
+class UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
 class Detail(types.Result):
     model_config = ConfigDict(extra="allow")
 
 
+INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
+
+
+async def answer(session: Any, task_id: str, requests: dict[str, Any]) -> None:
+    """Answers a task's ``inputRequests`` with the client's own callbacks (the ones its driver
+    answers an inline round with), by ``tasks/update``."""
+    responses: dict[str, Any] = {}
+    for key, shown in requests.items():
+        context = ClientRequestContext(session=session, request_id=key)
+        response = await session.dispatch_input_request(
+            context, INPUT_REQUEST.validate_python(shown)
+        )
+        responses[key] = response.model_dump(by_alias=True, exclude_none=True)
+    params = UpdateParams(task_id=task_id, input_responses=responses)
+    await session.send_request(UpdateTask(params=params), Detail)
+
+
 async def poll(session: Any, task_id: str) -> dict[str, Any]:
-    """``tasks/get`` until the task is terminal (bounded: the test's deadline)."""
+    """``tasks/get`` until the task is terminal (bounded: the test's deadline), answering its
+    questions on the way."""
     while True:
         detail = await session.send_request(GetTask(params=TaskParams(task_id=task_id)), Detail)
         found: dict[str, Any] = detail.model_dump(by_alias=True)
         if found["status"] in tasks.TERMINAL:
             return found
-        await anyio.sleep(0.05)
+        if found["status"] == "input_required":
+            await answer(session, task_id, found["inputRequests"])
+        else:
+            await anyio.sleep(0.05)
 
 
 class Tasks(ClientExtension):
@@ -632,12 +808,15 @@ def fixture_stdio() -> StdioServerParameters:
 
 
 @asynccontextmanager
-async def fixture_client(transport: str, extension: Tasks) -> AsyncIterator[Client]:
+async def fixture_client(
+    transport: str, extension: Tasks, elicitation: Any = None
+) -> AsyncIterator[Client]:
+    kw: dict[str, Any] = {"extensions": [extension], "elicitation_callback": elicitation}
     if transport == "http":
-        async with serving() as (_, url), Client(url, extensions=[extension]) as client:
+        async with serving() as (_, url), Client(url, **kw) as client:
             yield client
     else:
-        async with Client(fixture_stdio(), extensions=[extension]) as client:
+        async with Client(fixture_stdio(), **kw) as client:
             yield client
 
 
@@ -676,3 +855,45 @@ async def test_R_TASK_8_the_official_client_cancels_a_task(transport: str) -> No
             assert ack.model_dump(by_alias=True).get("resultType") == "complete"
             found = await poll(client.session, created.task_id)
             assert found["status"] == "cancelled"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_11_the_official_client_answers_a_tasks_own_round(transport: str) -> None:
+    """The fixture's tool works past the window (a task), then ends a round: the task is
+    ``input_required``, the client's elicitation callback answers it by ``tasks/update``, and
+    the tool runs again with the answer."""
+    extension = Tasks()
+    asked = Asked(types.ElicitResult(action="accept", content={"name": "Ada"}))
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension, asked) as client:
+            result = await client.call_tool("askgate_task_round", {})
+    assert len(extension.seen) == 1  # a task
+    assert asked.asked == ["Who is asking?"]  # asked once, in the task
+    assert result.content[0].text == "Hello, Ada, from a task's round"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("approve", [True, False])
+async def test_R_TASK_10_the_official_client_is_asked_inside_a_task(
+    transport: str, approve: bool
+) -> None:
+    """The fixture's authorizer asks past the window: the approval is the task's question,
+    answered by the client's elicitation callback; approved, the tool runs once; declined, the
+    call is denied as anywhere else (R-DLV-4) and nothing runs."""
+    extension = Tasks()
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    with anyio.fail_after(DEADLINE):
+        async with fixture_client(transport, extension, asked) as client:
+            result = await client.call_tool("askgate_task_approval", {})
+            if approve:  # a second call is asked again and counted on: the first ran once
+                again = await client.call_tool("askgate_task_approval", {})
+    assert len(extension.seen) == (2 if approve else 1)
+    assert asked.asked[0].startswith("Allow askgate_task_approval to run?")
+    if approve:
+        assert text(result) == "run 1"
+        assert text(again) == "run 2"
+    else:
+        deny = denial(result)
+        assert (deny["decision"], deny["detail"]) == ("ask", "declined")
