@@ -242,7 +242,7 @@ def absorb(d: r._Draft, out: Out, now: int) -> Out:
             if isinstance(effect, Reply) and d.task_pending:
                 key = (conn, effect.request_id)
                 seq = d.task_pending.get(key)
-                if seq is not None and effect.message is not None:
+                if seq is not None:  # an answer, or a drop (R-DROP-4)
                     d.task_pending = d.task_pending.delete(key)
                     kept.append(CancelTimer((INLINE_TIMER, (key, seq))))
         kept.append(effect)

@@ -383,9 +383,7 @@ def alphabet(
             yield TimerFired(("worker", call.worker), 0)
             if call.stage is Stage.RUNNING:  # R-CTX-4
                 yield ToolRequested(call.worker, TOKEN, "elicitation/create", FORM, 0)
-        # Not a call in its inline window: its drop leaves the window's timer armed (a gap of
-        # core/tasks.py pinned by a strict xfail in tests/test_tasks.py, R-TASK-4).
-        if not channel and call.key not in state.task_pending:
+        if not channel:  # a call in its inline window too: its drop closes the window
             yield CancelRequested(owner, request_id, 0)
     for asked, request in sorted(state.client_requests.items()):  # R-CTX-5, R-CTX-6
         owner = request.key[0]

@@ -285,11 +285,6 @@ def test_R_TASK_4_a_stale_window_timer_leaves_a_reused_ids_window_open() -> None
     assert reply.message["result"]["resultType"] == "task"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/tasks.py absorb closes a window only on a non-empty reply: a drop (empty "
-    "reply) leaves the window's entry and its timer armed; found by the tasks explorer",
-)
 def test_R_TASK_4_a_call_dropped_in_its_window_closes_the_window() -> None:
     """A call cancelled while in its inline window is answered (with nothing, R-DROP-4): its
     window closes with it, its timer cancelled, as for any other answer."""
