@@ -9,6 +9,7 @@ adapter's tests pass on it there too.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -681,32 +683,75 @@ async def test_R_ADAPT_5_http_sessions_share_one_gate_entered_by_the_session_man
     assert kit.ran == [("delete_file", "b1")]
 
 
+@asynccontextmanager
+async def http_served(kit: Kit) -> AsyncIterator[str]:
+    """``kit``'s server over Streamable HTTP, as its framework serves it (uvicorn on
+    127.0.0.1; the SDK's session manager, or fastmcp's app and its lifespan, which run the
+    server's lifespan and so enter the gate): the URL of its endpoint."""
+    if kit.framework == "fastmcp":
+        app = kit.server.http_app()
+        serving = app.router.lifespan_context(app)
+    else:
+        app = kit.server.streamable_http_app()
+        serving = kit.lowlevel.session_manager.run()
+    async with serving, uvicorn_serving(lambda _port: app) as (_, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio
+@pytest.mark.parametrize("http_framework", list(KITS))
 @pytest.mark.parametrize("approve", [True, False], ids=["approved", "declined"])
-async def test_R_ADAPT_9_a_default_mode_client_over_http_is_asked(approve: bool) -> None:
-    """An ``MCPServer`` over Streamable HTTP (uvicorn on 127.0.0.1) and ``mcp.Client(url)`` in
-    its default mode: each POST is a 2026-07-28 request; the approval rides the input-required
-    result and its retry, and the tool runs once, or not at all on a decline."""
-    kit = MCPServerKit(ask_for_delete)
+async def test_R_ADAPT_9_a_default_mode_client_over_http_is_asked(
+    http_framework: str, approve: bool
+) -> None:
+    """Each framework's server over Streamable HTTP (uvicorn on 127.0.0.1) and
+    ``mcp.Client(url)`` in its default mode: each POST is a 2026-07-28 request; the approval
+    rides the input-required result and its retry, and the tool runs once, or not at all on a
+    decline."""
+    kit = KITS[http_framework](ask_for_delete)
     asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
-    app = kit.server.streamable_http_app()
     with anyio.fail_after(20):
-        async with (
-            kit.lowlevel.session_manager.run(),
-            uvicorn_serving(lambda _port: app) as (_, port),
-        ):
-            url = f"http://127.0.0.1:{port}/mcp"
+        async with http_served(kit) as url:
             async with Client(url, elicitation_callback=asked) as official:
                 assert official.session.protocol_version == "2026-07-28"
+                assert text(await official.call_tool("read_file", {"path": "r"})) == "read r"
                 result = await official.call_tool("delete_file", {"path": "a.txt"})
-            assert not kit.gate.runtime.state.parked
+            assert settled(kit)
     assert asked.asked == ["Delete a.txt?"]
     if approve:
         assert text(result) == "deleted a.txt"
-        assert kit.ran == [("delete_file", "a.txt")]
+        assert kit.ran == [("read_file", "r"), ("delete_file", "a.txt")]
     else:
         assert denial(result)["detail"] == "declined"
-        assert kit.ran == []
+        assert kit.ran == [("read_file", "r")]
+
+
+# -- over stdio, a server of its own ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", ["guard_sdk_server", "guard_fastmcp_server"])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "declined"])
+async def test_R_ADAPT_9_a_default_mode_client_over_stdio_is_asked(
+    example: str, approve: bool
+) -> None:
+    """Each example run as its own process over stdio (``server.run()``: serving enters the
+    gate) and the official ``mcp.Client`` in its default mode: the 2026-07-28 revision is
+    discovered, ``read_file`` runs at once, ``delete_file`` asks through the input-required
+    result and runs on an approval only."""
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    server = StdioServerParameters(command=sys.executable, args=[str(EXAMPLES / f"{example}.py")])
+    with anyio.fail_after(30):
+        async with Client(server, elicitation_callback=asked) as official:
+            assert official.session.protocol_version == "2026-07-28"
+            assert text(await official.call_tool("read_file", {"path": "r"})) == "read r"
+            result = await official.call_tool("delete_file", {"path": "a.txt"})
+    assert asked.asked == ["Delete a.txt?"]
+    if approve:
+        assert text(result) == "deleted a.txt"
+    else:
+        deny = denial(result)
+        assert (deny["decision"], deny["detail"]) == ("ask", "declined")
 
 
 # -- the gate itself, driven without a framework ------------------------------------------------
@@ -750,6 +795,77 @@ async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_ans
             release.set()
     assert refused.value.code == -32600
     assert answers == [{"content": [{"type": "text", "text": "{'n': 1}"}]}]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_R_ADAPT_1_the_authorizer_runs_on_the_task_serving_the_call_the_tool_on_its_own() -> (
+    None
+):
+    """The authorizer runs on the framework's task that waits for the call's answer, the tool
+    on a task of its own (also when an approval comes back through the elicitation); a
+    callback timeout kills the tool (the call is answered, the task goes on), and so does the
+    request's own cancellation (R-ADAPT-6): nothing is left running or owed."""
+    tasks: list[tuple[str, int]] = []
+    cancelled: list[str] = []
+    started, stopped = anyio.Event(), anyio.Event()
+
+    async def policy(tool: str, _arguments: Any, _context: Any) -> object:
+        tasks.append(("authorizer", anyio.get_current_task().id))
+        return Ask("Run it?") if tool == "asked" else Allow()
+
+    async def run(arguments: object, _round: object) -> dict[str, Any]:
+        tasks.append(("tool", anyio.get_current_task().id))
+        if arguments == {"hang": True}:
+            started.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.append("tool")
+                stopped.set()
+        return {"content": [{"type": "text", "text": "ran"}]}
+
+    async def elicit(_message: str, _schema: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"approve": True}}
+
+    connection = object()
+
+    def site(name: str) -> CallSite:
+        async def tool() -> dict[str, Any]:
+            return {"name": name, "inputSchema": {"type": "object"}}
+
+        capabilities: dict[str, Any] = {"elicitation": {"form": {}}}
+        return CallSite(connection, lambda: capabilities, True, lambda _: None, tool, run, elicit)
+
+    gate = Gate(policy, callback_timeout_ms=300, check_invariants=True)
+
+    async def served(request_id: int, name: str, arguments: object) -> dict[str, Any]:
+        tasks.clear()
+        answer = await gate.call(site(name), request_id, name, arguments)
+        here = anyio.get_current_task().id
+        (authorizer, on), (tool, elsewhere) = tasks
+        assert (authorizer, on, tool) == ("authorizer", here, "tool")
+        assert elsewhere != here
+        return answer
+
+    with anyio.fail_after(10):
+        async with gate.running():
+            assert await served(1, "allowed", {}) == {"content": [{"type": "text", "text": "ran"}]}
+            assert await served(2, "asked", {}) == {"content": [{"type": "text", "text": "ran"}]}
+            timed_out = await served(3, "allowed", {"hang": True})
+            assert timed_out["structuredContent"] == {"error": "callback_timeout"}
+            await stopped.wait()  # its task is cancelled, the call already answered
+            assert cancelled == ["tool"]
+            async with anyio.create_task_group() as tg:
+                started, stopped = anyio.Event(), anyio.Event()
+                tg.start_soon(gate.call, site("allowed"), 4, "allowed", {"hang": True})
+                await started.wait()
+                tg.cancel_scope.cancel()
+            await stopped.wait()
+            assert cancelled == ["tool", "tool"]
+            state = gate.runtime.state
+            assert not state.calls
+            assert not state.workers
+            assert not gate.runtime.live_workers
 
 
 def test_a_gate_refuses_unknown_options_and_a_gate_given_twice() -> None:
