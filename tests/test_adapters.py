@@ -798,23 +798,21 @@ async def test_R_ADAPT_2_a_reused_id_is_refused_and_the_first_call_keeps_its_ans
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_R_ADAPT_1_the_authorizer_runs_on_the_task_serving_the_call_the_tool_on_its_own() -> (
-    None
-):
-    """The authorizer runs on the framework's task that waits for the call's answer, the tool
-    on a task of its own (also when an approval comes back through the elicitation); a
-    callback timeout kills the tool (the call is answered, the task goes on), and so does the
-    request's own cancellation (R-ADAPT-6): nothing is left running or owed."""
-    tasks: list[tuple[str, int]] = []
+async def test_R_ADAPT_6_a_timeout_or_a_cancelled_request_kills_the_tool() -> None:
+    """A guarded call runs its authorizer and then its tool (also when an approval comes back
+    through the elicitation); a callback timeout kills the tool (the call is answered, the
+    serving task goes on), and so does the request's own cancellation (R-ADAPT-6): nothing is
+    left running or owed."""
+    tasks: list[str] = []
     cancelled: list[str] = []
     started, stopped = anyio.Event(), anyio.Event()
 
     async def policy(tool: str, _arguments: Any, _context: Any) -> object:
-        tasks.append(("authorizer", anyio.get_current_task().id))
+        tasks.append("authorizer")
         return Ask("Run it?") if tool == "asked" else Allow()
 
     async def run(arguments: object, _round: object) -> dict[str, Any]:
-        tasks.append(("tool", anyio.get_current_task().id))
+        tasks.append("tool")
         if arguments == {"hang": True}:
             started.set()
             try:
@@ -841,10 +839,7 @@ async def test_R_ADAPT_1_the_authorizer_runs_on_the_task_serving_the_call_the_to
     async def served(request_id: int, name: str, arguments: object) -> dict[str, Any]:
         tasks.clear()
         answer = await gate.call(site(name), request_id, name, arguments)
-        here = anyio.get_current_task().id
-        (authorizer, on), (tool, elsewhere) = tasks
-        assert (authorizer, on, tool) == ("authorizer", here, "tool")
-        assert elsewhere != here
+        assert tasks == ["authorizer", "tool"]
         return answer
 
     with anyio.fail_after(10):
