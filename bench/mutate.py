@@ -1841,7 +1841,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "task-calls-without-declaration",
         TASKS,
-        "    if not declares(capabilities):\n",
+        "    if not legacy and not declares(capabilities):\n",
         "    if False:\n",
         ("R-TASK-7",),
         "tasks/* served to a request that did not declare the extension",
