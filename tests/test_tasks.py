@@ -7,16 +7,19 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession, MCPError
 from mcp.client import ClientRequestContext
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types import _v2025_11_25 as v2025
 from pydantic import ConfigDict, TypeAdapter
 
 from askgate import Server
@@ -716,6 +719,7 @@ def test_R_TASK_11_an_unapproved_rerun_goes_through_the_authorizer() -> None:
 LEGACY = "2025-11-25"
 LEGACY_CAPS: dict[str, Any] = {"elicitation": {}, "tasks": {"requests": {}}}
 RELATED = "io.modelcontextprotocol/related-task"
+TASK_APPROVAL = "askgate_task_approval"
 
 
 def session(
@@ -858,6 +862,7 @@ def test_R_TASK_13_the_outcome_is_the_answer_and_an_error_result_fails(
         assert payload["result"]["isError"] is True
         assert payload["result"]["structuredContent"]["error"] == "callback_failed"
     else:
+        assert isinstance(value, dict)
         assert payload["result"] == {**value, "_meta": {RELATED: {"taskId": tid}}}
 
 
@@ -1269,3 +1274,145 @@ async def test_R_TASK_10_the_official_client_is_asked_inside_a_task(
     else:
         deny = denial(result)
         assert (deny["decision"], deny["detail"]) == ("ask", "declined")
+
+
+# --- The official client, legacy mode (2025-11-25), over HTTP and stdio ----------------------
+#
+# The official client has the 2025-11-25 revision's task models (mcp_types._v2025_11_25) but no
+# client-side tasks: its session cannot declare the capability nor read a CreateTaskResult as a
+# tools/call answer. So the session here is the official ClientSession (the initialize
+# handshake, the elicitation callback), over the official transports, with a dispatcher of the
+# official client's own that sends the task requests as they are; every answer is read with the
+# revision's own wire models.
+
+
+@asynccontextmanager
+async def legacy_client(
+    transport: str, elicitation: Any = None
+) -> AsyncIterator[JSONRPCDispatcher[Any]]:
+    """A 2025-11-25 session of the official client that declared tasks; its dispatcher."""
+    async with AsyncExitStack() as stack:
+        if transport == "http":
+            _, url = await stack.enter_async_context(serving())
+            read, write = await stack.enter_async_context(streamable_http_client(url))
+        else:
+            read, write = await stack.enter_async_context(stdio_client(fixture_stdio()))
+        dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
+        session = ClientSession(dispatcher=dispatcher, elicitation_callback=elicitation)
+        await stack.enter_async_context(session)
+        capabilities = types.ClientCapabilities(
+            elicitation=types.ElicitationCapability(form=types.FormElicitationCapability()),
+            tasks=types.ClientTasksCapability(
+                list=types.TasksListCapability(), cancel=types.TasksCancelCapability()
+            ),
+        )
+        hello = types.InitializeRequestParams(
+            protocol_version=LEGACY,
+            capabilities=capabilities,
+            client_info=types.Implementation(name="legacy-tasks", version="1"),
+        )
+        answer = await session.send_request(
+            types.InitializeRequest(params=hello), types.InitializeResult
+        )
+        assert answer.protocol_version == LEGACY
+        declared = answer.capabilities.tasks
+        assert declared is not None and declared.requests is not None  # noqa: PT018
+        session.adopt(answer)
+        await session.send_notification(types.InitializedNotification())
+        yield dispatcher
+
+
+async def task_call(client: JSONRPCDispatcher[Any], tool: str, arguments: Any) -> v2025.Task:
+    """A task-augmented ``tools/call``: the task its ``CreateTaskResult`` names."""
+    params = {"name": tool, "arguments": arguments, "task": {"ttl": 60_000}}
+    raw = await client.send_raw_request("tools/call", params)
+    return v2025.CreateTaskResult.model_validate(raw).task
+
+
+async def task_request(client: JSONRPCDispatcher[Any], method: str, task_id: str) -> Any:
+    return await client.send_raw_request(method, {"taskId": task_id})
+
+
+def said(raw: object) -> str:
+    """The text a ``tasks/result`` answer carries, read as the revision's ``CallToolResult``."""
+    block = v2025.CallToolResult.model_validate(raw).content[0]
+    assert isinstance(block, v2025.TextContent)
+    return block.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_14_the_official_client_in_legacy_mode_polls_a_task_to_its_result(
+    transport: str,
+) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport) as client:
+            task = await task_call(client, "slow_compute", {"seconds": 1, "label": "late"})
+            assert task.status == "working"
+            polled = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(polled).status == "working"  # past its start
+            raw = await task_request(client, "tasks/result", task.task_id)  # waits for the end
+            assert said(raw) == "computed late after 1s"
+            assert raw["_meta"][RELATED] == {"taskId": task.task_id}
+            done = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(done).status == "completed"
+            listed = v2025.ListTasksResult.model_validate(
+                await client.send_raw_request("tasks/list", {})
+            )
+            assert [t.task_id for t in listed.tasks] == [task.task_id]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_14_the_official_client_in_legacy_mode_cancels_a_task(
+    transport: str,
+) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport) as client:
+            task = await task_call(client, "slow_compute", {"seconds": 60, "label": "x"})
+            raw = await task_request(client, "tasks/cancel", task.task_id)
+            assert v2025.CancelTaskResult.model_validate(raw).status == "cancelled"
+            with pytest.raises(MCPError) as gone:  # its worker is killed: nothing to wait for
+                await task_request(client, "tasks/result", task.task_id)
+            assert gone.value.error.message == "Task cancelled"
+            with pytest.raises(MCPError) as again:
+                await task_request(client, "tasks/cancel", task.task_id)
+            assert again.value.error.code == -32602  # already terminal
+            shown = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(shown).status == "cancelled"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("approve", [True, False])
+async def test_R_TASK_15_the_official_client_in_legacy_mode_is_asked_inside_a_task(
+    transport: str, approve: bool
+) -> None:
+    """The fixture's authorizer asks inside the task: ``tasks/result`` carries the approval's
+    ``elicitation/create`` to the client's callback; approved, the tool runs once; declined,
+    the task fails with the deny (R-DLV-4) and nothing runs."""
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport, asked) as client:
+            task = await task_call(client, TASK_APPROVAL, {})
+            first = await task_request(client, "tasks/result", task.task_id)
+            status = v2025.GetTaskResult.model_validate(
+                await task_request(client, "tasks/get", task.task_id)
+            ).status
+            if approve:  # a second task is asked again and counted on: the first ran once
+                again = await task_call(client, TASK_APPROVAL, {})
+                second = await task_request(client, "tasks/result", again.task_id)
+    assert asked.asked[0].startswith(f"Allow {TASK_APPROVAL} to run?")
+    result = v2025.CallToolResult.model_validate(first)
+    if approve:
+        assert status == "completed"
+        assert said(first) == "run 1"
+        assert said(second) == "run 2"
+        assert len(asked.asked) == 2
+    else:
+        assert status == "failed"  # the revision: an isError result fails the task
+        assert result.is_error is True
+        assert result.structured_content is not None
+        deny = result.structured_content
+        assert (deny["decision"], deny["detail"]) == ("ask", "declined")
+        assert len(asked.asked) == 1
