@@ -622,6 +622,9 @@ def refused_legacy(
     tool = d.tools.get(name) if isinstance(name, str) else None
     if tool is None:
         return False
+    definition = tool.definition
+    if task is None and not (isinstance(definition, dict) and "execution" in definition):
+        return False  # the common call: no task asked, and no support declared (R-TASK-1)
     wanted = support(tool)
     asked = _asks_a_task(d, conn, task)
     if wanted == "required" and not asked:
