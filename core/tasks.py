@@ -643,9 +643,8 @@ def created(d: r._Draft, key: CallKey, task: object, now: int, out: Out) -> None
     call = d.working.get(key)
     if call is None or not call.is_tool or not _asks_a_task(d, key[0], task):
         return
-    if support(d.tools.get(call.name)) == "forbidden":
-        return
-    _become(d, call, now, out, key[0])
+    if support(d.tools.get(call.name)) != "forbidden":
+        _become(d, call, now, out, key[0])
 
 
 def _legacy_fields(d: r._Draft, task: Task) -> JsonObject:

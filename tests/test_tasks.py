@@ -1076,6 +1076,24 @@ def test_R_TASK_15_decline_silence_and_cancel_end_in_the_deny(how: str) -> None:
         assert deny["structuredContent"]["error"] == "authorization_required"
 
 
+def test_R_TASK_15_a_tools_own_request_goes_to_the_session_and_its_answer_back() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    ref = worker_of(h, tid)
+    assert legacy(h, "s", "r", "tasks/result", {"taskId": tid}) is None
+    params = {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}
+    effects = h.feed(ToolRequested(ref, "a", "elicitation/create", params, h.now))
+    (push,) = [e for e in effects if isinstance(e, Push)]
+    assert (push.conn, push.related) == ("s", "r")
+    assert push.message["params"]["_meta"][RELATED] == {"taskId": tid}
+    answer = {"action": "accept", "content": {}}
+    effects = h.feed(ElicitationAnswered("s", push.message["id"], answer, h.now))
+    (resolved,) = [e for e in effects if isinstance(e, Resolve)]
+    assert (resolved.token, resolved.outcome) == ("a", answer)
+    assert h.state.tasks[tid].status == "working"
+
+
 def test_R_TASK_15_an_answer_from_another_connection_is_ignored() -> None:
     h = harness(has_authorizer=True)
     session(h, "s", principal="alice")
