@@ -753,6 +753,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        key in d.working\n"
         "        or (d.waiting and key in d.waiting)\n"
         "        or (d.listens and key in d.listens)  # R-MRTR-19\n"
+        "        or (d.task_waits and key in d.task_waits)  # R-TASK-14\n"
         "    ):\n"
         "        out.append(Reply(conn, request_id, m.duplicate_id(request_id)))"
         "  # type: ignore[arg-type]\n"
@@ -993,7 +994,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ctx-foreign-answer-accepted",
         REDUCER,
-        "    if d.client_requests[rid].key[0] != conn:\n"
+        "    key = d.client_requests[rid].key\n"
+        "    if key[0] != conn:\n"
+        "        tasks.relayed(d, ElicitationAnswered(conn, rid, result, 0, error), key, out)"
+        "  # R-TASK-15\n"
         "        return  # R-CTX-5: foreign answers are ignored\n",
         "",
         ("R-CTX-5",),
@@ -1747,9 +1751,73 @@ MUTANTS: tuple[Mutant, ...] = (
         outside_model=_TASKS,
     ),
     Mutant(
+        "task-legacy-required-runs-without-a-task",
+        TASKS,
+        '    if wanted == "required" and not asked:\n',
+        "    if False:\n",
+        ("R-TASK-12",),
+        "a 2025-11-25 call of a required tool without a task is served inline, not -32601",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-error-result-completes",
+        TASKS,
+        '        status = "failed" if result.get("isError") is True else "completed"\n',
+        '        status = "completed"\n',
+        ("R-TASK-13",),
+        "a 2025-11-25 task whose tool answered isError (a deny among them) is completed",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-result-without-related-task",
+        TASKS,
+        '        return m.result(rid, {**result, "_meta": related})\n',
+        "        return m.result(rid, result)\n",
+        ("R-TASK-14",),
+        "tasks/result answers the result without the related-task _meta",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-waits-unbounded",
+        TASKS,
+        "    elif sum(1 for tid in d.task_waits.values() if tid == task.task_id) >= MAX_WAITS:\n",
+        "    elif False:\n",
+        ("R-TASK-14",),
+        "any number of tasks/result wait on one task",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-cancel-of-a-terminal-task-accepted",
+        TASKS,
+        '        if task.status in TERMINAL:\n            problem = f"Task {task.task_id} is'
+        " already",
+        '        if False:\n            problem = f"Task {task.task_id} is already',
+        ("R-TASK-14",),
+        "a tasks/cancel of a finished 2025-11-25 task is answered with it, not -32602",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-foreign-answer-relayed",
+        TASKS,
+        "    if task is None or task.origin != ev.conn or eid not in task.sent:\n",
+        "    if task is None or eid not in task.sent:\n",
+        ("R-TASK-15",),
+        "another connection's answer to a 2025-11-25 task's question is taken",
+        outside_model=_TASKS,
+    ),
+    Mutant(
+        "task-legacy-question-sent-twice",
+        TASKS,
+        "    fresh = [(key, request) for key, request in task.inputs if key not in task.sent]\n",
+        "    fresh = list(task.inputs)\n",
+        ("R-TASK-15",),
+        "a 2025-11-25 task's question is sent again on every tasks/result",
+        outside_model=_TASKS,
+    ),
+    Mutant(
         "task-window-not-closed-by-answer",
         TASKS,
-        "                if seq is not None and effect.message is not None:\n",
+        "                if seq is not None:  # an answer, or a drop (R-DROP-4)\n",
         "                if False:\n",
         ("R-TASK-4",),
         "a call answered inline keeps its window open: its timer stays armed, its entry kept",
@@ -1841,7 +1909,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "task-calls-without-declaration",
         TASKS,
-        "    if not declares(capabilities):\n",
+        "    if not legacy and not declares(capabilities):\n",
         "    if False:\n",
         ("R-TASK-7",),
         "tasks/* served to a request that did not declare the extension",

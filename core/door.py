@@ -194,6 +194,7 @@ def _request(
             p.get("requestState"),
             p.get("inputResponses"),
             principal,
+            p.get("task"),
         )
     if opens_session(request):  # R-PROTO-3
         p = request.params or {}
@@ -228,6 +229,8 @@ def wire_form(event: Event) -> JsonObject | None:
             params["requestState"] = event.request_state
         if event.input_responses is not None:
             params["inputResponses"] = event.input_responses
+        if event.task is not None:
+            params["task"] = event.task
         return _request_form(event.request_id, "tools/call", params)
     if isinstance(event, ClientInitialized):
         if event.request_id is None:

@@ -100,6 +100,7 @@ class ToolCallReceived:
     and ``input_responses`` are a modern retry's ``params.requestState`` and
     ``params.inputResponses`` (``None`` when absent, R-MRTR-13). ``principal`` is who the shell
     authenticated for the request, ``None`` where it authenticates no one (stdio, R-MRTR-12).
+    ``task`` is a 2025-11-25 request's ``params.task`` (``None`` when absent, R-TASK-12).
     """
 
     conn: ConnId
@@ -113,6 +114,7 @@ class ToolCallReceived:
     request_state: object = None
     input_responses: object = None
     principal: str | None = None
+    task: object = None
 
 
 @record

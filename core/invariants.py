@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Hashable
 
 from .state import WORKER_STAGES, Stage, State, TaskChannel
+from .tasks import MAX_WAITS, TERMINAL
 
 TimerKey = tuple[str, Hashable]
 
@@ -120,7 +121,7 @@ def check_invariants(state: State) -> None:
             fifo = state.cap_live if c.cap_group == "live" else state.cap_unsubscribed
             if fifo.items.get(c.cap_pos) != conn:
                 _fail("R-INV-3", f"{conn!r} is not at its place in the {c.cap_group} entries")
-        elif (c.can_elicit or c.can_sample) and not isinstance(conn, TaskChannel):
+        elif (c.can_elicit or c.can_sample or c.can_task) and not isinstance(conn, TaskChannel):
             # a task's channel carries its request's own capabilities (spec/tasks.md)
             _fail("R-INV-3", f"{conn!r} can be asked without a capabilities entry")
         for eid, _rid, _request in c.held or ():
@@ -173,6 +174,7 @@ def check_invariants(state: State) -> None:
     _check_client_requests(state)
     _check_stateless(state)
     _check_listens(state)
+    _check_task_waits(state)
 
 
 def _check_store(state: State, per_owner: Counter[Hashable]) -> None:
@@ -243,6 +245,20 @@ def _check_listens(state: State) -> None:
         _fail("R-INV-1", f"{len(state.listens)} listens over max_listens_total")
     if any(n > opts.max_listens_per_owner for n in state.owner_listens.values()):
         _fail("R-INV-1", "an owner holds listens over max_listens_per_owner")
+
+
+def _check_task_waits(state: State) -> None:
+    """R-TASK-14: a waiting ``tasks/result`` waits on a live 2025-11-25 task, at most
+    ``MAX_WAITS`` on one."""
+    per_task: Counter[str] = Counter(state.task_waits.values())
+    for tid, n in per_task.items():
+        task = state.tasks.get(tid)
+        if task is None or task.status in TERMINAL:
+            _fail("R-TASK-14", f"a tasks/result waits on {tid!r}, which is not live")
+        elif task.origin is None:
+            _fail("R-TASK-14", f"a tasks/result waits on {tid!r}, a 2026-07-28 task")
+        if n > MAX_WAITS:
+            _fail("R-TASK-14", f"{n} tasks/result wait on {tid!r}")
 
 
 def _check_client_requests(state: State) -> None:

@@ -81,10 +81,17 @@ def server_capabilities() -> JsonObject:
     }
 
 
+TASKS_REVISION = "2025-11-25"
+"""The handshake revision whose ``initialize`` answer declares tasks (R-TASK-12)."""
+
+
 def initialize_result(options: Options, version: str) -> JsonObject:
+    capabilities = server_capabilities()
+    if version == TASKS_REVISION:  # R-TASK-12
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     result: JsonObject = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(),
+        "capabilities": capabilities,
         "serverInfo": {"name": options.server_name, "version": options.server_version},
     }
     if options.instructions is not None:

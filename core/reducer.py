@@ -228,7 +228,9 @@ def _remove_caps(d: _Draft, c: Conn) -> Conn:
     if not c.cap_group:
         return c
     _set_cap_fifo(d, c.cap_group, _cap_fifo(d, c.cap_group).remove(c.cap_pos))
-    return attrs.evolve(c, can_elicit=False, can_sample=False, cap_group="", cap_pos=-1)
+    return attrs.evolve(
+        c, can_elicit=False, can_sample=False, can_task=False, cap_group="", cap_pos=-1
+    )
 
 
 def _on_client_initialized(d: _Draft, ev: ClientInitialized, out: Out) -> None:
@@ -290,6 +292,7 @@ def _record_capabilities(d: _Draft, conn: ConnId, capabilities: object, out: Out
             c,
             can_elicit=can_elicit(capabilities),
             can_sample=isinstance(sampling, dict),  # R-CTX-4
+            can_task=tasks.declares_legacy(capabilities),  # R-TASK-12
             cap_group=group,
             cap_pos=pos,
         ),
@@ -359,6 +362,8 @@ def _drop_connection(d: _Draft, conn: ConnId, now: int, out: Out) -> None:
     if d.conn_listens and conn in d.conn_listens:
         for rid, _ in d.conn_listens[conn]:
             _end_listen(d, conn, rid)
+    if d.task_waits:
+        tasks.connection_gone(d, conn)  # R-TASK-14: its waits end, nothing sent
     c = d.conns.get(conn)
     if c is None:
         return
@@ -429,6 +434,7 @@ def _admit(d: _Draft, conn: ConnId, request_id: object, out: Out) -> bool:
         key in d.working
         or (d.waiting and key in d.waiting)
         or (d.listens and key in d.listens)  # R-MRTR-19
+        or (d.task_waits and key in d.task_waits)  # R-TASK-14
     ):
         out.append(Reply(conn, request_id, m.duplicate_id(request_id)))  # type: ignore[arg-type]
         return False
@@ -769,7 +775,12 @@ def _on_tool_call(d: _Draft, ev: ToolCallReceived, out: Out) -> None:
         out.append(Reply(conn, rid, _bad_tools_call(rid)))
         return
     if era is None:
+        legacy_tasks = version == tasks.REVISION  # R-TASK-12: the revision that has them
+        if legacy_tasks and tasks.refused_legacy(d, conn, rid, ev.tool, ev.task, ev.now, out):
+            return
         _tool_call(d, conn, rid, ev.tool, ev.arguments, ev.now, ev.mode, ev.caller, out)
+        if legacy_tasks and ev.task is not None:
+            tasks.created(d, (conn, rid), ev.task, ev.now, out)  # R-TASK-13
     else:  # R-MRTR-9: served statelessly
         caps = era.capabilities
         if tasks.refused(d, conn, rid, ev.tool, caps, ev.now, out):  # R-TASK-3
@@ -873,6 +884,11 @@ def _on_read(d: _Draft, ev: ReadRequested, out: Out) -> None:
         if read and _uninitialized(d, conn):  # R-PROTO-22
             out.append(Reply(conn, rid, m.error(rid, m.INVALID_REQUEST, m.INITIALIZE_FIRST)))
             return
+        legacy_tasks = not read and isinstance(method, str) and method in tasks.METHODS
+        if legacy_tasks and _get_conn(d, conn).version == tasks.REVISION:
+            owner = owner_of(d, conn)
+            tasks.serve(d, conn, rid, method, params, None, owner, ev.now, out, legacy=True)
+            return  # R-TASK-14
         _read_or_unknown(d, conn, rid, method, params, ev.now, ev.caller, out)
         return
     cacheable = method in CACHEABLE
@@ -1374,6 +1390,7 @@ def _on_answer(d: _Draft, ev: ElicitationAnswered, out: Out) -> None:
             _client_answered(d, conn, eid, result, error, out)  # R-CTX-5
         return  # R-CLOSE-5: unknown and late answers
     if p.stateless or p.key[0] != conn:
+        tasks.relayed(d, ev, p.key, out)  # R-TASK-15: a 2025 task's question, on its session
         return  # R-CLOSE-5: unknown, late and foreign answers look alike (R-MRTR-15)
     held = d.conns[conn].held
     if held and any(h[0] == eid for h in held):
@@ -1799,6 +1816,9 @@ def _on_cancel(d: _Draft, ev: CancelRequested, out: Out) -> None:
     if d.listens and (conn, request_id) in d.listens:
         _end_listen(d, conn, request_id)  # R-MRTR-19: ended, answered nothing
         return
+    if d.task_waits and (conn, request_id) in d.task_waits:
+        tasks.unwait(d, (conn, request_id), out)  # R-TASK-14: ended, answered nothing
+        return
     call = _open_call(d, (conn, request_id))
     if call is not None:
         _drop(d, call, now, out, notify=True, why=CANCELLED_BY_CLIENT)  # R-DROP-1
@@ -1978,7 +1998,9 @@ def _forget_request(d: _Draft, rid: str) -> ClientRequest:
 def _client_answered(
     d: _Draft, conn: ConnId, rid: str, result: object, error: object, out: Out
 ) -> None:
-    if d.client_requests[rid].key[0] != conn:
+    key = d.client_requests[rid].key
+    if key[0] != conn:
+        tasks.relayed(d, ElicitationAnswered(conn, rid, result, 0, error), key, out)  # R-TASK-15
         return  # R-CTX-5: foreign answers are ignored
     request = _forget_request(d, rid)
     out.append(CancelTimer((CLIENT_REQUEST_TIMER, rid)))

@@ -181,6 +181,7 @@ class Conn:
     # The client-capabilities entry (R-CAP): present iff cap_group != "".
     can_elicit: bool = False
     can_sample: bool = False  # R-CTX-4: capabilities.sampling is an object
+    can_task: bool = False  # R-TASK-12: capabilities.tasks is an object
     cap_group: CapGroup = ""
     cap_pos: int = -1
     # Protocol state (spec/protocol.md): negotiated version ("" before initialize), the
@@ -271,9 +272,11 @@ class Variables:
     digest_key: bytes | None = None
     # Tasks (spec/tasks.md): every task kept, by id (R-TASK-7, R-TASK-9); the modern calls in
     # their inline window, each with its admission seq (R-TASK-4); the live tasks per owner and
-    # in total (R-TASK-6); the wall-clock ms of the shell's monotonic 0, which dates a task.
+    # in total (R-TASK-6); the wall-clock ms of the shell's monotonic 0, which dates a task;
+    # the 2025-11-25 ``tasks/result`` requests waiting on a live task, by request (R-TASK-14).
     tasks: Map[str, Any] = attrs.field(factory=Map)
     task_pending: Map[CallKey, int] = attrs.field(factory=Map)
+    task_waits: Map[CallKey, str] = attrs.field(factory=Map)
     owner_tasks: Map[Hashable, int] = attrs.field(factory=Map)
     live_tasks: int = 0
     epoch_ms: int = 0

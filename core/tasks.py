@@ -12,6 +12,12 @@ The reducer reaches this module through thin entries: :func:`refused` and :func:
 modern ``tools/call``, :func:`escalate` when a tool in its inline window asks its client,
 :func:`serve` for ``tasks/*``, :func:`on_timer` for this module's timers, and :func:`absorb`
 after a step while any task or window is open. Pure, like the reducer: no clock, no I/O.
+
+The 2025-11-25 era (R-TASK-12 .. R-TASK-15) runs on the same machinery: :func:`refused_legacy`
+and :func:`created` on a ``tools/call`` of a 2025-11-25 session (the task is made at once, no
+window), :func:`serve` with ``legacy`` for its ``tasks/*``, :func:`relayed` for the session's
+answers to the questions its task sent it, :func:`unwait` and :func:`connection_gone` for the
+``tasks/result`` requests waiting on a task.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ from typing import Any, Final
 import attrs
 
 from . import messages as m
+from . import protocol, sealing
 from . import reducer as r
-from . import sealing
 from .effects import CancelTimer, Effect, Push, Reply, StartTimer
 from .events import ConnId, ElicitationAnswered, ToolCallReceived
 from .record import record
@@ -61,6 +67,14 @@ ASKGATE_FAILURES: Final = ("callback_failed", "callback_timeout", "server_stoppi
 they make it ``failed`` (R-TASK-5)."""
 CHANNEL_VERSION: Final = "2025-11-25"
 """How the requests a task's call sends look on its channel: form-mode elicitations."""
+REVISION: Final = protocol.TASKS_REVISION
+"""The one handshake revision that has tasks (R-TASK-12)."""
+RELATED: Final = "io.modelcontextprotocol/related-task"
+"""The ``_meta`` key naming the task a 2025-11-25 message belongs to (R-TASK-14, R-TASK-15)."""
+MAX_WAITS: Final = 8
+"""How many ``tasks/result`` may wait on one task at once (R-TASK-14)."""
+LIST_PAGE: Final = 50
+"""How many tasks one ``tasks/list`` page shows (R-TASK-14)."""
 
 
 @record
@@ -70,7 +84,9 @@ class Task:
     sent and nobody answered yet, by key, in the order sent. ``name``, ``arguments`` and
     ``served`` are its tool, its arguments and how its request is served (R-TASK-11: what a
     round's retry needs); ``round_state`` and ``round_nonce`` the sealed state and the parked
-    nonce of the round its tool ended, while the task waits on it."""
+    nonce of the round its tool ended, while the task waits on it. ``origin`` is the session
+    of a 2025-11-25 task (``None`` for the 2026-07-28 era's), ``sent`` the keys of its inputs
+    sent to that session (R-TASK-15)."""
 
     task_id: str
     owner: Hashable
@@ -85,6 +101,8 @@ class Task:
     served: StatelessCall | None = None
     round_state: str | None = None
     round_nonce: str = ""
+    origin: ConnId | None = None
+    sent: tuple[str, ...] = ()
 
 
 Out = list[Effect]
@@ -175,6 +193,14 @@ def escalate(d: r._Draft, call: Call, now: int, out: Out) -> Call:
         return call
     d.task_pending = d.task_pending.delete(key)
     out.append(CancelTimer((INLINE_TIMER, (key, seq))))
+    return _become(d, call, now, out, None)
+
+
+def _become(d: r._Draft, call: Call, now: int, out: Out, origin: ConnId | None) -> Call:
+    """R-TASK-4, R-TASK-13: ``call`` becomes a task and its request is answered with it,
+    unless a cap forbids it (R-TASK-6); ``origin`` is a 2025-11-25 task's session. The call
+    as it now is (re-keyed onto the task's channel, or unchanged)."""
+    key = call.key
     opts = d.options
     owner = call.owner
     held = d.owner_tasks.get(owner, 0)
@@ -205,6 +231,9 @@ def escalate(d: r._Draft, call: Call, now: int, out: Out) -> Call:
     caps = st.round.capabilities if st is not None and st.round is not None else None
     sampling = isinstance(caps, dict) and isinstance(caps.get("sampling"), dict)
     can_elicit = st is not None and st.can_elicit
+    if origin is not None:  # R-TASK-15: a 2025 task asks its session what it could ask
+        session = r._get_conn(d, origin)
+        sampling, can_elicit = session.can_sample, session.can_elicit
     d.conns = d.conns.set(
         channel,
         Conn(subscribed=True, can_elicit=can_elicit, can_sample=sampling, version=CHANNEL_VERSION),
@@ -212,9 +241,14 @@ def escalate(d: r._Draft, call: Call, now: int, out: Out) -> Call:
     if call.conn not in d.in_flight:
         r._freed(d, call.conn)
     task = Task(tid, owner, "working", now, now, new_key, None, (), call.name, call.arguments, st)
+    task = attrs.evolve(task, origin=origin)
     d.tasks = d.tasks.set(tid, task)
     d.owner_tasks = d.owner_tasks.set(owner, held + 1)
     d.live_tasks += 1
+    if origin is not None:  # R-TASK-13: the 2025-11-25 CreateTaskResult
+        answer = m.result(call.request_id, {"task": _legacy_fields(d, task)})
+        out.append(Reply(call.conn, call.request_id, answer))
+        return moved
     created = {"resultType": "task", **_fields(d, task)}
     created["_meta"] = {META_SERVER_INFO: r._server_info(d)}
     out.append(Reply(call.conn, call.request_id, m.result(call.request_id, created)))
@@ -237,7 +271,7 @@ def absorb(d: r._Draft, out: Out, now: int) -> Out:
                 if isinstance(effect, Reply):
                     _answered(d, conn.task_id, effect.message, now, kept)
                 else:
-                    _sent(d, conn.task_id, effect.message)
+                    _sent(d, conn.task_id, effect.message, kept)
                 continue
             if isinstance(effect, Reply) and d.task_pending:
                 key = (conn, effect.request_id)
@@ -257,6 +291,9 @@ def _answered(d: r._Draft, tid: str, message: JsonObject | None, now: int, kept:
     result = message.get("result")
     error = message.get("error")
     if _round_ended(d, task, result, now, kept):  # R-TASK-11
+        return
+    if task.origin is not None:  # R-TASK-13: the revision's outcome, kept as answered
+        _finish(d, task, *_legacy_outcome(result, error), now, kept)
         return
     failure = _askgate_failure(result)
     if failure is not None:
@@ -295,6 +332,7 @@ def _finish(
         inputs=(),
         round_state=None,
         round_nonce="",
+        sent=(),
     )
     d.tasks = d.tasks.set(task.task_id, ended)
     n = d.owner_tasks[task.owner] - 1
@@ -305,11 +343,14 @@ def _finish(
     if channel in d.conns:
         d.conns = d.conns.delete(channel)
     out.append(StartTimer((TTL_TIMER, task.task_id), ended.updated + d.options.task_ttl_ms))
+    if d.task_waits:
+        _release_waits(d, ended, out)  # R-TASK-14
 
 
-def _sent(d: r._Draft, tid: str, message: JsonObject) -> None:
+def _sent(d: r._Draft, tid: str, message: JsonObject, out: Out) -> None:
     """R-TASK-10: a request the task's call sent becomes one of its inputs; a withdrawal
-    removes one; anything else (progress, logs) has nowhere to go."""
+    removes one; anything else (progress, logs) has nowhere to go. A 2025-11-25 task's
+    session is sent the request, and the withdrawal of one it was sent (R-TASK-15)."""
     task = d.tasks.get(tid)
     if task is None or task.status in TERMINAL:
         return
@@ -318,17 +359,22 @@ def _sent(d: r._Draft, tid: str, message: JsonObject) -> None:
         request = {"method": method, "params": message.get("params", {})}
         inputs = (*task.inputs, (message["id"], request))
         d.tasks = d.tasks.set(tid, attrs.evolve(task, status="input_required", inputs=inputs))
+        if task.origin is not None:
+            _deliver(d, d.tasks[tid], None, out)
     elif method == "notifications/cancelled":
         params = message.get("params")
         gone = params.get("requestId") if isinstance(params, dict) else None
         _answered_input(d, task, gone)
+        if task.origin is not None and gone in task.sent:
+            out.append(Push(task.origin, _related(message, tid)))
 
 
 def _answered_input(d: r._Draft, task: Task, key: object) -> Task:
     """``key`` no longer waits: the task is ``working`` again once nothing does (R-TASK-10)."""
     inputs = tuple(entry for entry in task.inputs if entry[0] != key)
     status = "input_required" if inputs else "working"
-    changed = attrs.evolve(task, status=status, inputs=inputs)
+    sent = tuple(sent for sent in task.sent if sent != key)
+    changed = attrs.evolve(task, status=status, inputs=inputs, sent=sent)
     d.tasks = d.tasks.set(task.task_id, changed)
     return changed
 
@@ -365,20 +411,36 @@ def serve(
     owner: Hashable,
     now: int,
     out: Out,
+    legacy: bool = False,
 ) -> None:
-    """A modern ``tasks/*`` request of ``owner`` (R-TASK-7 .. R-TASK-10), answered at once."""
+    """A modern ``tasks/*`` request of ``owner`` (R-TASK-7 .. R-TASK-10), answered at once;
+    with ``legacy``, one of a 2025-11-25 session (R-TASK-14), a ``tasks/result`` of a live task
+    answered once it ends."""
     info = r._server_info(d)
-    if method in REMOVED:
+    if legacy:
+        if method == "tasks/list":
+            _list(d, conn, rid, params, owner, out)
+            return
+        if method == "tasks/update":  # not a method of the revision
+            unknown = f"Unknown method: {method}"
+            out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, unknown)))
+            return
+    elif method in REMOVED:
         unknown = f"Unknown method: {method}"
         out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, unknown)))
         return
-    if not declares(capabilities):
+    if not legacy and not declares(capabilities):
         out.append(Reply(conn, rid, required_error(rid)))
         return
     tid = None if params is None else params.get("taskId")
     task = d.tasks.get(tid) if isinstance(tid, str) else None
+    if task is not None and (task.origin is None) == legacy:
+        task = None  # R-TASK-14: a task is served in the era it was made in only
     if task is None or task.owner != owner:  # R-TASK-7: foreign and unknown alike
         out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, "Unknown task")))
+        return
+    if legacy:
+        _serve_legacy(d, conn, rid, method, task, now, out)
         return
     if method == "tasks/get":
         shown = _fields(d, task)
@@ -535,3 +597,196 @@ def _round_timed_out(d: r._Draft, ident: object, now: int, out: Out) -> None:
     _round_taken(d, task, now, out)
     error = invalid_state(tid, sealing.DENY_DETAIL["expired"])["error"]
     _finish(d, task, "failed", {"error": error}, now, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The 2025-11-25 era (R-TASK-12 .. R-TASK-15)
+
+
+def declares_legacy(capabilities: object) -> bool:
+    """R-TASK-12: whether a 2025-11-25 ``initialize``'s capabilities declare ``tasks``."""
+    return isinstance(capabilities, dict) and isinstance(capabilities.get("tasks"), dict)
+
+
+def _asks_a_task(d: r._Draft, conn: ConnId, task: object) -> bool:
+    """R-TASK-12: a ``task`` param that counts: an object, from a client that declared tasks."""
+    return isinstance(task, dict) and r._get_conn(d, conn).can_task
+
+
+def refused_legacy(
+    d: r._Draft, conn: ConnId, rid: Any, name: object, task: object, now: int, out: Out
+) -> bool:
+    """R-TASK-12: a 2025-11-25 ``tools/call`` of a ``required`` tool without a task, or of a
+    ``forbidden`` tool with one, is answered ``-32601`` before anything is admitted; ``True``
+    when so."""
+    tool = d.tools.get(name) if isinstance(name, str) else None
+    if tool is None:
+        return False
+    definition = tool.definition
+    if task is None and not (isinstance(definition, dict) and "execution" in definition):
+        return False  # the common call: no task asked, and no support declared (R-TASK-1)
+    wanted = support(tool)
+    asked = _asks_a_task(d, conn, task)
+    if wanted == "required" and not asked:
+        problem = f"Tool {name} requires task-augmented execution"
+    elif wanted == "forbidden" and asked:
+        problem = f"Tool {name} does not support task-augmented execution"
+    else:
+        return False
+    out.append(Reply(conn, rid, m.error(rid, m.METHOD_NOT_FOUND, problem)))
+    out.append(r._record(conn, rid, str(name), "", "error", None, "", None, now, now))
+    return True
+
+
+def created(d: r._Draft, key: CallKey, task: object, now: int, out: Out) -> None:
+    """R-TASK-13: a 2025-11-25 call just admitted that asked for a task becomes one at once."""
+    call = d.working.get(key)
+    if call is None or not call.is_tool or not _asks_a_task(d, key[0], task):
+        return
+    if support(d.tools.get(call.name)) != "forbidden":
+        _become(d, call, now, out, key[0])
+
+
+def _legacy_fields(d: r._Draft, task: Task) -> JsonObject:
+    """R-TASK-13, R-TASK-14: a task as the 2025-11-25 revision shows it."""
+    return {
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": iso(d, task.created),
+        "lastUpdatedAt": iso(d, task.updated),
+        "ttl": d.options.task_ttl_ms,
+        "pollInterval": POLL_INTERVAL_MS,
+    }
+
+
+def _legacy_outcome(result: object, error: object) -> tuple[str, JsonObject]:
+    """R-TASK-13: a 2025-11-25 task's status and outcome from its call's answer: ``failed``
+    for a JSON-RPC error or an ``isError`` result (the revision's rule), else ``completed``;
+    the outcome is the answer itself."""
+    if isinstance(result, dict):
+        status = "failed" if result.get("isError") is True else "completed"
+        return status, {"result": result}
+    return "failed", {"error": error if isinstance(error, dict) else {}}
+
+
+def _payload(task: Task, rid: Any) -> JsonObject:
+    """R-TASK-14: what ``tasks/result`` answers for a terminal task: what its request would
+    have been answered, a result carrying the related-task ``_meta``."""
+    outcome = task.outcome
+    result = None if outcome is None else outcome.get("result")
+    if isinstance(result, dict):
+        meta = result.get("_meta")
+        related = {**(meta if isinstance(meta, dict) else {}), RELATED: {"taskId": task.task_id}}
+        return m.result(rid, {**result, "_meta": related})
+    error = None if outcome is None else outcome.get("error")
+    if not isinstance(error, dict):  # cancelled: its request is answered nothing
+        return m.error(rid, m.INTERNAL_ERROR, "Task cancelled")
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
+
+
+def _serve_legacy(
+    d: r._Draft, conn: ConnId, rid: Any, method: str, task: Task, now: int, out: Out
+) -> None:
+    """R-TASK-14: ``tasks/get``, ``tasks/cancel`` and ``tasks/result`` of the owner's task."""
+    if method == "tasks/get":
+        out.append(Reply(conn, rid, m.result(rid, _legacy_fields(d, task))))
+    elif method == "tasks/cancel":
+        if task.status in TERMINAL:
+            problem = f"Task {task.task_id} is already {task.status}"
+            out.append(Reply(conn, rid, m.error(rid, m.INVALID_PARAMS, problem)))
+            return
+        cancel(d, task, now, out)
+        shown = _legacy_fields(d, d.tasks[task.task_id])
+        out.append(Reply(conn, rid, m.result(rid, shown)))
+    elif task.status in TERMINAL:  # tasks/result
+        out.append(Reply(conn, rid, _payload(task, rid)))
+    elif sum(1 for tid in d.task_waits.values() if tid == task.task_id) >= MAX_WAITS:
+        problem = f"Too many requests wait on task {task.task_id}"
+        out.append(Reply(conn, rid, m.error(rid, m.INTERNAL_ERROR, problem)))
+    else:
+        d.task_waits = d.task_waits.set((conn, rid), task.task_id)
+        if conn == task.origin:
+            _deliver(d, task, rid, out)  # R-TASK-15: its questions go on this request's stream
+
+
+def _list(
+    d: r._Draft, conn: ConnId, rid: Any, params: JsonObject | None, owner: Hashable, out: Out
+) -> None:
+    """R-TASK-14: the owner's 2025-11-25 tasks, oldest first, a page at a time."""
+    mine = (
+        (f"{task.created:020d} {task.task_id}", _legacy_fields(d, task))
+        for task in d.tasks.values()
+        if task.owner == owner and task.origin is not None
+    )
+    out.append(Reply(conn, rid, protocol.page(rid, params, "tasks", mine, LIST_PAGE)))
+
+
+def _release_waits(d: r._Draft, task: Task, out: Out) -> None:
+    """R-TASK-14: the ``tasks/result`` requests waiting on ``task``, now terminal, answered."""
+    for key, tid in list(d.task_waits.items()):
+        if tid == task.task_id:
+            d.task_waits = d.task_waits.delete(key)
+            out.append(Reply(key[0], key[1], _payload(task, key[1])))
+
+
+def unwait(d: r._Draft, key: CallKey, out: Out) -> None:
+    """R-TASK-14: a waiting ``tasks/result`` the client cancelled ends, answered nothing."""
+    d.task_waits = d.task_waits.delete(key)
+    out.append(Reply(key[0], key[1], None))
+
+
+def connection_gone(d: r._Draft, conn: ConnId) -> None:
+    """R-TASK-14: the waiting ``tasks/result`` requests of a connection that went away end."""
+    for key in [key for key in d.task_waits if key[0] == conn]:
+        d.task_waits = d.task_waits.delete(key)
+
+
+def _related(message: JsonObject, tid: str) -> JsonObject:
+    """R-TASK-15: ``message`` with the related-task ``_meta`` naming ``tid``."""
+    params = message.get("params")
+    shown = dict(params) if isinstance(params, dict) else {}
+    meta = shown.get("_meta")
+    shown["_meta"] = {**(meta if isinstance(meta, dict) else {}), RELATED: {"taskId": tid}}
+    return {**message, "params": shown}
+
+
+def _deliver(d: r._Draft, task: Task, rid: Any, out: Out) -> None:
+    """R-TASK-15: the task's questions not yet sent go to its session, on the stream of a
+    ``tasks/result`` of the task waiting there (``rid``, else any); none waiting, they wait."""
+    origin = task.origin
+    if origin is None:
+        return
+    if rid is None:
+        rid = next(
+            (
+                key[1]
+                for key, tid in d.task_waits.items()
+                if tid == task.task_id and key[0] == origin
+            ),
+            None,
+        )
+        if rid is None:
+            return
+    fresh = [(key, request) for key, request in task.inputs if key not in task.sent]
+    if not fresh:
+        return
+    for key, request in fresh:
+        message = {"jsonrpc": "2.0", "id": key, **request}
+        out.append(Push(origin, _related(message, task.task_id), rid))
+    sent = (*task.sent, *(key for key, _ in fresh))
+    d.tasks = d.tasks.set(task.task_id, attrs.evolve(task, sent=sent))
+
+
+def relayed(d: r._Draft, ev: ElicitationAnswered, key: CallKey, out: Out) -> None:
+    """R-TASK-15: an answer, on a 2025-11-25 task's session, to a question the task sent it:
+    handed to the task's call as its client's answer (R-CLOSE-*, R-CTX-5). Any other foreign
+    answer is ignored, as the reducer ignores it."""
+    channel = key[0]
+    if not isinstance(channel, TaskChannel):
+        return
+    task = d.tasks.get(channel.task_id)
+    eid = ev.elicitation_id
+    if task is None or task.origin != ev.conn or eid not in task.sent:
+        return
+    _answered_input(d, task, eid)
+    r._on_answer(d, attrs.evolve(ev, conn=channel), out)

@@ -516,6 +516,9 @@ def initialize_result_message(request_id: object, version: str, options: Options
         },
         "serverInfo": {"name": options.server_name, "version": options.server_version},
     }
+    if version == "2025-11-25":  # R-TASK-12: the revision with tasks declares them
+        tasks: JsonObject = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        result["capabilities"]["tasks"] = tasks
     if options.instructions is not None:
         result["instructions"] = options.instructions
     return _result(request_id, result)

@@ -131,18 +131,21 @@ def test_R_PROTO_2_responses_are_elicitation_answers() -> None:
 def test_R_PROTO_3_initialize_negotiates_the_version(asked: object, answered: str) -> None:
     h = stdio(server_name="demo", server_version="1.2", instructions="be nice")
     effects = send(h, "s", request(0, "initialize", {"protocolVersion": asked, "capabilities": {}}))
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "prompts": {"listChanged": True},
+        "logging": {},
+        "completions": {},
+    }
+    if answered == "2025-11-25":  # R-TASK-12: the revision with tasks declares them
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     assert only_reply(effects) == {
         "jsonrpc": "2.0",
         "id": 0,
         "result": {
             "protocolVersion": answered,
-            "capabilities": {
-                "tools": {"listChanged": True},
-                "resources": {"subscribe": True, "listChanged": True},
-                "prompts": {"listChanged": True},
-                "logging": {},
-                "completions": {},
-            },
+            "capabilities": capabilities,
             "serverInfo": {"name": "demo", "version": "1.2"},
             "instructions": "be nice",
         },

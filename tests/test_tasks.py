@@ -7,16 +7,19 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession, MCPError
 from mcp.client import ClientRequestContext
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types import _v2025_11_25 as v2025
 from pydantic import ConfigDict, TypeAdapter
 
 from askgate import Server
@@ -26,22 +29,28 @@ from askgate.core import (
     Authorize,
     CancelRequested,
     CancelTimer,
+    ClientInitialized,
+    ClientReady,
     Effect,
+    ElicitationAnswered,
     Failure,
     KillWorker,
     MessageReceived,
     NeedsInput,
+    Push,
     Reply,
     Resolve,
     RunTool,
     StartTimer,
     StartWorker,
+    SubscriberAttached,
     SubscriberDetached,
     TimerFired,
     ToolCallReceived,
     ToolInfo,
     ToolRequested,
     WorkerFailed,
+    WorkerFinished,
     tasks,
 )
 from askgate.core import messages as m
@@ -705,6 +714,397 @@ def test_R_TASK_11_an_unapproved_rerun_goes_through_the_authorizer() -> None:
     assert isinstance(auth.job, Authorize)
 
 
+# --- The 2025-11-25 era (R-TASK-12 .. R-TASK-15) -------------------------------------------
+
+LEGACY = "2025-11-25"
+LEGACY_CAPS: dict[str, Any] = {"elicitation": {}, "tasks": {"requests": {}}}
+RELATED = "io.modelcontextprotocol/related-task"
+TASK_APPROVAL = "askgate_task_approval"
+
+
+def session(
+    h: Harness, conn: object, caps: object = None, version: str = LEGACY, principal: Any = None
+) -> dict[str, Any]:
+    """A session that initialized at ``version`` (its client declaring ``caps``, tasks by
+    default) and said it is initialized; the ``initialize`` answer's result."""
+    h.feed(SubscriberAttached(conn, principal=principal))
+    shown = LEGACY_CAPS if caps is None else caps
+    effects = h.feed(ClientInitialized(conn, shown, h.now, "init", version))
+    h.feed(ClientReady(conn, h.now))
+    (reply,) = replies(effects)
+    assert reply.message is not None
+    return dict(reply.message["result"])
+
+
+def legacy_call(
+    h: Harness, conn: object, rid: object, tool: str = "slow", task: object = None
+) -> list[Effect]:
+    return h.feed(ToolCallReceived(conn, rid, tool, {}, h.now, task=task))
+
+
+def legacy(
+    h: Harness, conn: object, rid: object, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """A 2025-11-25 ``tasks/*`` request: its answer in this step, ``None`` if none came."""
+    effects = h.feed(ReadRequested(conn, rid, method, params or {}, h.now))
+    answers = [e for e in replies(effects) if e.conn == conn and e.request_id == rid]
+    return None if not answers else answers[0].message
+
+
+def legacy_task(h: Harness, conn: object = "s", rid: object = 1, tool: str = "slow") -> str:
+    """A 2025-11-25 task of ``tool``, made at once: its id."""
+    effects = legacy_call(h, conn, rid, tool, {"ttl": 60_000})
+    (reply,) = [e for e in replies(effects) if e.conn == conn]
+    assert reply.message is not None
+    return str(reply.message["result"]["task"]["taskId"])
+
+
+def test_R_TASK_12_initialize_declares_tasks_on_2025_11_25_only() -> None:
+    h = harness()
+    found = session(h, "s")
+    assert found["capabilities"]["tasks"] == {
+        "list": {},
+        "cancel": {},
+        "requests": {"tools": {"call": {}}},
+    }
+    assert "tasks" not in session(h, "old", version="2025-06-18")["capabilities"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "task", "declared", "mode"),
+    [
+        ("plain", None, True, "inline"),
+        ("plain", {}, True, "refused"),
+        ("plain", {}, False, "inline"),
+        ("slow", None, True, "inline"),
+        ("slow", {"ttl": 5}, True, "task"),
+        ("slow", {}, False, "inline"),
+        ("slow", "yes", True, "inline"),  # not an object: no task asked for
+        ("job", None, True, "refused"),
+        ("job", {}, False, "refused"),
+        ("job", {}, True, "task"),
+    ],
+)
+def test_R_TASK_12_the_mode_follows_support_the_param_and_the_declaration(
+    tool: str, task: object, declared: bool, mode: str
+) -> None:
+    h = harness()
+    session(h, "s", caps=LEGACY_CAPS if declared else PLAIN_CAPS)
+    effects = legacy_call(h, "s", 1, tool, task)
+    answers = replies(effects)
+    if mode == "inline":
+        assert not answers
+        assert h.state.working
+        assert not h.state.tasks
+    elif mode == "refused":
+        (reply,) = answers
+        assert reply.message is not None
+        assert reply.message["error"]["code"] == -32601
+        assert tool in reply.message["error"]["message"]
+        assert not started(effects)  # before admission: no worker
+        assert records(effects)[0]["outcome"] == "error"
+    else:
+        (reply,) = answers
+        assert reply.message is not None
+        assert reply.message["result"]["task"]["status"] == "working"
+        assert len(h.state.tasks) == 1
+
+
+def test_R_TASK_12_another_version_is_inline_whatever_it_asks() -> None:
+    h = harness()
+    session(h, "s", version="2025-06-18")
+    effects = legacy_call(h, "s", 1, "job", {"ttl": 5})
+    assert not replies(effects)
+    assert len(started(effects)) == 1
+    assert not h.state.tasks
+
+
+def test_R_TASK_13_the_task_is_made_before_the_answer() -> None:
+    h = harness(task_ttl_ms=1234)
+    session(h, "s")
+    h.now = 5
+    effects = legacy_call(h, "s", 1, "slow", {"ttl": 60_000})
+    assert len(started(effects)) == 1
+    (reply,) = replies(effects)
+    assert reply.message is not None
+    created = reply.message["result"]
+    assert set(created) == {"task"}  # no resultType, no result: the revision's shape
+    task = created["task"]
+    assert set(task) == {"taskId", "status", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
+    assert (task["status"], task["ttl"]) == ("working", 1234)  # the server's ttl, not the wish
+    assert h.state.tasks[task["taskId"]].status == "working"  # there before the answer
+    shown = legacy(h, "s", "g", "tasks/get", {"taskId": task["taskId"]})
+    assert shown is not None
+    assert shown["result"] == task
+
+
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [
+        ({"content": [{"type": "text", "text": "ok"}]}, "completed"),
+        ({"content": [{"type": "text", "text": "no"}], "isError": True}, "failed"),
+        (Failure(-32000, "boom"), "failed"),
+    ],
+)
+def test_R_TASK_13_the_outcome_is_the_answer_and_an_error_result_fails(
+    value: object, status: str
+) -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    h.finish(worker_of(h, tid), value)
+    shown = legacy(h, "s", "g", "tasks/get", {"taskId": tid})
+    assert shown is not None
+    assert shown["result"]["status"] == status
+    payload = legacy(h, "s", "r", "tasks/result", {"taskId": tid})
+    assert payload is not None
+    if isinstance(value, Failure):  # askgate's own failure: the error result it answers
+        assert payload["result"]["isError"] is True
+        assert payload["result"]["structuredContent"]["error"] == "callback_failed"
+    else:
+        assert isinstance(value, dict)
+        assert payload["result"] == {**value, "_meta": {RELATED: {"taskId": tid}}}
+
+
+def test_R_TASK_13_over_the_cap_a_call_stays_inline() -> None:
+    h = harness(max_tasks_per_owner=1)
+    session(h, "s")
+    legacy_task(h)
+    effects = legacy_call(h, "s", 2, "slow", {})
+    assert not replies(effects)
+    assert len(h.state.tasks) == 1
+
+
+def test_R_TASK_14_tasks_result_waits_for_the_end_then_answers() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    assert legacy(h, "s", "r", "tasks/result", {"taskId": tid}) is None  # it waits
+    dup = legacy(h, "s", "r", "tasks/get", {"taskId": tid})
+    assert dup is not None
+    assert dup["error"]["code"] == m.INVALID_REQUEST
+    effects = h.finish(worker_of(h, tid), {"content": []})
+    (reply,) = [e for e in replies(effects) if e.request_id == "r"]
+    assert reply.message is not None
+    assert reply.message["result"]["_meta"] == {RELATED: {"taskId": tid}}
+    assert not h.state.task_waits
+
+
+def test_R_TASK_14_a_waiting_result_is_bounded_cancelled_and_dropped() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    for n in range(tasks.MAX_WAITS):
+        assert legacy(h, "s", f"r{n}", "tasks/result", {"taskId": tid}) is None
+    over = legacy(h, "s", "over", "tasks/result", {"taskId": tid})
+    assert over is not None
+    assert over["error"]["code"] == m.INTERNAL_ERROR
+    effects = h.feed(CancelRequested("s", "r0", h.now))
+    assert Reply("s", "r0", None) in effects  # ended, answered nothing
+    assert not [e for e in effects if isinstance(e, KillWorker)]  # the task untouched
+    h.feed(SubscriberDetached("s", h.now))
+    assert not h.state.task_waits
+    assert h.state.tasks[tid].status == "working"  # the task outlives its session
+
+
+def test_R_TASK_14_another_owner_and_the_other_era_get_an_unknown_task() -> None:
+    h = harness()
+    session(h, "s")
+    session(h, "t")  # no principal: each session is its own owner
+    tid = legacy_task(h)
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        foreign = legacy(h, "t", method, method, {"taskId": tid})
+        assert foreign is not None
+        assert foreign["error"] == {
+            "code": -32602,
+            "message": "Unknown task",
+        }
+    listed = legacy(h, "t", "l", "tasks/list")
+    assert listed is not None
+    assert listed["result"]["tasks"] == []
+    modern = request(h, "g", "m", "tasks/get", {"taskId": tid})
+    assert modern["error"]["code"] == -32602  # the 2026-07-28 era sees none of them
+    modern_tid = escalated(h, "c9", 9)
+    seen = legacy(h, "s", "x", "tasks/get", {"taskId": modern_tid})
+    assert seen is not None
+    assert seen["error"]["code"] == -32602
+
+
+def test_R_TASK_14_a_principal_sees_its_tasks_from_another_session() -> None:
+    h = harness()
+    session(h, "s", principal="alice")
+    session(h, "t", principal="alice")
+    tid = legacy_task(h)
+    shown = legacy(h, "t", "g", "tasks/get", {"taskId": tid})
+    assert shown is not None
+    assert shown["result"]["taskId"] == tid
+
+
+def test_R_TASK_14_tasks_list_pages_the_owners_tasks() -> None:
+    h = harness()
+    session(h, "s")
+    ids: list[str] = []
+    for n in range(tasks.LIST_PAGE + 3):
+        h.now = n
+        ids.append(legacy_task(h, rid=n))
+        h.finish(worker_of(h, ids[-1]), {"content": []})  # a finished task is listed too
+    first = legacy(h, "s", "l1", "tasks/list")
+    assert first is not None
+    page = first["result"]
+    assert [t["taskId"] for t in page["tasks"]] == ids[: tasks.LIST_PAGE]
+    rest = legacy(h, "s", "l2", "tasks/list", {"cursor": page["nextCursor"]})
+    assert rest is not None
+    assert [t["taskId"] for t in rest["result"]["tasks"]] == ids[tasks.LIST_PAGE :]
+    assert "nextCursor" not in rest["result"]
+    bad = legacy(h, "s", "l3", "tasks/list", {"cursor": "nope"})
+    assert bad is not None
+    assert bad["error"]["code"] == -32602
+
+
+def test_R_TASK_14_cancel_kills_the_worker_answers_the_task_and_refuses_a_terminal_one() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    ref = worker_of(h, tid)
+    assert legacy(h, "s", "r", "tasks/result", {"taskId": tid}) is None
+    effects = h.feed(ReadRequested("s", "k", "tasks/cancel", {"taskId": tid}, h.now))
+    assert KillWorker(ref) in effects
+    by_id = {e.request_id: e.message for e in replies(effects)}
+    assert by_id["k"] is not None
+    assert by_id["k"]["result"]["status"] == "cancelled"
+    assert by_id["r"] is not None
+    assert by_id["r"]["error"]["message"] == "Task cancelled"
+    again = legacy(h, "s", "k2", "tasks/cancel", {"taskId": tid})
+    assert again is not None
+    assert again["error"]["code"] == -32602
+    shown = legacy(h, "s", "g", "tasks/get", {"taskId": tid})
+    assert shown is not None
+    assert shown["result"]["status"] == "cancelled"
+
+
+def test_R_TASK_14_methods_outside_the_revision() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    update = legacy(h, "s", "u", "tasks/update", {"taskId": tid, "inputResponses": {}})
+    assert update is not None
+    assert update["error"]["code"] == -32601
+    session(h, "old", version="2025-06-18")
+    for method in ("tasks/get", "tasks/list"):
+        found = legacy(h, "old", method, method, {"taskId": tid})
+        assert found is not None
+        assert found["error"]["code"] == -32601
+
+
+def legacy_asked(h: Harness, wait: bool = True) -> tuple[str, str, list[Effect]]:
+    """A 2025-11-25 task whose authorizer asks: its id, the approval's id, and the effects of
+    the ``tasks/result`` (``wait``) or of the ask that sent the question."""
+    tid = legacy_task(h)
+    auth = worker_of(h, tid)
+    if wait:
+        assert legacy(h, "s", "r", "tasks/result", {"taskId": tid}) is None
+    effects = h.feed(WorkerFinished(auth, Ask("Allow slow?"), h.now))
+    shown = legacy(h, "s", "g", "tasks/get", {"taskId": tid})
+    assert shown is not None
+    assert shown["result"]["status"] == "input_required"
+    (key,) = [key for key, _ in h.state.tasks[tid].inputs]
+    return tid, key, effects
+
+
+def test_R_TASK_15_the_question_goes_on_the_waiting_result_with_the_task_named() -> None:
+    h = harness(has_authorizer=True)
+    session(h, "s")
+    tid, key, effects = legacy_asked(h)
+    (push,) = [e for e in effects if isinstance(e, Push)]
+    assert (push.conn, push.related) == ("s", "r")  # on the tasks/result's stream
+    assert push.message["id"] == key
+    assert push.message["method"] == "elicitation/create"
+    assert push.message["params"]["_meta"][RELATED] == {"taskId": tid}
+
+
+def test_R_TASK_15_without_a_waiting_result_the_question_waits_and_goes_once() -> None:
+    h = harness(has_authorizer=True)
+    session(h, "s")
+    tid, key, effects = legacy_asked(h, wait=False)
+    assert not [e for e in effects if isinstance(e, Push)]
+    first = h.feed(ReadRequested("s", "r1", "tasks/result", {"taskId": tid}, h.now))
+    (push,) = [e for e in first if isinstance(e, Push)]
+    assert (push.related, push.message["id"]) == ("r1", key)
+    second = h.feed(ReadRequested("s", "r2", "tasks/result", {"taskId": tid}, h.now))
+    assert not [e for e in second if isinstance(e, Push)]  # sent once
+
+
+def test_R_TASK_15_an_approve_runs_the_tool_once() -> None:
+    h = harness(has_authorizer=True)
+    session(h, "s")
+    tid, key, _ = legacy_asked(h)
+    yes = {"action": "accept", "content": {"approve": True}}
+    effects = h.feed(ElicitationAnswered("s", key, yes, h.now))
+    assert len(started(effects)) == 1
+    assert h.state.tasks[tid].status == "working"
+    again = h.feed(ElicitationAnswered("s", key, yes, h.now))
+    assert not started(again)  # single use
+    done = h.finish(worker_of(h, tid), {"content": [{"type": "text", "text": "ran"}]})
+    (reply,) = [e for e in replies(done) if e.request_id == "r"]
+    assert reply.message is not None
+    assert reply.message["result"]["content"][0]["text"] == "ran"
+
+
+@pytest.mark.parametrize("how", ["decline", "timeout", "cancel"])
+def test_R_TASK_15_decline_silence_and_cancel_end_in_the_deny(how: str) -> None:
+    h = harness(has_authorizer=True, elicitation_timeout_ms=500)
+    session(h, "s")
+    tid, key, _ = legacy_asked(h)
+    if how == "decline":
+        effects = h.feed(ElicitationAnswered("s", key, {"action": "decline"}, h.now))
+    elif how == "timeout":
+        h.now += 500
+        effects = h.feed(TimerFired(("elicitation", key), h.now))
+        (withdrawn,) = [e for e in effects if isinstance(e, Push)]
+        assert withdrawn.message["method"] == "notifications/cancelled"
+        assert withdrawn.message["params"]["_meta"][RELATED] == {"taskId": tid}
+    else:
+        effects = h.feed(ReadRequested("s", "k", "tasks/cancel", {"taskId": tid}, h.now))
+    assert not started(effects)
+    status = h.state.tasks[tid].status
+    assert status == ("cancelled" if how == "cancel" else "failed")
+    if how != "cancel":
+        (reply,) = [e for e in replies(effects) if e.request_id == "r"]
+        assert reply.message is not None
+        deny = reply.message["result"]
+        assert deny["isError"] is True
+        assert deny["structuredContent"]["error"] == "authorization_required"
+
+
+def test_R_TASK_15_a_tools_own_request_goes_to_the_session_and_its_answer_back() -> None:
+    h = harness()
+    session(h, "s")
+    tid = legacy_task(h)
+    ref = worker_of(h, tid)
+    assert legacy(h, "s", "r", "tasks/result", {"taskId": tid}) is None
+    params = {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}
+    effects = h.feed(ToolRequested(ref, "a", "elicitation/create", params, h.now))
+    (push,) = [e for e in effects if isinstance(e, Push)]
+    assert (push.conn, push.related) == ("s", "r")
+    assert push.message["params"]["_meta"][RELATED] == {"taskId": tid}
+    answer = {"action": "accept", "content": {}}
+    effects = h.feed(ElicitationAnswered("s", push.message["id"], answer, h.now))
+    (resolved,) = [e for e in effects if isinstance(e, Resolve)]
+    assert (resolved.token, resolved.outcome) == ("a", answer)
+    assert h.state.tasks[tid].status == "working"
+
+
+def test_R_TASK_15_an_answer_from_another_connection_is_ignored() -> None:
+    h = harness(has_authorizer=True)
+    session(h, "s", principal="alice")
+    session(h, "t", principal="alice")  # the same owner, another session
+    tid, key, _ = legacy_asked(h)
+    yes = {"action": "accept", "content": {"approve": True}}
+    effects = h.feed(ElicitationAnswered("t", key, yes, h.now))
+    assert not started(effects)
+    assert h.state.tasks[tid].status == "input_required"
+
+
 # --- The official client, default mode (2026-07-28), over HTTP and stdio ---------------------
 
 
@@ -892,3 +1292,145 @@ async def test_R_TASK_10_the_official_client_is_asked_inside_a_task(
     else:
         deny = denial(result)
         assert (deny["decision"], deny["detail"]) == ("ask", "declined")
+
+
+# --- The official client, legacy mode (2025-11-25), over HTTP and stdio ----------------------
+#
+# The official client has the 2025-11-25 revision's task models (mcp_types._v2025_11_25) but no
+# client-side tasks: its session cannot declare the capability nor read a CreateTaskResult as a
+# tools/call answer. So the session here is the official ClientSession (the initialize
+# handshake, the elicitation callback), over the official transports, with a dispatcher of the
+# official client's own that sends the task requests as they are; every answer is read with the
+# revision's own wire models.
+
+
+@asynccontextmanager
+async def legacy_client(
+    transport: str, elicitation: Any = None
+) -> AsyncIterator[JSONRPCDispatcher[Any]]:
+    """A 2025-11-25 session of the official client that declared tasks; its dispatcher."""
+    async with AsyncExitStack() as stack:
+        if transport == "http":
+            _, url = await stack.enter_async_context(serving())
+            read, write = await stack.enter_async_context(streamable_http_client(url))
+        else:
+            read, write = await stack.enter_async_context(stdio_client(fixture_stdio()))
+        dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
+        session = ClientSession(dispatcher=dispatcher, elicitation_callback=elicitation)
+        await stack.enter_async_context(session)
+        capabilities = types.ClientCapabilities(
+            elicitation=types.ElicitationCapability(form=types.FormElicitationCapability()),
+            tasks=types.ClientTasksCapability(
+                list=types.TasksListCapability(), cancel=types.TasksCancelCapability()
+            ),
+        )
+        hello = types.InitializeRequestParams(
+            protocol_version=LEGACY,
+            capabilities=capabilities,
+            client_info=types.Implementation(name="legacy-tasks", version="1"),
+        )
+        answer = await session.send_request(
+            types.InitializeRequest(params=hello), types.InitializeResult
+        )
+        assert answer.protocol_version == LEGACY
+        declared = answer.capabilities.tasks
+        assert declared is not None and declared.requests is not None  # noqa: PT018
+        session.adopt(answer)
+        await session.send_notification(types.InitializedNotification())
+        yield dispatcher
+
+
+async def task_call(client: JSONRPCDispatcher[Any], tool: str, arguments: Any) -> v2025.Task:
+    """A task-augmented ``tools/call``: the task its ``CreateTaskResult`` names."""
+    params = {"name": tool, "arguments": arguments, "task": {"ttl": 60_000}}
+    raw = await client.send_raw_request("tools/call", params)
+    return v2025.CreateTaskResult.model_validate(raw).task
+
+
+async def task_request(client: JSONRPCDispatcher[Any], method: str, task_id: str) -> Any:
+    return await client.send_raw_request(method, {"taskId": task_id})
+
+
+def said(raw: object) -> str:
+    """The text a ``tasks/result`` answer carries, read as the revision's ``CallToolResult``."""
+    block = v2025.CallToolResult.model_validate(raw).content[0]
+    assert isinstance(block, v2025.TextContent)
+    return block.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_14_the_official_client_in_legacy_mode_polls_a_task_to_its_result(
+    transport: str,
+) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport) as client:
+            task = await task_call(client, "slow_compute", {"seconds": 1, "label": "late"})
+            assert task.status == "working"
+            polled = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(polled).status == "working"  # past its start
+            raw = await task_request(client, "tasks/result", task.task_id)  # waits for the end
+            assert said(raw) == "computed late after 1s"
+            assert raw["_meta"][RELATED] == {"taskId": task.task_id}
+            done = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(done).status == "completed"
+            listed = v2025.ListTasksResult.model_validate(
+                await client.send_raw_request("tasks/list", {})
+            )
+            assert [t.task_id for t in listed.tasks] == [task.task_id]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_R_TASK_14_the_official_client_in_legacy_mode_cancels_a_task(
+    transport: str,
+) -> None:
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport) as client:
+            task = await task_call(client, "slow_compute", {"seconds": 60, "label": "x"})
+            raw = await task_request(client, "tasks/cancel", task.task_id)
+            assert v2025.CancelTaskResult.model_validate(raw).status == "cancelled"
+            with pytest.raises(MCPError) as gone:  # its worker is killed: nothing to wait for
+                await task_request(client, "tasks/result", task.task_id)
+            assert gone.value.error.message == "Task cancelled"
+            with pytest.raises(MCPError) as again:
+                await task_request(client, "tasks/cancel", task.task_id)
+            assert again.value.error.code == -32602  # already terminal
+            shown = await task_request(client, "tasks/get", task.task_id)
+            assert v2025.GetTaskResult.model_validate(shown).status == "cancelled"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("approve", [True, False])
+async def test_R_TASK_15_the_official_client_in_legacy_mode_is_asked_inside_a_task(
+    transport: str, approve: bool
+) -> None:
+    """The fixture's authorizer asks inside the task: ``tasks/result`` carries the approval's
+    ``elicitation/create`` to the client's callback; approved, the tool runs once; declined,
+    the task fails with the deny (R-DLV-4) and nothing runs."""
+    asked = Asked(APPROVE if approve else types.ElicitResult(action="decline"))
+    with anyio.fail_after(DEADLINE):
+        async with legacy_client(transport, asked) as client:
+            task = await task_call(client, TASK_APPROVAL, {})
+            first = await task_request(client, "tasks/result", task.task_id)
+            status = v2025.GetTaskResult.model_validate(
+                await task_request(client, "tasks/get", task.task_id)
+            ).status
+            if approve:  # a second task is asked again and counted on: the first ran once
+                again = await task_call(client, TASK_APPROVAL, {})
+                second = await task_request(client, "tasks/result", again.task_id)
+    assert asked.asked[0].startswith(f"Allow {TASK_APPROVAL} to run?")
+    result = v2025.CallToolResult.model_validate(first)
+    if approve:
+        assert status == "completed"
+        assert said(first) == "run 1"
+        assert said(second) == "run 2"
+        assert len(asked.asked) == 2
+    else:
+        assert status == "failed"  # the revision: an isError result fails the task
+        assert result.is_error is True
+        assert result.structured_content is not None
+        deny = result.structured_content
+        assert (deny["decision"], deny["detail"]) == ("ask", "declined")
+        assert len(asked.asked) == 1
