@@ -20,7 +20,7 @@ from .record import record
 T = TypeVar("T")
 
 
-@record(weakref_slot=False)
+@record
 class Fifo(Generic[T]):
     """Entries by position; ``head`` is the lowest occupied position (or ``tail`` if empty)."""
 

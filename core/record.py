@@ -11,6 +11,9 @@ makes one, which mypy checks, and ``ASKGATE_FROZEN_RECORDS=1`` in a process's en
 builds every record frozen (an assignment raises ``attrs.exceptions.FrozenInstanceError``),
 which the test of R-INV-10 runs the reducer under.
 
+A record has no ``__weakref__`` slot (nothing refers to a record weakly): a smaller object that
+costs less to build and to free, and the reducer builds several on every step.
+
 A record's ``__repr__`` is :func:`record_repr`, one function for every class, unless the class
 defines its own: attrs writes and compiles a ``__repr__`` per class, about a third of what
 building a record class costs, paid by every process at start-up for about eighty classes.
@@ -49,11 +52,13 @@ else:
 
     def record(maybe_cls: type | None = None, **options: Any) -> Any:
         """:func:`attrs.frozen` to the type checker; at run time :func:`attrs.define`, hashed
-        by value, or :func:`attrs.frozen` itself under ``ASKGATE_FROZEN_RECORDS=1``; with
-        :func:`record_repr` unless the class defines a ``__repr__``."""
+        by value, or :func:`attrs.frozen` itself under ``ASKGATE_FROZEN_RECORDS=1``; without a
+        ``__weakref__`` slot unless asked for one; with :func:`record_repr` unless the class
+        defines a ``__repr__``."""
 
         def build(cls: type) -> type:
             own_repr = "__repr__" in vars(cls)
+            options.setdefault("weakref_slot", False)
             if FROZEN_AT_RUN_TIME:
                 built = attrs.frozen(cls, repr=False, **options)
             else:

@@ -52,7 +52,7 @@ class Catalog:
     prompts: Map[str, Any] = attrs.field(factory=Map)
 
 
-@record(weakref_slot=False)
+@record
 class Call:
     """An open request: admitted, not yet finished. ``name`` is the tool or the read method."""
 
@@ -128,7 +128,7 @@ class Progress:
     last: float | None = None
 
 
-@record(weakref_slot=False)
+@record
 class Parked:
     """What an id the reducer reserved in its store (R-STORE-5) stands for: a parked call, or a
     modern approval's or round's outstanding nonce (``stateless``). The place itself (its
@@ -173,7 +173,7 @@ class TaskChannel:
 CapGroup = Literal["", "unsubscribed", "live"]
 
 
-@record(weakref_slot=False)
+@record
 class Conn:
     """What the reducer knows about one connection; dropped once it holds nothing."""
 

@@ -125,7 +125,7 @@ def _fifo_of(ids: tuple[str, ...]) -> Fifo[str]:
 _NO_IDS: Fifo[str] = Fifo()
 
 
-@record(weakref_slot=False)
+@record
 class MemoryStore:
     """The embedded default (R-STORE-5): an immutable value; every operation returns a new one
     sharing what it did not change.
