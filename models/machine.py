@@ -216,7 +216,18 @@ PARAMS: dict[str, dict[str, Any]] = {  # well-formed params of each read method 
     "resources/read": {"uri": "file:///tmp/x"},
     "prompts/get": {"name": "greet"},
     "tools/list": {},
+    "logging/setLevel": {"level": "info"},
 }
+# A modern read's methods (R-MRTR-9, R-MRTR-11, R-MRTR-24): the reads, and one the stateless
+# revision does not have (drawn only where it is served statelessly).
+MODERN_READ_METHODS: tuple[str, ...] = (
+    "resources/read",
+    "prompts/get",
+    "resources/read",
+    "prompts/get",
+    "tools/list",
+    "logging/setLevel",
+)
 AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
 FORM: dict[str, Any] = {
     "message": "Who are you?",
@@ -1864,6 +1875,70 @@ class ReducerMachine(RuleBasedStateMachine):
         for conn in set(before.parked) | set(after.parked):
             if len(before.parked.get(conn, [])) != len(after.parked.get(conn, [])):
                 self.count_changed_at[conn] = self.steps
+
+
+# A modern read's ``_meta``: mostly accepted, declaring what a round may ask or not (R-MRTR-22).
+MODERN_READ_METAS: tuple[object, ...] = (
+    modern_meta({}),
+    modern_meta({"elicitation": {}}),
+    modern_meta({"elicitation": {}, "sampling": {}}),
+    modern_meta({"elicitation": {}}, "2099-01-01"),
+    {META_VERSION: MODERN_VERSION},
+)
+
+
+class ModernReadsMachine(ReducerMachine):
+    """A profile that adds modern reads (spec/modern.md): ``resources/read``, ``prompts/get``,
+    ``tools/list`` and a method the stateless revision does not have, with the 2026-07-28
+    ``_meta`` (accepted or refused), mostly from connections that did not initialize, of a
+    principal or not; their callbacks answer, fail or end rounds of their own (R-MRTR-24), and a
+    read authorizer (drawn per run) allows, denies or asks (R-READ-2)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+
+    @precondition(lambda self: not self.stopped)
+    @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
+    def modern_reads(self, data: st.DataObject, principal: str | None) -> None:
+        for _ in range(data.draw(st.integers(1, 2), label="burst")):
+            conn = self._modern_conn(data)
+            request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+            methods = MODERN_READ_METHODS
+            if conn in self.model.versions:  # 2025: the reads only
+                methods = tuple(m for m in methods if m in READ_METHODS)
+            method = data.draw(st.sampled_from(methods), label="method")
+            caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+            meta = data.draw(st.sampled_from(MODERN_READ_METAS), label="_meta")
+            params = {**PARAMS[method], "_meta": meta}
+            read = ReadRequested(conn, request_id, method, params, self.now, caller, principal)
+            effects = self.apply(read)
+            for _ in range(2):  # its authorizer, then its callback, may answer at once
+                started = [e.ref for e in effects if isinstance(e, StartWorker)]
+                if not started or not data.draw(st.integers(0, 3), label="at once"):
+                    break
+                value = self._value_for(started[0], data)
+                effects = self.apply(WorkerFinished(started[0], value, self.now))
+
+    def _tally(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        super()._tally(ev, effects, before, after)
+        if isinstance(ev, WorkerFinished | WorkerFailed):
+            key = before.workers.get(ev.ref)
+            if key is None or not before.open[key][0].startswith("read"):
+                return  # not a read's callback
+        elif not isinstance(ev, ReadRequested):
+            return
+        seen = type(self).seen
+        for e in effects:
+            message = (e.message or {}) if isinstance(e, Reply) else {}
+            result, error = message.get("result"), message.get("error")
+            if isinstance(result, dict) and "resultType" in result:
+                cached = "cacheable" if "ttlMs" in result else "not cacheable"
+                seen[f"modern read: {result['resultType']}, {cached}"] += 1
+            elif isinstance(error, dict):
+                data = error.get("data")
+                detail = data.get("detail") if isinstance(data, dict) else None
+                seen[f"read error {error.get('code')}: {detail}"] += 1
 
 
 class ContextMachine(ReducerMachine):

@@ -29,8 +29,12 @@ has, another secret), as a trusted primitive tested apart (R-MRTR-1 .. 8); the n
 caps, single use and the record are its own. Its nonces are ``model-mrtr-N``, from the counter
 of its elicitation ids. The record of closed nonces is read as forgetting from its oldest end:
 the oldest is forgotten while more than ``max_parked_elicitations_total`` are kept or while it
-has expired. Other modern methods (``server/discover``, modern reads, ``subscriptions/listen``)
-and a modern request's logs are not modelled.
+has expired. Modern reads are modelled too (``resources/read``, ``prompts/get``, ``tools/list``
+and the 2025-only methods, R-MRTR-9): the era and ``_meta`` checks, the answer rendered complete
+(with ``ttlMs``/``cacheScope`` for a cacheable method, R-MRTR-11), the request's own principal
+as the owner, and a read callback's round (R-MRTR-24: parked as a tool's, ``server_busy`` when
+the parking caps are full); a read round's retry is not. Other modern methods
+(``server/discover``, ``subscriptions/listen``) and a modern request's logs are not modelled.
 
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
@@ -521,15 +525,21 @@ def initialize_result_message(request_id: object, version: str, options: Options
     return _result(request_id, result)
 
 
-def modern_complete(message: JsonObject, server_info: JsonObject) -> JsonObject:
+def modern_complete(
+    message: JsonObject, server_info: JsonObject, cacheable: bool = False
+) -> JsonObject:
     """R-MRTR-11: a modern request's final result says ``resultType: "complete"`` and carries
-    the server's info in its ``_meta``; an error is unchanged (``tools/call`` is not cacheable)."""
+    the server's info in its ``_meta``; a cacheable method's (a listing, ``resources/read``)
+    also ``ttlMs: 0`` and ``cacheScope: "private"``; an error is unchanged."""
     result = message.get("result")
     if not isinstance(result, dict) or "resultType" in result:
         return message
     meta = result.get("_meta")
     shown = {**result, "resultType": "complete"}
     shown["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
+    if cacheable:
+        shown.setdefault("ttlMs", 0)
+        shown.setdefault("cacheScope", "private")
     return {**message, "result": shown}
 
 
@@ -651,6 +661,8 @@ class Modern:
     responses: object = None
     state: object = None
     approved: bool = False
+    cacheable: bool = False  # R-MRTR-11: a listing's or resources/read's answer
+    rounds: bool = True  # R-MRTR-24: tools/call, prompts/get and resources/read have rounds
 
     def round(self, approved: bool = False) -> Round:
         """What its tool is told of its rounds (R-MRTR-20): the request's capabilities, the
@@ -661,6 +673,30 @@ class Modern:
 
 
 ROUND_METHODS = ("elicitation/create", "sampling/createMessage", "roots/list")
+ROUND_READS = ("prompts/get", "resources/read")  # R-MRTR-24
+# R-MRTR-11: the methods whose modern results are cacheable; R-MRTR-9: the 2025-only ones.
+CACHEABLE = (
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+)
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list")
+LEGACY_ONLY = ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
+
+
+def round_binding(call: ModelCall) -> tuple[str, object]:
+    """R-MRTR-21: what a round state binds: a tool's name and arguments; for a read, the method
+    and the prompt's name or the resource's URI, and the prompt's arguments (``None`` for a
+    resource)."""
+    if call.is_tool:
+        return call.name, call.arguments
+    params = call.arguments if isinstance(call.arguments, dict) else {}
+    if call.name == "prompts/get":
+        return f"prompts/get {params.get('name')}", params.get("arguments")
+    return f"{call.name} {params.get('uri')}", None
 
 
 def round_requests_ok(requests: object) -> bool:
@@ -1175,24 +1211,52 @@ class ReferenceModel:
         if not self._admit(ev.conn, ev.request_id, out):
             return
         rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
-        call = ModelCall(ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller)
+        params = ev.params if isinstance(ev.params, dict) else None
+        # R-MRTR-9: a connection that initialized serves 2025; else the request's _meta says.
+        era = None if ev.conn in self.versions else modern_era((params or {}).get("_meta"))
+        if isinstance(era, tuple):  # R-MRTR-10
+            out.append(Reply(ev.conn, rid, _error(rid, era[0], era[1], era[2])))
+            return
+        call = ModelCall(ev.conn, rid, False, ev.method, params, "reply", ev.caller)
         call.owner = self.owner(ev.conn)  # R-PARK-5
+        if era is not None:  # served statelessly, by the request's own principal (R-SUB-3)
+            if ev.method in TASK_METHODS:
+                self._tasks_request(ev, era, out)  # R-TASK-7 .. R-TASK-10
+                return
+            if ev.method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
+                message = _error(rid, -32601, f"Unknown method: {ev.method}")
+                out.append(Reply(ev.conn, rid, message))
+                return
+            principal = self.principal(ev.conn, ev.principal) or ""
+            call.owner = self.owner(ev.conn, ev.principal)
+            call.modern = Modern(advertises_form_elicitation(era), principal, call.owner, era)
+            call.modern.cacheable = ev.method in CACHEABLE  # R-MRTR-11
+            call.modern.rounds = ev.method in ROUND_READS  # R-MRTR-24
         if self.options.has_read_authorizer:  # R-READ-1
-            self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, ev.params), ev.now, out)
+            self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, params), ev.now, out)
         elif ev.method == "tools/list" and not self._hook_lists():  # R-PROTO-8
-            out.append(Reply(ev.conn, rid, self._tools_page(rid, sorted(self.tools))))
+            page = self._tools_page(rid, sorted(self.tools))
+            out.append(Reply(ev.conn, rid, self._rendered(call, page)))
         else:
-            self._open(call, READ_RUNNING, self._read_job(ev.method, ev.params), ev.now, out)
+            self._open(call, READ_RUNNING, self._read_job(call), ev.now, out)
+
+    def _tasks_request(
+        self, ev: ReadRequested, capabilities: JsonObject, out: list[Effect]
+    ) -> None:
+        """``tasks/*`` (spec/tasks.md): not modelled yet."""
+        raise NotImplementedError("tasks are not in the reference model yet")
 
     def _hook_lists(self) -> bool:
         """Whether ``tools/list`` asks the visibility hook (R-PROTO-8): there is one, and a
         tool to ask about."""
         return self.options.has_visibility and bool(self.tools)
 
-    def _read_job(self, method: str, params: object) -> Job:
-        if method == "tools/list":
+    def _read_job(self, call: ModelCall) -> Job:
+        if call.name == "tools/list":
             return FilterTools(tuple(sorted(self.tools)))
-        return RunRead(method, params)
+        modern = call.modern
+        round_ = modern.round() if modern is not None and modern.rounds else None  # R-MRTR-24
+        return RunRead(call.name, call.arguments, round_)
 
     def _tools_page(self, rid: object, names: list[str]) -> JsonObject:
         """The first page of a ``tools/list`` answer listing ``names`` (R-PROTO-8, R-PROTO-9)."""
@@ -1390,8 +1454,7 @@ class ReferenceModel:
                 if call.name == "tools/list" and not self._hook_lists():  # R-PROTO-8
                     self._close(call, self._tools_page(rid, sorted(self.tools)), out)
                 else:
-                    job = self._read_job(call.name, call.arguments)
-                    self._next_stage(call, READ_RUNNING, job, now, out)
+                    self._next_stage(call, READ_RUNNING, self._read_job(call), now, out)
             elif isinstance(value, Deny) and isinstance(value.reason, str):
                 self._read_deny(call, value.reason, out)
             elif isinstance(value, Ask) and isinstance(value.prompt, str):
@@ -1399,7 +1462,9 @@ class ReferenceModel:
             else:
                 self._read_deny(call, AUTHORIZER_FAILED, out)
         elif call.stage == READ_RUNNING:
-            if how == "finished" and call.name == "tools/list" and isinstance(value, dict):
+            if how == "finished" and isinstance(value, NeedsInput):
+                self._round(call, value, now, out)  # R-MRTR-24
+            elif how == "finished" and call.name == "tools/list" and isinstance(value, dict):
                 self._listed(call, value, out)  # R-PROTO-8
             elif how == "finished" and isinstance(value, dict) and call.name != "tools/list":
                 self._close(call, _result(rid, value), out)
@@ -1463,7 +1528,13 @@ class ReferenceModel:
         """R-PARK-1, R-PARK-3, R-PARK-4: whether ``owner`` may take one more parking place,
         after evicting another owner's oldest; ``call`` is denied when it may not."""
         mine = self.parked_count(owner)
-        if mine >= self.options.max_parked_elicitations:
+        full = mine >= self.options.max_parked_elicitations
+        total = self.parked_total() >= self.options.max_parked_elicitations_total
+        if not call.is_tool and (full or (total and mine >= self.top())):  # R-MRTR-21
+            busy = method_failure_message(call.request_id, call.name, "server_busy")
+            self._close(call, busy, out)
+            return False
+        if full:
             why = OWNER_FULL[self.scope(owner, call.conn)]  # R-PARK-6
             self._deny(call, "ask", TOO_MANY_PENDING, out, why)  # R-PARK-1
             return False
@@ -1498,7 +1569,7 @@ class ReferenceModel:
         """A call's final answer as its era renders it (R-MRTR-11)."""
         if call is None or call.modern is None or message is None:
             return message
-        return modern_complete(message, self._server_info())
+        return modern_complete(message, self._server_info(), call.modern.cacheable)
 
     def _ask_modern(
         self, call: ModelCall, modern: Modern, prompt: str, now: int, out: list[Effect]
@@ -1610,14 +1681,21 @@ class ReferenceModel:
         """R-MRTR-20 .. R-MRTR-22: a modern tool ended a round."""
         modern, rid = call.modern, call.request_id
         state = state_bytes(needs.state)
+        name, bound = round_binding(call)
         try:
-            digest = arguments_digest(call.arguments)
+            digest = arguments_digest(bound)
             arguments_digest(needs.requests)
         except ValueError:
             digest = ""
-        if modern is None or state is None or not digest or not round_requests_ok(needs.requests):
-            self._close(call, tool_failure_message(rid, "callback_failed"), out, "failed")
+        rounds = modern is not None and modern.rounds
+        if not rounds or state is None or not digest or not round_requests_ok(needs.requests):
+            if call.is_tool:
+                failed = tool_failure_message(rid, "callback_failed")
+            else:
+                failed = method_failure_message(rid, call.name, "callback_failed")
+            self._close(call, failed, out, "failed")
             return
+        assert modern is not None
         assert isinstance(needs.requests, dict)
         missing = round_missing(needs.requests, modern.capabilities)
         if missing:  # R-MRTR-22
@@ -1637,7 +1715,7 @@ class ReferenceModel:
         raw = n.to_bytes(16, "big")
         self.nonce_of[raw] = nonce.id
         token = seal_round(
-            self.ring, modern.principal, call.name, digest, raw, now, modern.approved, state
+            self.ring, modern.principal, name, digest, raw, now, modern.approved, state
         )
         requests = {
             key: {"method": r["method"], "params": r.get("params", {})}
@@ -1651,7 +1729,8 @@ class ReferenceModel:
         }
         fields = {"conn": call.conn, "request_id": rid, "tool": call.name}
         fields["elicitation_id"] = nonce.id
-        out.append(Emit("call_parked", fields))  # R-LOG-3
+        if call.is_tool:
+            out.append(Emit("call_parked", fields))  # R-LOG-3
         self._close(call, _result(rid, result), out, "input_required")
 
     def _round_retry(self, ev: ToolCallReceived, modern: Modern, out: list[Effect]) -> bool:

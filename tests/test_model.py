@@ -53,6 +53,7 @@ from askgate.models.machine import (
     PRINCIPALS,
     REQUEST_IDS,
     ContextMachine,
+    ModernReadsMachine,
     ReducerMachine,
     machine_for,
     modern_meta,
@@ -397,6 +398,43 @@ def test_R_MRTR_21_model_machine_an_approved_calls_rounds_are_not_asked_again() 
     seen = run(ApprovedRounds, 60, derandomize=True)
     assert seen["modern round retried: RunTool"], seen
     assert seen["call ended approved by its round state"], seen
+
+
+class ModernReads(ModernReadsMachine):
+    """Modern reads beside 2025 calls and reads; the read authorizer (when drawn) mostly asks."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+    AUTHORIZE_READ_VALUES = (Allow(), Allow(), Ask("May I read?"), Deny("no"))
+    RUN_VALUES = (
+        {"content": []},
+        {"content": []},
+        *ReducerMachine.RUN_VALUES[1:3],
+        *ReducerMachine.RUN_VALUES[-3:],
+    )
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        reads = st.sampled_from((True, True, True, False))  # mostly a read authorizer
+        options = small_options(max_parked=2, max_total=3, min_in_flight=2)
+        return st.tuples(options, reads).map(
+            lambda pair: attrs.evolve(pair[0], has_read_authorizer=pair[1])
+        )
+
+
+def test_R_MRTR_24_model_machine_modern_reads() -> None:
+    """Modern ``resources/read``, ``prompts/get`` and ``tools/list`` (R-MRTR-9 .. R-MRTR-11,
+    R-MRTR-24) meet the model at every step: answered complete (cacheable or not), refused for
+    their ``_meta``, unknown in the revision, denied by a read authorizer that asks (R-READ-2),
+    and ending rounds of their own."""
+    seen = run(ModernReads, 100, derandomize=True)
+    for key in (
+        "modern read: complete, cacheable",
+        "modern read: complete, not cacheable",
+        "modern read: input_required, not cacheable",
+        "read error -32090: interactive approval unsupported",
+        "read error -32601: None",
+        "read error -32022: None",
+    ):
+        assert seen[key], (key, seen)
 
 
 class Stopping(Modern):
