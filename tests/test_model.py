@@ -52,9 +52,11 @@ from askgate.models.machine import (
     PLAIN,
     PRINCIPALS,
     REQUEST_IDS,
+    TASK_METAS,
     ContextMachine,
     ModernReadsMachine,
     ReducerMachine,
+    TaskMachine,
     machine_for,
     modern_meta,
     small_options,
@@ -435,6 +437,60 @@ def test_R_MRTR_24_model_machine_modern_reads() -> None:
         "read error -32022: None",
     ):
         assert seen[key], (key, seen)
+
+
+class Tasks(TaskMachine):
+    """Tasks beside every other rule (spec/tasks.md)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+
+
+TASK_PATHS = (
+    "task created",
+    "task kept inline by a cap",
+    "task input_required",
+    "task input answered by tasks/update",
+    "task completed",
+    "task failed",
+    "task cancelled",
+    "task forgotten",
+    "tasks/get answered",
+    "tasks/get: -32602 Unknown task",
+    "tasks/get: -32021 Missing required client capability",
+    "tools/call: -32021",
+)
+
+
+def test_R_TASK_4_model_machine_tasks() -> None:
+    """Task-declaring calls, their inline windows, ``tasks/get|update|cancel`` from the owner
+    and from others, caps and ttls meet the model at every step (R-TASK-2 .. R-TASK-10). The
+    paths compete with every other rule, so the run goes on in batches of 50 fixed histories
+    (a seed each), at most 5, until each path was reached; every history is checked step by
+    step all the same."""
+    for batch in range(5):  # bounded
+        seen = run(Tasks, 50, seed=f"tasks-{batch}")
+        missing = [path for path in TASK_PATHS if not seen[path]]
+        if not missing:
+            break
+    assert not missing, (missing, seen)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="core/tasks.py: absorb takes the refusal of a reused request id for the open call's "
+    "answer and cancels its inline window, so the call never becomes a task",
+)
+def test_R_TASK_4_a_reused_request_id_leaves_the_calls_inline_window() -> None:
+    """R-ADM-1, R-TASK-4: a request reusing the id of a call in its inline window is refused
+    and the call is untouched: its window stays open (the model's reading; the reducer cancels
+    the window's timer with the refusal). The machine does not draw such a reuse (TaskMachine's
+    request ids)."""
+    machine = Tasks()
+    machine.begin(Options(has_authorizer=True))
+    call = ToolCallReceived("t", 1, "job", ARGUMENTS, 0, "reply", None, TASK_METAS[0])
+    machine.apply(call)
+    machine.apply(call)  # refused -32600; the model expects nothing else
 
 
 class Stopping(Modern):
