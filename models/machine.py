@@ -69,6 +69,17 @@ oracle also accepts a silently evicted nonce as the victim, and leaves modern as
 model.
 Options are drawn per run (see :meth:`options_strategy`).
 
+Two profiles add rules of their own (so that the other profiles' fixed histories do not move):
+:class:`ModernReadsMachine` sends modern reads (R-MRTR-9 .. R-MRTR-11, R-MRTR-24), and
+:class:`TaskMachine` tools that support tasks, task-declaring calls and ``tasks/*`` (spec/tasks.md).
+A task's call lives on a channel the reducer names ``TaskChannel(task id)`` and the model
+``ModelChannel(its task id)``; task ids (kind ``tid``, minted by ``CreateTaskResult``, R-ID-1's
+format with ``askgate-task-``) and inline windows' timer idents (kind ``window``) are bound like
+the other ids. Nothing addressed to a channel reaches the shell, so the delivery and withdrawal
+checks leave a task's call to the comparison with the model (and the eviction oracle leaves a
+step that may evict a task's parked call to it too); the tasks' timers are checked against the
+model's (``live_timers`` is R-INV-4's, which names none).
+
 Every client event (a tool call, a read, a ping, an ``initialize`` with its request id, an
 answer, a cancel) is stepped twice from the same state: as the typed event, and as the
 ``MessageReceived`` carrying the JSON-RPC message that means it (``door.wire_event``), the entry

@@ -36,6 +36,19 @@ as the owner, and a read callback's round (R-MRTR-24: parked as a tool's, ``serv
 the parking caps are full); a read round's retry is not. Other modern methods
 (``server/discover``, ``subscriptions/listen``) and a modern request's logs are not modelled.
 
+Of tasks (spec/tasks.md) it models what the reducer implements today (the 2026-07-28 era):
+R-TASK-1's support (given with the tools, as ``(name, sensitive, support)``), R-TASK-2's mode
+and R-TASK-3's refusal, R-TASK-4's inline window (a timer ``("task", (key, n))``, ``n`` the
+model's own count) ending in a task when it fires or when the call's tool asks its client,
+``CreateTaskResult``, R-TASK-5 (the call moved onto a channel of its own, ``ModelChannel``, its
+answer the task's outcome), R-TASK-6's caps, ``tasks/get``, ``tasks/update`` and
+``tasks/cancel`` with the owner rule (R-TASK-7, R-TASK-8, R-TASK-10), an ASK or a tool's request
+inside a task as the task's inputs, and R-TASK-9's ttl. What a task's call would send its
+request is taken out of the step's effects and changes the task instead, as spec/tasks.md says
+of a task's channel. Its task ids are ``model-task-N``; times are ISO 8601 from an epoch of 0
+(the machine's reducer state has ``epoch_ms`` 0). Not modelled: a tool's own rounds inside a
+task and the 2025-11-25 era of tasks (both pending in spec/tasks.md).
+
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
 per-call cap; the request pushed to the owner with its timer), R-CTX-5 (answers only from the
@@ -81,6 +94,14 @@ Readings of the spec
   (the machine never negotiates one; the reducer adds it when none was).
 * R-CTX-5's "the client's code when it is an integer" excludes booleans, as R-ADM-0 does; an
   ``error`` that is not an object has no code, message or data.
+* R-TASK-4's window closes when its call is answered inline, and also when the call is dropped
+  inside it (the call is gone); the reducer leaves the window's timer armed then (a strict xfail
+  in tests/test_tasks.py), and the machine does not draw such a drop. A request that reuses the
+  id of a call in its window is refused (R-ADM-1) and leaves the window open; the reducer closes
+  it (a strict xfail in tests/test_model.py), and the machine draws no such reuse. When the
+  window's timer fires the reducer also cancels it, a no-op the machine leaves out.
+* R-TASK-5's ``failed`` error for askgate's own failure is ``-32603`` with the failure as its
+  ``data``; its ``message`` is not normative.
 * R-CTX-6's withdrawal happens where the worker ends: after its ``KillWorker`` or
   ``CancelTimer`` and before the call's outcome (or its empty reply, for a drop), requests
   oldest first, each its ``CancelTimer`` then its ``notifications/cancelled``.
