@@ -1556,6 +1556,8 @@ class ReducerMachine(RuleBasedStateMachine):
             if isinstance(fields.get("conn"), TaskChannel):  # a task's call (R-TASK-5)
                 fields["conn"] = self._model_conn(fields["conn"])
                 fields["request_id"] = self._model_id("tid", fields.get("request_id"))
+            if isinstance(fields.get("evicted_by"), TaskChannel):  # a task's call evicted it
+                fields["evicted_by"] = self._model_conn(fields["evicted_by"])
             model_eid = m.fields.get("elicitation_id")
             if fields.get("elicitation_id") is not None and model_eid is not None:
                 # R-LOG-2, R-LOG-3: a record names the prompt's id, pushed before it
@@ -2066,7 +2068,7 @@ class ModernReadsMachine(ReducerMachine):
 
 # Tasks (spec/tasks.md): a tool whose task support is optional, one whose support is required,
 # and the request metas that declare the extension or do not (R-TASK-2).
-JOB, MUST = "job", "must"
+JOB, MUST, ODD = "job", "must", "odd"
 TASK_CONNS: tuple[str, ...] = ("t", "u")  # stateless requests' connections, never initialized
 DECLARED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 TASK_METAS: tuple[object, ...] = (
@@ -2122,7 +2124,12 @@ class TaskMachine(ReducerMachine):
     tests/test_tasks.py)."""
 
     seen: ClassVar[Counter[str]] = Counter()
-    TASK_TOOLS: ClassVar[Tools] = ((JOB, False, "optional"), (MUST, False, "required"))
+    # and one whose definition holds a support that is none (forbidden, R-TASK-1)
+    TASK_TOOLS: ClassVar[Tools] = (
+        (JOB, False, "optional"),
+        (MUST, False, "required"),
+        (ODD, False, "sometimes"),
+    )
     AUTHORIZE_VALUES: ClassVar[tuple[object, ...]] = (
         Allow(),
         Ask("May I?"),
@@ -2214,7 +2221,7 @@ class TaskMachine(ReducerMachine):
         assert self.obs is not None
         conn = data.draw(st.sampled_from(TASK_CONNS), label="conn")
         request_id = self._request_id(conn, data)
-        tool = data.draw(st.sampled_from((JOB, JOB, MUST, PLAIN)), label="tool")
+        tool = data.draw(st.sampled_from((JOB, JOB, MUST, ODD)), label="tool")
         meta = data.draw(st.sampled_from(TASK_METAS), label="_meta")
         key: tuple[Any, object] = (conn, request_id)
         call = ToolCallReceived(

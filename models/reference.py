@@ -1433,10 +1433,12 @@ class ReferenceModel:
         }
 
     def _task_support(self, tool: object) -> str:
-        """R-TASK-1: a registered tool's task support."""
+        """R-TASK-1: a registered tool's task support: what it declares when that is
+        ``optional`` or ``required``, else ``forbidden``."""
         if not isinstance(tool, str) or tool not in self.tools:
             return "forbidden"
-        return self.support.get(tool, "forbidden")
+        declared = self.support.get(tool)
+        return declared if declared in ("optional", "required") else "forbidden"
 
     def _open_window(self, ev: ToolCallReceived, out: list[Effect]) -> None:
         """R-TASK-2, R-TASK-4: a modern call just admitted, of a tool that supports tasks,
@@ -1583,8 +1585,9 @@ class ReferenceModel:
         entries: list[JsonObject] = []
         for name in names:
             entry: JsonObject = {"name": name, "inputSchema": {"type": "object"}}
-            if self._task_support(name) != "forbidden":  # R-TASK-1
-                entry["execution"] = {"taskSupport": self._task_support(name)}
+            declared = self.support.get(name, "forbidden")
+            if declared != "forbidden":  # R-TASK-1: the entry as the tool declared it
+                entry["execution"] = {"taskSupport": declared}
             entries.append(entry)
         return _result(rid, {"tools": entries})
 
