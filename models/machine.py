@@ -2152,6 +2152,9 @@ class TaskMachine(ReducerMachine):
         ReducerMachine.RUN_VALUES[-3],
     )
 
+    TASK_STEPS: ClassVar[tuple[str, ...]] = STEPS_AT_ONCE
+    TASK_BURST: ClassVar[tuple[int, int]] = (1, 3)  # calls per burst, at least and at most
+
     def __init__(self) -> None:
         super().__init__()
         self.task_keys: list[tuple[str, object]] = []  # the task-declaring calls sent
@@ -2214,7 +2217,7 @@ class TaskMachine(ReducerMachine):
         """A burst of modern calls of a tool that supports tasks (or not); after each, maybe at
         once, its workers report, its window ends, its tool asks its client, or its task's
         inputs are answered by its owner."""
-        for _ in range(data.draw(st.integers(1, 3), label="burst")):
+        for _ in range(data.draw(st.integers(*self.TASK_BURST), label="burst")):
             self._task_call(data, principal)
 
     def _task_call(self, data: st.DataObject, principal: str | None) -> None:
@@ -2241,7 +2244,7 @@ class TaskMachine(ReducerMachine):
             window = self._window_of(key)
             task = self.obs.tasks.get(str(key[1])) if is_channel(key[0]) else None
             asked = task is not None and bool(task[3])  # its owner mostly answers at once
-            steps = ("answer", "answer", "get", "cancel", "stop") if asked else STEPS_AT_ONCE
+            steps = ("answer", "answer", "get", "cancel", "stop") if asked else self.TASK_STEPS
             step = data.draw(st.sampled_from(steps), label="next")
             if step == "window" and window is not None:
                 self.now = max(self.now, self.armed[window])

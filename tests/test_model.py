@@ -496,7 +496,32 @@ def test_R_TASK_5_model_machine_a_tasks_call_answers_the_task() -> None:
 
 
 def test_R_TASK_6_model_machine_caps_keep_calls_inline() -> None:
+    """Calls past an owner's cap or the server's total stay inline, and a task that ends frees
+    its place, as the model says, step by step (the random runs reach a cap seldom: tasks end
+    before another window of their owner does). A history replayed by hand, with every check
+    of the machine: per owner 1, in all 2; alice twice, then bob, then the connection's own."""
     _task_paths_reached("R-TASK-6")
+    machine = Tasks()
+    options = Options(task_inline_ms=10, max_tasks_per_owner=1, max_tasks_total=2)
+    machine.begin(options)
+    calls = [("t", 1, "alice"), ("u", 2, "alice"), ("t", 3, "bob"), ("u", 4, None)]
+    started = {}
+    for conn, rid, principal in calls:
+        call = ToolCallReceived(conn, rid, "job", ARGUMENTS, 0, "reply", None, TASK_METAS[0])
+        effects = machine.apply(attrs.evolve(call, principal=principal))
+        started[(conn, rid)] = next(e.ref for e in effects if isinstance(e, StartWorker))
+    became: list[bool] = []
+    for key in [("t", 1), ("u", 2), ("t", 3), ("u", 4)]:
+        (window,) = [timer for timer in machine.armed if timer[0] == "task" and timer[1][0] == key]
+        effects = machine.apply(TimerFired(window, 10))
+        became.append(any(isinstance(e, Reply) for e in effects))
+    assert became == [True, False, True, False], became  # alice's cap, then the total
+    machine.apply(WorkerFinished(started[("t", 1)], {"content": []}, 11))  # alice's task ends
+    call = ToolCallReceived("t", 5, "job", ARGUMENTS, 11, "reply", None, TASK_METAS[0])
+    machine.apply(attrs.evolve(call, principal="alice"))
+    (window,) = [timer for timer in machine.armed if timer[0] == "task"]
+    effects = machine.apply(TimerFired(window, 21))  # its place is free: a task again
+    assert any(isinstance(e, Reply) and "taskId" in str(e.message) for e in effects), effects
 
 
 def test_R_TASK_7_model_machine_tasks_get_to_the_owner_only() -> None:
