@@ -170,13 +170,22 @@ _LISTEN_TESTS = ("tests/test_catalogue_listen.py", "tests/test_modern.py")
 """What kills a listen-bound mutant (R-MRTR-25 .. 27): not in REDUCER_SUITE, a file of its own."""
 
 _READ_ROUNDS = (
-    "the rounds of a modern prompts/get or resources/read (R-MRTR-24) are not modelled: the "
-    "machines send no modern read; tests/test_modern.py covers them"
+    "the retry of a modern prompts/get's or resources/read's round (R-MRTR-24) is not "
+    "modelled: the machines send modern reads and the model asks their rounds, but no read "
+    "round is retried; tests/test_modern.py covers them"
 )
 
-_TASKS = (
-    "tasks (spec/tasks.md, R-TASK-*) are not in the reference model: the machines send no "
-    "task-declaring call and no tasks/*; tests/test_tasks.py covers them"
+_STALE_WINDOW = (
+    "tasks are in the reference model (TaskMachine), but a stale inline-window timer of an "
+    "earlier call firing while a later call under the same request id has its window open is "
+    "not drawn (the machine never reuses the id of a call in its window, a reducer gap pinned "
+    "in tests/test_model.py); tests/test_tasks.py covers it"
+)
+
+_LIVE_TTL = (
+    "tasks are in the reference model (TaskMachine), but a ttl timer naming a live task never "
+    "fires in a shell's history (a ttl is armed only once a task is terminal, and task ids are "
+    "never reused); tests/test_tasks.py covers it"
 )
 
 _SEALING_PRIMITIVE = (
@@ -1703,7 +1712,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return value if isinstance(value, str) else "forbidden"\n',
         ("R-TASK-1",),
         "a tool's task support is whatever string its definition holds, not forbidden",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-forbidden-tool-escalates",
@@ -1712,7 +1720,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if support(d.tools.get(call.name)) == "":\n        return\n',
         ("R-TASK-2",),
         "a tool that forbids tasks gets an inline window and becomes a task",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-undeclared-call-escalates",
@@ -1721,7 +1728,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if call is None or not call.is_tool:\n",
         ("R-TASK-2",),
         "a call that did not declare the extension becomes a task all the same",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-required-runs-undeclared",
@@ -1730,7 +1736,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if tool is None or support(tool) != "required" or not declares(capabilities):\n',
         ("R-TASK-3",),
         "a required tool's call without the extension is admitted and runs inline",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-window-minus-one",
@@ -1739,7 +1744,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "now + d.options.task_inline_ms - 1))\n",
         ("R-TASK-4",),
         "the inline window ends one ms early: a call answered in its last ms becomes a task",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-window-plus-one",
@@ -1748,7 +1752,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "now + d.options.task_inline_ms + 1))\n",
         ("R-TASK-4",),
         "the inline window lasts one ms too long",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-legacy-required-runs-without-a-task",
@@ -1821,7 +1824,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if False:\n",
         ("R-TASK-4",),
         "a call answered inline keeps its window open: its timer stays armed, its entry kept",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-window-ignores-the-seq",
@@ -1831,7 +1833,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-TASK-4",),
         "a stale window timer (of an earlier call with the same request id) closes the window "
         "of the call that reuses the id: it never becomes a task",
-        outside_model=_TASKS,
+        outside_model=_STALE_WINDOW,
     ),
     Mutant(
         "task-askgate-failure-completes",
@@ -1840,7 +1842,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    failure = None\n",
         ("R-TASK-5",),
         "askgate's own failure of a task's call (callback_failed) completes the task",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-deny-fails-the-task",
@@ -1850,7 +1851,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-TASK-5", "R-TASK-10"),
         "any error result (a deny of the task's ASK among them) fails the task instead of "
         "completing it with the deny",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-per-owner-cap-plus-one",
@@ -1859,7 +1859,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if held > opts.max_tasks_per_owner or d.live_tasks >= opts.max_tasks_total:\n",
         ("R-TASK-6",),
         "an owner holds one live task more than max_tasks_per_owner",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-total-cap-plus-one",
@@ -1868,7 +1867,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if held >= opts.max_tasks_per_owner or d.live_tasks > opts.max_tasks_total:\n",
         ("R-TASK-6",),
         "the server holds one live task more than max_tasks_total",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-total-cap-ignored",
@@ -1877,7 +1875,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if held >= opts.max_tasks_per_owner:\n",
         ("R-TASK-6",),
         "owners under their quota make tasks past max_tasks_total",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-end-keeps-its-place",
@@ -1886,7 +1883,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    n = d.owner_tasks[task.owner]\n",
         ("R-TASK-6",),
         "a finished task still counts against its owner: a client is locked out by old tasks",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-answered-to-another-principal",
@@ -1895,7 +1891,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if task is None:  # R-TASK-7: foreign and unknown alike\n",
         ("R-TASK-7",),
         "tasks/get, tasks/update and tasks/cancel serve another principal's task",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-cancelled-by-another-principal",
@@ -1904,7 +1899,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if task is None or task.owner != owner and method != "tasks/cancel":  # R-TASK-7\n',
         ("R-TASK-7", "R-TASK-8"),
         "tasks/cancel cancels another principal's task",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-calls-without-declaration",
@@ -1913,7 +1907,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:\n",
         ("R-TASK-7",),
         "tasks/* served to a request that did not declare the extension",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-get-hides-its-inputs",
@@ -1922,7 +1915,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:\n",
         ("R-TASK-7", "R-TASK-10"),
         "tasks/get of an input_required task leaves out its inputRequests",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-cancel-only-hides",
@@ -1932,7 +1924,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ("R-TASK-8",),
         "tasks/cancel marks the task cancelled but its call runs on (worker not killed, "
         "approval kept)",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-cancel-spares-the-worker",
@@ -1941,7 +1932,6 @@ MUTANTS: tuple[Mutant, ...] = (
         '    kept = [e for e in absorb(d, sub, now) if type(e).__name__ != "KillWorker"]\n',
         ("R-TASK-8",),
         "tasks/cancel forgets the call but never kills its worker",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-ttl-minus-one",
@@ -1950,7 +1940,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "ended.updated + d.options.task_ttl_ms - 1))\n",
         ("R-TASK-9",),
         "a finished task is forgotten one ms before its ttl",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-ttl-from-creation",
@@ -1959,7 +1948,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "ended.created + d.options.task_ttl_ms))\n",
         ("R-TASK-9",),
         "a finished task's ttl counts from its creation: a long task is forgotten as it ends",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-ttl-forgets-a-live-task",
@@ -1968,7 +1956,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if task is not None:\n",
         ("R-TASK-9",),
         "a ttl timer that fires while its task is live forgets it (R-TASK-9: never a live task)",
-        outside_model=_TASKS,
+        outside_model=_LIVE_TTL,
     ),
     Mutant(
         "task-update-forwards-only-accepts",
@@ -1979,7 +1967,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        ):\n",
         ("R-TASK-10",),
         "a declined or cancelled input of a task is ignored: its ASK never ends in the deny",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-answered-input-stays-listed",
@@ -1988,7 +1975,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        pass\n",
         ("R-TASK-10",),
         "an answered input stays in inputRequests: the task stays input_required",
-        outside_model=_TASKS,
     ),
     Mutant(
         "task-withdrawn-input-stays-listed",
@@ -1997,7 +1983,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    elif False:\n",
         ("R-TASK-10",),
         "a withdrawn request (timed out, its tool gone) stays in the task's inputRequests",
-        outside_model=_TASKS,
     ),
 )
 

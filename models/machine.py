@@ -69,6 +69,17 @@ oracle also accepts a silently evicted nonce as the victim, and leaves modern as
 model.
 Options are drawn per run (see :meth:`options_strategy`).
 
+Two profiles add rules of their own (so that the other profiles' fixed histories do not move):
+:class:`ModernReadsMachine` sends modern reads (R-MRTR-9 .. R-MRTR-11, R-MRTR-24), and
+:class:`TaskMachine` tools that support tasks, task-declaring calls and ``tasks/*`` (spec/tasks.md).
+A task's call lives on a channel the reducer names ``TaskChannel(task id)`` and the model
+``ModelChannel(its task id)``; task ids (kind ``tid``, minted by ``CreateTaskResult``, R-ID-1's
+format with ``askgate-task-``) and inline windows' timer idents (kind ``window``) are bound like
+the other ids. Nothing addressed to a channel reaches the shell, so the delivery and withdrawal
+checks leave a task's call to the comparison with the model (and the eviction oracle leaves a
+step that may evict a task's parked call to it too); the tasks' timers are checked against the
+model's (``live_timers`` is R-INV-4's, which names none).
+
 Every client event (a tool call, a read, a ping, an ``initialize`` with its request id, an
 answer, a cancel) is stepped twice from the same state: as the typed event, and as the
 ``MessageReceived`` carrying the JSON-RPC message that means it (``door.wire_event``), the entry
@@ -165,7 +176,7 @@ from askgate.core.jobs import (
     UnknownToolReply,
 )
 from askgate.core.options import Options
-from askgate.core.state import State
+from askgate.core.state import State, TaskChannel
 
 from .reference import (
     CLIENT_REQUEST_TIMER,
@@ -177,16 +188,23 @@ from .reference import (
     MODEL_REQUEST_PREFIX,
     MODERN_VERSION,
     SAMPLE,
+    TASKS_EXTENSION,
     TOO_MANY_ON_SERVER,
     TOO_MANY_PENDING,
+    TTL_TIMER,
+    WINDOW_TIMER,
     CallKey,
+    ModelChannel,
     Observation,
     ReferenceModel,
     is_request_id,
 )
 
 TimerKey = tuple[str, Any]
-Tools = tuple[tuple[str, bool], ...]
+# (name, sensitive), or (name, sensitive, task support) (R-TASK-1)
+Tools = tuple[tuple[Any, ...], ...]
+TASK_TIMERS = (WINDOW_TIMER, TTL_TIMER)
+TASK_ID = re.compile(r"^askgate-task-[A-Za-z0-9_-]{22}$")  # R-TASK-4, R-ID-1
 ELICITATION_ID = re.compile(r"^askgate-elicit-[A-Za-z0-9_-]{22}$")  # R-ID-1
 NONCE_ID = re.compile(r"^askgate-mrtr-[A-Za-z0-9_-]{22}$")  # R-MRTR-12, R-ID-1
 CLIENT_REQUEST_ID = re.compile(r"^askgate-request-[A-Za-z0-9_-]{22}$")  # R-CTX-4, R-ID-1
@@ -216,7 +234,18 @@ PARAMS: dict[str, dict[str, Any]] = {  # well-formed params of each read method 
     "resources/read": {"uri": "file:///tmp/x"},
     "prompts/get": {"name": "greet"},
     "tools/list": {},
+    "logging/setLevel": {"level": "info"},
 }
+# A modern read's methods (R-MRTR-9, R-MRTR-11, R-MRTR-24): the reads, and one the stateless
+# revision does not have (drawn only where it is served statelessly).
+MODERN_READ_METHODS: tuple[str, ...] = (
+    "resources/read",
+    "prompts/get",
+    "resources/read",
+    "prompts/get",
+    "tools/list",
+    "logging/setLevel",
+)
 AFTER_MS = st.sampled_from((0, 1, 100, 10_000))
 FORM: dict[str, Any] = {
     "message": "Who are you?",
@@ -478,12 +507,14 @@ class ReducerMachine(RuleBasedStateMachine):
     # Whether a subscriber attaches a per-request connection (R-SUB-4, R-PARK-7); one value: no
     # draw (the default, so that the profiles' histories do not move).
     ATTACH_PER_REQUEST: ClassVar[tuple[bool, ...]] = (False,)
+    # Tools that declare task support (R-TASK-1): (name, sensitive, support); none by default.
+    TASK_TOOLS: ClassVar[Tools] = ()
     seen: ClassVar[Counter[str]] = Counter()
 
     # -- the implementation under test ---------------------------------------------------------
 
     def initial_state_fn(self, options: Options, tools: Tools) -> Any:
-        infos = tuple(core.ToolInfo(name, sensitive, False) for name, sensitive in tools)
+        infos = tuple(core.ToolInfo(t[0], t[1], False, _definition(*t)) for t in tools)
         return core.initial_state(options, id_key=ID_KEY, tools=infos)
 
     def step_fn(self, state: Any, event: Event) -> tuple[Any, list[Effect]]:
@@ -517,6 +548,10 @@ class ReducerMachine(RuleBasedStateMachine):
                 rid: (r.key, r.ref, r.token, r.method) for rid, r in s.client_requests.items()
             },
             worker_requests={ref: list(rids) for ref, rids in s.worker_requests.items()},
+            tasks={
+                tid: (t.owner, t.status, t.call, tuple(key for key, _ in t.inputs))
+                for tid, t in s.tasks.items()
+            },
         )
 
     def options_strategy(self) -> st.SearchStrategy[Options]:
@@ -540,6 +575,8 @@ class ReducerMachine(RuleBasedStateMachine):
             "rid": {},
             "ref": {},
             "state": {},
+            "tid": {},  # task ids (R-TASK-4)
+            "window": {},  # an inline window's timer ident (R-TASK-4)
         }
         self.to_real: dict[str, dict[object, object]] = {k: {} for k in self.to_model}
         # The modern approvals asked: (state, conn, principal, tool, arguments, meta)
@@ -585,6 +622,7 @@ class ReducerMachine(RuleBasedStateMachine):
         tools: Tools = (
             ((PLAIN, False), (SENSITIVE, True)) if options.has_authorizer else ((PLAIN, False),)
         )
+        tools += self.TASK_TOOLS
         self.state = self.initial_state_fn(options, tools)
         self.model = ReferenceModel(options, tools)
         self.check_invariants_fn(self.state)
@@ -902,7 +940,9 @@ class ReducerMachine(RuleBasedStateMachine):
         ids are keyed by a per-run secret (R-ID-1), and an order that depends on it would make
         Hypothesis' replays draw differently (flaky generation)."""
         assert self.obs is not None
-        return [e for e in self.eids if e in self.obs.elicitations]
+        live = self.obs.elicitations
+        # a task's prompts are answered through tasks/update (R-TASK-10), not by a connection
+        return [e for e in self.eids if e in live and not is_channel(live[e][0])]
 
     @precondition(lambda self: self.obs is not None and bool(self._live_prompts()))
     @rule(data=st.data())
@@ -978,13 +1018,20 @@ class ReducerMachine(RuleBasedStateMachine):
                 if tools[0] in self.running:  # an answer at once cannot end it, but be safe
                     self._ask(tools[0], data)
 
-    @precondition(lambda self: self.obs is not None and bool(self.obs.client_requests))
+    def _live_client_requests(self) -> list[str]:
+        """The outstanding requests of tools whose client is a connection (a task's are
+        answered through tasks/update, R-TASK-10), in minting order."""
+        assert self.obs is not None
+        live = self.obs.client_requests
+        return [r for r in self.rids if r in live and not is_channel(live[r][0][0])]
+
+    @precondition(lambda self: self.obs is not None and bool(self._live_client_requests()))
     @rule(data=st.data())
     def client_request_answered(self, data: st.DataObject) -> None:
         """The owner answers a tool's own request (or, sometimes, another connection does)."""
         assert self.obs is not None
         # In minting order, never sorted: the ids are keyed by a per-run secret (R-ID-1).
-        live = [r for r in self.rids if r in self.obs.client_requests]
+        live = self._live_client_requests()
         self._answer_client_request(data.draw(st.sampled_from(live), label="live request id"), data)
 
     def _answer_client_request(self, rid: str, data: st.DataObject) -> None:
@@ -1118,10 +1165,38 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, TimerFired):
             kind, ident = ev.key
             return attrs.evolve(ev, key=(kind, self._model_id(_id_kind(kind), ident)))
+        if isinstance(ev, ReadRequested) and str(ev.method).startswith("tasks/"):
+            return attrs.evolve(ev, params=self._model_task_params(ev.params))
         if isinstance(ev, ToolCallReceived) and isinstance(ev.request_state, str):
             state = self.forged.get(ev.request_state, ev.request_state)
             return attrs.evolve(ev, request_state=self._model_id("state", state))
         return ev
+
+    def _model_task_params(self, params: object) -> object:
+        """A ``tasks/*`` request's params with the reducer's task id and input ids replaced by
+        the model's."""
+        if not isinstance(params, dict):
+            return params
+        shown = dict(params)
+        if "taskId" in shown:
+            shown["taskId"] = self._model_id("tid", shown["taskId"])
+        responses = shown.get("inputResponses")
+        if isinstance(responses, dict):
+            shown["inputResponses"] = {
+                self._model_id("rid", self._model_id("eid", k)): v for k, v in responses.items()
+            }
+        return shown
+
+    def _model_conn(self, conn: Any) -> Any:
+        """A connection as the model knows it: a task's channel by the model's task id."""
+        if isinstance(conn, TaskChannel):
+            return ModelChannel(str(self.to_model["tid"].get(conn.task_id, conn.task_id)))
+        return conn
+
+    def _model_key(self, key: Any) -> Any:
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], TaskChannel):
+            return (self._model_conn(key[0]), self._model_id("tid", key[1]))
+        return key
 
     def apply(self, ev: Event) -> list[Effect]:
         """Steps both sides with ``ev`` and runs every check; returns the reducer's effects."""
@@ -1151,6 +1226,10 @@ class ReducerMachine(RuleBasedStateMachine):
             modern = isinstance(ev.meta, dict) and META_VERSION in ev.meta
             stateless = modern and ev.conn not in self.model.versions
         effects = self._step(ev)
+        if isinstance(ev, TimerFired) and ev.key[0] == WINDOW_TIMER:
+            # The reducer cancels the inline window whose timer just went off (a no-op for the
+            # shell, as the explorer also reads it); the model does not.
+            effects = [e for e in effects if not (isinstance(e, CancelTimer) and e.key == ev.key)]
         expected = self.model.apply(model_ev)
         self._compare_effects(ev, effects, expected)
         self.check_invariants_fn(self.state)
@@ -1361,11 +1440,14 @@ class ReducerMachine(RuleBasedStateMachine):
                 self.eids.append(real)
         elif kind == "state":
             assert isinstance(real, str), f"R-MRTR-1: state {real!r} is not a string"
+        elif kind == "tid":
+            assert isinstance(real, str), f"R-TASK-4: task id {real!r} is not a string"
+            assert TASK_ID.match(real), f"R-TASK-4: malformed task id {real!r}"
         elif kind == "rid":
             assert isinstance(real, str), f"R-CTX-4: request id {real!r} is not a string"
             assert CLIENT_REQUEST_ID.match(real), f"R-CTX-4: malformed request id {real!r}"
             self.rids.append(real)
-        if kind in ("eid", "rid"):
+        if kind in ("eid", "rid", "tid"):
             assert isinstance(real, str)
             suffix = real[-22:]
             assert suffix not in self.suffixes, f"R-ID-1: {real!r} reuses a counter value"
@@ -1393,12 +1475,32 @@ class ReducerMachine(RuleBasedStateMachine):
                 raise AssertionError(f"effect {i}: {exc} {where}") from exc
             assert ok, f"effect {i} differs {where}"
 
+    def _model_task_result(
+        self, message: dict[str, Any] | None, model_result: object
+    ) -> dict[str, Any] | None:
+        """A task's rendering (R-TASK-4, R-TASK-7) with the reducer's task id bound to the
+        model's (minted by ``CreateTaskResult``) and its inputs' ids replaced by the model's."""
+        result = (message or {}).get("result")
+        if not isinstance(result, dict) or "taskId" not in result:
+            return message
+        assert message is not None
+        model_tid = model_result.get("taskId") if isinstance(model_result, dict) else None
+        minted = result.get("resultType") == "task"
+        self._bind("tid", result["taskId"], model_tid, minted=minted)
+        shown = {**result, "taskId": model_tid}
+        inputs = result.get("inputRequests")
+        if isinstance(inputs, dict):
+            shown["inputRequests"] = {
+                self._model_id("rid", self._model_id("eid", k)): v for k, v in inputs.items()
+            }
+        return {**message, "result": shown}
+
     def _same_effect(self, r: Effect, m: Effect) -> bool:
         if type(r) is not type(m):
             return False
         if isinstance(r, StartWorker) and isinstance(m, StartWorker):
             self._bind("ref", r.ref, m.ref, minted=True)
-            return same(r.conn, m.conn) and same(
+            return same(self._model_conn(r.conn), m.conn) and same(
                 (type(r.job), attrs.astuple(r.job, recurse=False)),
                 (type(m.job), attrs.astuple(m.job, recurse=False)),
             )
@@ -1409,7 +1511,7 @@ class ReducerMachine(RuleBasedStateMachine):
             if r.key[0] != m.key[0] or len(r.key) != 2:
                 return False
             kind = _id_kind(r.key[0])
-            minted = isinstance(r, StartTimer) and kind in ("eid", "rid")
+            minted = isinstance(r, StartTimer) and kind in ("eid", "rid", "window")
             self._bind(kind, r.key[1], m.key[1], minted=minted)
             if isinstance(r, StartTimer) and isinstance(m, StartTimer):
                 return same(r.deadline, m.deadline)
@@ -1428,6 +1530,7 @@ class ReducerMachine(RuleBasedStateMachine):
                 model_state = model_result["requestState"]
                 self._bind("state", result["requestState"], model_state, minted=True)
                 message = {**(message or {}), "result": {**result, "requestState": model_state}}
+            message = self._model_task_result(message, model_result)
             return same((r.conn, r.request_id, message), (m.conn, m.request_id, m.message))
         if isinstance(r, Push) and isinstance(m, Push):
             message = dict(r.message)
@@ -1450,6 +1553,11 @@ class ReducerMachine(RuleBasedStateMachine):
             return same(message, m.message)
         if isinstance(r, Emit) and isinstance(m, Emit):
             fields = dict(r.fields)
+            if isinstance(fields.get("conn"), TaskChannel):  # a task's call (R-TASK-5)
+                fields["conn"] = self._model_conn(fields["conn"])
+                fields["request_id"] = self._model_id("tid", fields.get("request_id"))
+            if isinstance(fields.get("evicted_by"), TaskChannel):  # a task's call evicted it
+                fields["evicted_by"] = self._model_conn(fields["evicted_by"])
             model_eid = m.fields.get("elicitation_id")
             if fields.get("elicitation_id") is not None and model_eid is not None:
                 # R-LOG-2, R-LOG-3: a record names the prompt's id, pushed before it
@@ -1483,19 +1591,36 @@ class ReducerMachine(RuleBasedStateMachine):
             assert r in self.to_model["rid"], f"the state holds request {r!r}, never pushed"
             return str(self.to_model["rid"][r])
 
+        conn, key_of = self._model_conn, self._model_key
+
+        def tid(t: str) -> str:
+            assert t in self.to_model["tid"], f"the state holds task {t!r}, never answered"
+            return str(self.to_model["tid"][t])
+
+        def input_id(i: str) -> str:
+            return str(self._model_id("rid", self._model_id("eid", i)))
+
         return dataclasses.replace(
             obs,
+            subscribed=frozenset(conn(c) for c in obs.subscribed),
+            known=frozenset(conn(c) for c in obs.known),
             parked={conn: [eid(e) for e in eids] for conn, eids in obs.parked.items()},
             elicitations={
-                eid(e): (key[0], eid(key[1])) if key[1] == e else key
+                eid(e): (key[0], eid(key[1])) if key[1] == e else key_of(key)
                 for e, key in obs.elicitations.items()
             },
-            workers={ref(r): key for r, key in obs.workers.items()},
+            workers={ref(r): key_of(key) for r, key in obs.workers.items()},
+            in_flight={conn(c): n for c, n in obs.in_flight.items()},
+            open={key_of(key): value for key, value in obs.open.items()},
             client_requests={
-                rid(r): (key, ref(w), token, method)
+                rid(r): (key_of(key), ref(w), token, method)
                 for r, (key, w, token, method) in obs.client_requests.items()
             },
             worker_requests={ref(w): [rid(r) for r in rs] for w, rs in obs.worker_requests.items()},
+            tasks={
+                tid(t): (owner, status, key_of(key), tuple(input_id(i) for i in inputs))
+                for t, (owner, status, key, inputs) in obs.tasks.items()
+            },
         )
 
     def _observe_and_compare(self, ev: Event | None) -> Observation:
@@ -1571,12 +1696,13 @@ class ReducerMachine(RuleBasedStateMachine):
                 assert e.ref in self.running, f"kills worker {e.ref}, which is not running"
                 del self.running[e.ref]
         live = self.live_timers_fn(self.state)
-        assert set(self.armed) == live, f"R-INV-4: armed {set(self.armed)} != live {live}"
-        kinds = {"elicitation": "eid", "worker": "ref", CLIENT_REQUEST_TIMER: "rid"}
+        armed = {key for key in self.armed if key[0] not in TASK_TIMERS}  # R-INV-4's
+        assert armed == live, f"R-INV-4: armed {armed} != live {live}"
         in_model_ids = {
-            (kind, self.to_model[kinds[kind]].get(ident, ident)) for kind, ident in self.armed
+            (kind, self.to_model[_id_kind(kind)].get(ident, ident)) for kind, ident in self.armed
         }
-        expected = self.model.live_timers()  # the spec's timers, apart from live_timers_fn
+        # the spec's timers, apart from live_timers_fn; and the tasks' (R-TASK-4, R-TASK-9)
+        expected = self.model.live_timers() | self.model.task_timers()
         assert in_model_ids == expected, f"R-INV-4: armed {in_model_ids} != model's {expected}"
         worker_timers = {ident for kind, ident in self.armed if kind == "worker"}
         assert set(self.running) == worker_timers == set(after.workers), (
@@ -1609,6 +1735,8 @@ class ReducerMachine(RuleBasedStateMachine):
         for rid, (key, _ref, token, _method) in before.client_requests.items():
             if rid in after.client_requests:
                 continue
+            if is_channel(key[0]):
+                continue  # a task's: its withdrawal went to the task (R-TASK-10)
             left = isinstance(ev, SubscriberDetached | SubscriberAttached) and ev.conn == key[0]
             timed_out = isinstance(ev, TimerFired) and ev.key == ("client_request", rid)
             if timed_out:
@@ -1698,6 +1826,8 @@ class ReducerMachine(RuleBasedStateMachine):
         if isinstance(ev, SubscriberDetached | SubscriberAttached):
             assert not any(isinstance(e, Push) for e in effects), "R-DROP-3: pushed to a leaver"
         for key in before.open.keys() - after.open.keys():
+            if is_channel(key[0]):
+                continue  # a task's call: its outcome is the task's (R-TASK-5)
             if dropping:
                 assert key not in outcomes, f"R-DROP-4: dropped {key!r} got an outcome"
             else:
@@ -1705,7 +1835,11 @@ class ReducerMachine(RuleBasedStateMachine):
             self.awaiting_push.discard(key)
         for key in outcomes:
             assert key not in after.open, f"R-CLOSE-3: {key!r} got an outcome but stays open"
-        unanswered = {key for key, (_, replied) in after.open.items() if not replied}
+        unanswered = {
+            key
+            for key, (_, replied) in after.open.items()
+            if not replied and not is_channel(key[0])
+        }
         assert self.awaiting_reply == unanswered, "R-DLV-1: requests awaiting a reply"
         pushed = {key for key, (_, replied) in after.open.items() if replied}
         assert self.awaiting_push == pushed, "R-DLV-3: calls awaiting a pushed outcome"
@@ -1751,6 +1885,8 @@ class ReducerMachine(RuleBasedStateMachine):
         assert isinstance(ev, WorkerFinished)
         if self.modern_calls.get(asker, False):
             return  # a modern ASK parks a nonce under its owner: the model checks it
+        if is_channel(asker[0]) or any(is_channel(k[0]) for k in before.elicitations.values()):
+            return  # a task's call asks, or may be evicted: the model checks it (R-TASK-10)
         value = ev.value
         if not (isinstance(value, Ask) and isinstance(value.prompt, str)):
             return
@@ -1866,6 +2002,350 @@ class ReducerMachine(RuleBasedStateMachine):
                 self.count_changed_at[conn] = self.steps
 
 
+# A modern read's ``_meta``: mostly accepted, declaring what a round may ask or not (R-MRTR-22).
+MODERN_READ_METAS: tuple[object, ...] = (
+    modern_meta({}),
+    modern_meta({"elicitation": {}}),
+    modern_meta({"elicitation": {}, "sampling": {}}),
+    modern_meta({"elicitation": {}}, "2099-01-01"),
+    {META_VERSION: MODERN_VERSION},
+)
+
+
+class ModernReadsMachine(ReducerMachine):
+    """A profile that adds modern reads (spec/modern.md): ``resources/read``, ``prompts/get``,
+    ``tools/list`` and a method the stateless revision does not have, with the 2026-07-28
+    ``_meta`` (accepted or refused), mostly from connections that did not initialize, of a
+    principal or not; their callbacks answer, fail or end rounds of their own (R-MRTR-24), and a
+    read authorizer (drawn per run) allows, denies or asks (R-READ-2)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+
+    @precondition(lambda self: not self.stopped)
+    @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
+    def modern_reads(self, data: st.DataObject, principal: str | None) -> None:
+        for _ in range(data.draw(st.integers(1, 2), label="burst")):
+            conn = self._modern_conn(data)
+            request_id = data.draw(st.sampled_from(REQUEST_IDS), label="request id")
+            methods = MODERN_READ_METHODS
+            if conn in self.model.versions:  # 2025: the reads only
+                methods = tuple(m for m in methods if m in READ_METHODS)
+            method = data.draw(st.sampled_from(methods), label="method")
+            caller = data.draw(st.sampled_from((*CALLERS, None)), label="caller")
+            meta = data.draw(st.sampled_from(MODERN_READ_METAS), label="_meta")
+            params = {**PARAMS[method], "_meta": meta}
+            read = ReadRequested(conn, request_id, method, params, self.now, caller, principal)
+            effects = self.apply(read)
+            for _ in range(2):  # its authorizer, then its callback, may answer at once
+                started = [e.ref for e in effects if isinstance(e, StartWorker)]
+                if not started or not data.draw(st.integers(0, 3), label="at once"):
+                    break
+                value = self._value_for(started[0], data)
+                effects = self.apply(WorkerFinished(started[0], value, self.now))
+
+    def _tally(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        super()._tally(ev, effects, before, after)
+        if isinstance(ev, WorkerFinished | WorkerFailed):
+            key = before.workers.get(ev.ref)
+            if key is None or not before.open[key][0].startswith("read"):
+                return  # not a read's callback
+        elif not isinstance(ev, ReadRequested):
+            return
+        seen = type(self).seen
+        for e in effects:
+            message = (e.message or {}) if isinstance(e, Reply) else {}
+            result, error = message.get("result"), message.get("error")
+            if isinstance(result, dict) and "resultType" in result:
+                cached = "cacheable" if "ttlMs" in result else "not cacheable"
+                seen[f"modern read: {result['resultType']}, {cached}"] += 1
+            elif isinstance(error, dict):
+                data = error.get("data")
+                detail = data.get("detail") if isinstance(data, dict) else None
+                seen[f"read error {error.get('code')}: {detail}"] += 1
+
+
+# Tasks (spec/tasks.md): a tool whose task support is optional, one whose support is required,
+# and the request metas that declare the extension or do not (R-TASK-2).
+JOB, MUST, ODD = "job", "must", "odd"
+TASK_CONNS: tuple[str, ...] = ("t", "u")  # stateless requests' connections, never initialized
+DECLARED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+TASK_METAS: tuple[object, ...] = (
+    modern_meta({**DECLARED, "elicitation": {}}),
+    modern_meta({**DECLARED, "elicitation": {}}),
+    modern_meta({**DECLARED, "elicitation": {}, "sampling": {}}),
+    modern_meta(DECLARED),
+    modern_meta({"elicitation": {}}),
+    modern_meta({"extensions": {TASKS_EXTENSION: True}}),
+)
+TASK_METHODS: tuple[str, ...] = (
+    "tasks/get",
+    "tasks/get",
+    "tasks/update",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/result",
+)
+# A tasks/update's answers to a task's inputs: to an approval, to a tool's own request, none.
+TASK_RESPONSES: tuple[object, ...] = (
+    {"action": "accept", "content": {"approve": True}},
+    {"action": "accept", "content": {"approve": True}},
+    {"action": "decline"},
+    {"action": "accept", "content": {"name": "Ada"}},
+    "accept",
+)
+# What follows a task-declaring call at once: a worker reports, its window ends, its tool asks,
+# its task's owner answers its inputs, cancels it or asks after it.
+STEPS_AT_ONCE: tuple[str, ...] = (
+    "window",
+    "window",
+    "window",
+    "window",
+    "report",
+    "report",
+    "ask",
+    "cancel",
+    "get",
+    "stop",
+)
+UNKNOWN_TASK_IDS: tuple[object, ...] = ("askgate-task-AAAAAAAAAAAAAAAAAAAAAA", 7)
+
+
+class TaskMachine(ReducerMachine):
+    """A profile that adds tasks (spec/tasks.md): modern calls of a tool that supports tasks
+    (optional or required), declaring the extension or not, from two connections that never
+    initialize, of a principal or not; their authorizer and tool may answer at once, their
+    inline window end at once or their tool ask its client (R-TASK-4); ``tasks/get``,
+    ``tasks/update`` (answering the task's inputs) and ``tasks/cancel`` from the owner or not
+    (R-TASK-7 .. R-TASK-10), with small task caps (R-TASK-6) and ttls (R-TASK-9). A call is
+    never cancelled, nor its connection dropped, inside its inline window: the reducer leaves
+    the window's timer armed then (a known gap of core/tasks.py, a strict xfail in
+    tests/test_tasks.py)."""
+
+    seen: ClassVar[Counter[str]] = Counter()
+    # and one whose definition holds a support that is none (forbidden, R-TASK-1)
+    TASK_TOOLS: ClassVar[Tools] = (
+        (JOB, False, "optional"),
+        (MUST, False, "required"),
+        (ODD, False, "sometimes"),
+    )
+    AUTHORIZE_VALUES: ClassVar[tuple[object, ...]] = (
+        Allow(),
+        Ask("May I?"),
+        Ask("Sure?"),
+        Deny("no"),
+    )
+    # Mostly well-formed requests of a tool to its client, so that a task gets inputs.
+    TOOL_REQUESTS: ClassVar[tuple[tuple[object, object], ...]] = (
+        (ELICIT, FORM),
+        (ELICIT, FORM),
+        (SAMPLE, SAMPLING),
+        (ELICIT, {"message": "hi"}),
+    )
+    # Mostly results (a task completed), an error result (completed too), a failure (failed).
+    RUN_VALUES: ClassVar[tuple[object, ...]] = (
+        {"content": []},
+        {"content": []},
+        {"content": [], "isError": True},
+        "not an object",
+        ReducerMachine.RUN_VALUES[-3],
+    )
+
+    TASK_STEPS: ClassVar[tuple[str, ...]] = STEPS_AT_ONCE
+    TASK_BURST: ClassVar[tuple[int, int]] = (1, 3)  # calls per burst, at least and at most
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task_keys: list[tuple[str, object]] = []  # the task-declaring calls sent
+        self.task_ids: list[str] = []  # the reducer's task ids, in creation order
+        self.principals: dict[tuple[str, object], str | None] = {}  # a call's principal
+        self.creators: dict[str, tuple[str, str | None]] = {}  # task id -> (conn, principal)
+
+    def options_strategy(self) -> st.SearchStrategy[Options]:
+        base = small_options(
+            authorizer=st.sampled_from((True, True, False)), max_parked=2, max_total=3
+        )
+        return st.tuples(
+            base,
+            st.sampled_from((1, 1, 2)),
+            st.sampled_from((1, 2, 3)),
+            st.sampled_from((1, 100, 1_000)),
+            st.sampled_from((60_000, 60_000, 1)),
+        ).map(
+            lambda t: attrs.evolve(
+                t[0],
+                max_tasks_per_owner=t[1],
+                max_tasks_total=t[2],
+                task_inline_ms=t[3],
+                task_ttl_ms=t[4],
+            )
+        )
+
+    def apply(self, ev: Event) -> list[Effect]:
+        effects = super().apply(ev)
+        for e in effects:  # the reducer's task ids, for tasks/* requests
+            result = (e.message or {}).get("result") if isinstance(e, Reply) else None
+            if isinstance(result, dict) and result.get("resultType") == "task":
+                assert isinstance(e, Reply)
+                tid = str(result["taskId"])
+                self.task_ids.append(tid)
+                principal = self.principals.get((str(e.conn), e.request_id))
+                self.creators[tid] = (str(e.conn), principal)
+        return effects
+
+    def _request_id(self, conn: str, data: st.DataObject) -> object:
+        """A request id for a request on ``conn``, never one of a call in its inline window:
+        the reducer takes the refusal of such a reused id (R-ADM-1) for the call's answer and
+        ends its window (a strict xfail in tests/test_model.py)."""
+        assert self.obs is not None
+        free = [r for r in REQUEST_IDS if self._window_of((conn, r)) is None]
+        unused = [r for r in free if (conn, r) not in self.obs.open]  # mostly not reused
+        pool = [*unused, *unused, *unused, *free] or [UNKNOWN_REF]
+        return data.draw(st.sampled_from(pool), label="request id")
+
+    def _window_of(self, key: tuple[str, object]) -> TimerKey | None:
+        """The armed timer of the inline window of the call ``key``, if any."""
+        for timer in self.armed:
+            if timer[0] == WINDOW_TIMER and timer[1][0] == key:
+                return timer
+        return None
+
+    @precondition(lambda self: not self.stopped)
+    @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
+    def task_calls(self, data: st.DataObject, principal: str | None) -> None:
+        """A burst of modern calls of a tool that supports tasks (or not); after each, maybe at
+        once, its workers report, its window ends, its tool asks its client, or its task's
+        inputs are answered by its owner."""
+        for _ in range(data.draw(st.integers(*self.TASK_BURST), label="burst")):
+            self._task_call(data, principal)
+
+    def _task_call(self, data: st.DataObject, principal: str | None) -> None:
+        assert self.obs is not None
+        conn = data.draw(st.sampled_from(TASK_CONNS), label="conn")
+        request_id = self._request_id(conn, data)
+        tool = data.draw(st.sampled_from((JOB, JOB, MUST, ODD)), label="tool")
+        meta = data.draw(st.sampled_from(TASK_METAS), label="_meta")
+        key: tuple[Any, object] = (conn, request_id)
+        call = ToolCallReceived(
+            conn, request_id, tool, ARGUMENTS, self.now, "reply", None, meta, principal=principal
+        )
+        if key not in self.obs.open:
+            self.principals[key] = principal
+        tasks = len(self.task_ids)
+        self.apply(call)
+        if key not in self.task_keys:
+            self.task_keys.append(key)
+        for _ in range(5):  # bounded
+            if len(self.task_ids) > tasks and key[0] in TASK_CONNS:  # it became a task
+                tid = self.task_ids[-1]
+                key = (TaskChannel(tid), tid)
+            refs = [ref for ref, k in self.obs.workers.items() if k == key]
+            window = self._window_of(key)
+            task = self.obs.tasks.get(str(key[1])) if is_channel(key[0]) else None
+            asked = task is not None and bool(task[3])  # its owner mostly answers at once
+            steps = ("answer", "answer", "get", "cancel", "stop") if asked else self.TASK_STEPS
+            step = data.draw(st.sampled_from(steps), label="next")
+            if step == "window" and window is not None:
+                self.now = max(self.now, self.armed[window])
+                self.apply(TimerFired(window, self.now))
+            elif step == "ask" and refs and isinstance(self.running.get(refs[0]), RunTool):
+                self._ask(refs[0], data)
+            elif step == "report" and refs:
+                self.apply(WorkerFinished(refs[0], self._value_for(refs[0], data), self.now))
+            elif step == "answer" and task is not None and task[3]:
+                self._update(str(key[1]), task[3], data)
+            elif step in ("cancel", "get") and task is not None:
+                self._task_request(str(key[1]), f"tasks/{step}", {}, data)
+            else:
+                break
+
+    def _update(self, tid: str, inputs: tuple[str, ...], data: st.DataObject) -> None:
+        """Its owner answers a task's inputs through ``tasks/update`` (R-TASK-10)."""
+        response = data.draw(st.sampled_from(TASK_RESPONSES), label="response")
+        self._task_request(tid, "tasks/update", {"inputResponses": {inputs[0]: response}}, data)
+
+    def _task_request(
+        self, tid: str, method: str, more: dict[str, Any], data: st.DataObject
+    ) -> None:
+        """A ``tasks/*`` request of the task's owner."""
+        conn, principal = self.creators[tid]
+        params = {"taskId": tid, **more, "_meta": TASK_METAS[0]}
+        request_id = self._request_id(conn, data)
+        self.apply(ReadRequested(conn, request_id, method, params, self.now, None, principal))
+
+    @precondition(lambda self: not self.stopped)
+    @rule(data=st.data(), principal=st.sampled_from(PRINCIPALS))
+    def task_requests(self, data: st.DataObject, principal: str | None) -> None:
+        """``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (or a removed method), mostly of
+        a task of the owner, else of another owner's or of none (R-TASK-7)."""
+        assert self.obs is not None
+        conn = data.draw(st.sampled_from(TASK_CONNS), label="conn")
+        method = data.draw(st.sampled_from(TASK_METHODS), label="method")
+        recent = self.task_ids[-3:]
+        tid = data.draw(st.sampled_from([*recent, *recent, *UNKNOWN_TASK_IDS]), label="task")
+        if tid in self.creators and data.draw(st.integers(0, 3), label="as its owner"):
+            conn, principal = self.creators[str(tid)]
+        request_id = self._request_id(conn, data)
+        meta = data.draw(st.sampled_from(TASK_METAS[:5]), label="_meta")
+        params: dict[str, Any] = {"taskId": tid, "_meta": meta}
+        if method == "tasks/update":
+            task = self.obs.tasks.get(tid) if isinstance(tid, str) else None
+            keys = [*(task[3] if task is not None else ()), "unknown-input"]
+            chosen = data.draw(st.lists(st.sampled_from(keys), max_size=2), label="answered")
+            params["inputResponses"] = {
+                k: data.draw(st.sampled_from(TASK_RESPONSES), label="response") for k in chosen
+            }
+        self.apply(ReadRequested(conn, request_id, method, params, self.now, None, principal))
+
+    @precondition(lambda self: not self.stopped and bool(self.task_keys))
+    @rule(data=st.data(), after_ms=AFTER_MS)
+    def task_request_cancelled(self, data: st.DataObject, after_ms: int) -> None:
+        """A task-declaring call's request is cancelled, or its connection goes away: nothing
+        to a task (R-TASK-5), a drop to a call still inline. Not inside the call's window (see
+        the class doc)."""
+        key = data.draw(st.sampled_from(self.task_keys), label="call")
+        gone = data.draw(st.booleans(), label="connection gone")
+        keys = [k for k in self.task_keys if k[0] == key[0]] if gone else [key]
+        if any(self._window_of(k) is not None for k in keys):
+            return
+        self.now += after_ms
+        if gone:
+            self.apply(SubscriberDetached(key[0], self.now))
+        else:
+            self.apply(CancelRequested(key[0], key[1], self.now))
+
+    def _tally(
+        self, ev: Event, effects: list[Effect], before: Observation, after: Observation
+    ) -> None:
+        super()._tally(ev, effects, before, after)
+        seen = type(self).seen
+        for tid, (_, status, _, _) in after.tasks.items():
+            was = before.tasks.get(tid)
+            if was is None:
+                seen["task created"] += 1
+            if (was is None and status != "working") or (was is not None and was[1] != status):
+                seen[f"task {status}"] += 1
+                if was is not None and was[1] == "input_required" and isinstance(ev, ReadRequested):
+                    seen["task input answered by tasks/update"] += 1
+        if any(tid not in after.tasks for tid in before.tasks):
+            seen["task forgotten"] += 1
+        for e in effects:
+            message = (e.message or {}) if isinstance(e, Reply) else {}
+            error = message.get("error")
+            if isinstance(ev, ReadRequested) and isinstance(error, dict):
+                seen[f"{ev.method}: {error.get('code')} {error.get('message')}"] += 1
+            elif isinstance(ev, ReadRequested) and "result" in message:
+                seen[f"{ev.method} answered"] += 1
+            elif isinstance(ev, ToolCallReceived) and isinstance(error, dict):
+                seen[f"tools/call: {error.get('code')}"] += 1
+        if isinstance(ev, TimerFired) and ev.key[0] == WINDOW_TIMER:
+            ident: Any = ev.key[1]  # ((conn, request id), window)
+            kept = len(after.tasks) == len(before.tasks) and ident[0] in after.open
+            if kept:
+                seen["task kept inline by a cap"] += 1  # R-TASK-6
+
+
 class ContextMachine(ReducerMachine):
     """A profile that puts pressure on a running tool's own requests (R-CTX-4 .. R-CTX-6).
 
@@ -1897,7 +2377,24 @@ class ContextMachine(ReducerMachine):
         )
 
 
+def is_channel(conn: object) -> bool:
+    """Whether ``conn`` is a task's channel (spec/tasks.md), as the reducer or the model names
+    it: no client's connection."""
+    return isinstance(conn, TaskChannel | ModelChannel)
+
+
+def _definition(name: str, _sensitive: bool, support: str = "forbidden") -> Any:
+    """A tool's ``tools/list`` entry declaring its task support (R-TASK-1), or ``None``."""
+    if support == "forbidden":
+        return None
+    return {"name": name, "inputSchema": {"type": "object"}, "execution": {"taskSupport": support}}
+
+
 def _id_kind(timer_kind: object) -> str:
+    if timer_kind == WINDOW_TIMER:
+        return "window"
+    if timer_kind == TTL_TIMER:
+        return "tid"
     if timer_kind == "elicitation":
         return "eid"
     if timer_kind == CLIENT_REQUEST_TIMER:

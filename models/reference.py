@@ -29,8 +29,25 @@ has, another secret), as a trusted primitive tested apart (R-MRTR-1 .. 8); the n
 caps, single use and the record are its own. Its nonces are ``model-mrtr-N``, from the counter
 of its elicitation ids. The record of closed nonces is read as forgetting from its oldest end:
 the oldest is forgotten while more than ``max_parked_elicitations_total`` are kept or while it
-has expired. Other modern methods (``server/discover``, modern reads, ``subscriptions/listen``)
-and a modern request's logs are not modelled.
+has expired. Modern reads are modelled too (``resources/read``, ``prompts/get``, ``tools/list``
+and the 2025-only methods, R-MRTR-9): the era and ``_meta`` checks, the answer rendered complete
+(with ``ttlMs``/``cacheScope`` for a cacheable method, R-MRTR-11), the request's own principal
+as the owner, and a read callback's round (R-MRTR-24: parked as a tool's, ``server_busy`` when
+the parking caps are full); a read round's retry is not. Other modern methods
+(``server/discover``, ``subscriptions/listen``) and a modern request's logs are not modelled.
+
+Of tasks (spec/tasks.md) it models what the reducer implements today (the 2026-07-28 era):
+R-TASK-1's support (given with the tools, as ``(name, sensitive, support)``), R-TASK-2's mode
+and R-TASK-3's refusal, R-TASK-4's inline window (a timer ``("task", (key, n))``, ``n`` the
+model's own count) ending in a task when it fires or when the call's tool asks its client,
+``CreateTaskResult``, R-TASK-5 (the call moved onto a channel of its own, ``ModelChannel``, its
+answer the task's outcome), R-TASK-6's caps, ``tasks/get``, ``tasks/update`` and
+``tasks/cancel`` with the owner rule (R-TASK-7, R-TASK-8, R-TASK-10), an ASK or a tool's request
+inside a task as the task's inputs, and R-TASK-9's ttl. What a task's call would send its
+request is taken out of the step's effects and changes the task instead, as spec/tasks.md says
+of a task's channel. Its task ids are ``model-task-N``; times are ISO 8601 from an epoch of 0
+(the machine's reducer state has ``epoch_ms`` 0). Not modelled: a tool's own rounds inside a
+task and the 2025-11-25 era of tasks (both pending in spec/tasks.md).
 
 Of a running tool's context it models its own requests to the client: R-CTX-1 (only a running
 tool), R-CTX-4 (the refusals, in the spec's order, with the spec's ``Failure`` values; the
@@ -77,6 +94,14 @@ Readings of the spec
   (the machine never negotiates one; the reducer adds it when none was).
 * R-CTX-5's "the client's code when it is an integer" excludes booleans, as R-ADM-0 does; an
   ``error`` that is not an object has no code, message or data.
+* R-TASK-4's window closes when its call is answered inline, and also when the call is dropped
+  inside it (the call is gone); the reducer leaves the window's timer armed then (a strict xfail
+  in tests/test_tasks.py), and the machine does not draw such a drop. A request that reuses the
+  id of a call in its window is refused (R-ADM-1) and leaves the window open; the reducer closes
+  it (a strict xfail in tests/test_model.py), and the machine draws no such reuse. When the
+  window's timer fires the reducer also cancels it, a no-op the machine leaves out.
+* R-TASK-5's ``failed`` error for askgate's own failure is ``-32603`` with the failure as its
+  ``data``; its ``message`` is not normative.
 * R-CTX-6's withdrawal happens where the worker ends: after its ``KillWorker`` or
   ``CancelTimer`` and before the call's outcome (or its empty reply, for a drop), requests
   oldest first, each its ``CancelTimer`` then its ``notifications/cancelled``.
@@ -93,6 +118,7 @@ today, so a difference there is a wording change, not a broken rule. The ``size`
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -524,15 +550,21 @@ def initialize_result_message(request_id: object, version: str, options: Options
     return _result(request_id, result)
 
 
-def modern_complete(message: JsonObject, server_info: JsonObject) -> JsonObject:
+def modern_complete(
+    message: JsonObject, server_info: JsonObject, cacheable: bool = False
+) -> JsonObject:
     """R-MRTR-11: a modern request's final result says ``resultType: "complete"`` and carries
-    the server's info in its ``_meta``; an error is unchanged (``tools/call`` is not cacheable)."""
+    the server's info in its ``_meta``; a cacheable method's (a listing, ``resources/read``)
+    also ``ttlMs: 0`` and ``cacheScope: "private"``; an error is unchanged."""
     result = message.get("result")
     if not isinstance(result, dict) or "resultType" in result:
         return message
     meta = result.get("_meta")
     shown = {**result, "resultType": "complete"}
     shown["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
+    if cacheable:
+        shown.setdefault("ttlMs", 0)
+        shown.setdefault("cacheScope", "private")
     return {**message, "result": shown}
 
 
@@ -636,6 +668,7 @@ class ModelCall:
     modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
     owner: Hashable = None  # whose workers and parking places it takes (R-PARK-5, R-ADM-6)
     held: bool = False  # while PARKED: its prompt is not sent yet (R-PARK-8)
+    window: int | None = None  # the number of its open inline window (R-TASK-4)
 
     @property
     def key(self) -> CallKey:
@@ -654,6 +687,8 @@ class Modern:
     responses: object = None
     state: object = None
     approved: bool = False
+    cacheable: bool = False  # R-MRTR-11: a listing's or resources/read's answer
+    rounds: bool = True  # R-MRTR-24: tools/call, prompts/get and resources/read have rounds
 
     def round(self, approved: bool = False) -> Round:
         """What its tool is told of its rounds (R-MRTR-20): the request's capabilities, the
@@ -664,6 +699,30 @@ class Modern:
 
 
 ROUND_METHODS = ("elicitation/create", "sampling/createMessage", "roots/list")
+ROUND_READS = ("prompts/get", "resources/read")  # R-MRTR-24
+# R-MRTR-11: the methods whose modern results are cacheable; R-MRTR-9: the 2025-only ones.
+CACHEABLE = (
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+)
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list")
+LEGACY_ONLY = ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
+
+
+def round_binding(call: ModelCall) -> tuple[str, object]:
+    """R-MRTR-21: what a round state binds: a tool's name and arguments; for a read, the method
+    and the prompt's name or the resource's URI, and the prompt's arguments (``None`` for a
+    resource)."""
+    if call.is_tool:
+        return call.name, call.arguments
+    params = call.arguments if isinstance(call.arguments, dict) else {}
+    if call.name == "prompts/get":
+        return f"prompts/get {params.get('name')}", params.get("arguments")
+    return f"{call.name} {params.get('uri')}", None
 
 
 def round_requests_ok(requests: object) -> bool:
@@ -761,6 +820,84 @@ class Observation:
     # request id -> (the call, the worker that asked, its token, the method)
     client_requests: dict[str, tuple[CallKey, int, Hashable, str]] = field(default_factory=dict)
     worker_requests: dict[int, list[str]] = field(default_factory=dict)  # ref -> ids, oldest first
+    # Tasks (spec/tasks.md): task id -> (owner, status, its live call's key, its inputs' ids)
+    tasks: dict[str, tuple[Hashable, str, CallKey | None, tuple[str, ...]]] = field(
+        default_factory=dict
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks (spec/tasks.md)
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+WINDOW_TIMER = "task"  # an escalating call's inline window (R-TASK-4)
+TTL_TIMER = "task_ttl"  # a terminal task's ttl (R-TASK-9)
+MODEL_TASK_PREFIX = "model-task-"
+TERMINAL = ("completed", "failed", "cancelled")
+POLL_INTERVAL_MS = 500
+ASKGATE_FAILURES = ("callback_failed", "callback_timeout", "server_stopping")  # R-TASK-5
+# Not normative (see the module docstring): the message of a failed task's error.
+TASK_FAILED_MESSAGE = "the tool's call failed"
+
+
+@dataclass(frozen=True)
+class ModelChannel:
+    """The connection a task's call moves onto (R-TASK-4); the call's request id becomes the
+    task's id. Nothing it would be sent leaves the model: it changes the task instead."""
+
+    task_id: str
+
+
+@dataclass
+class ModelTask:
+    """A task (R-TASK-4 .. R-TASK-10): ``call`` while it is live; ``outcome`` (its ``result``
+    or ``error``) once terminal; ``inputs`` the requests its call sent, unanswered, in order."""
+
+    id: str
+    owner: Hashable
+    status: str
+    created: int
+    updated: int
+    call: ModelCall | None
+    can_elicit: bool  # the request's own capabilities (R-TASK-10)
+    can_sample: bool
+    outcome: JsonObject | None = None
+    inputs: list[tuple[str, JsonObject]] = field(default_factory=list)
+
+
+def declares_tasks(capabilities: object) -> bool:
+    """R-TASK-2: ``clientCapabilities.extensions["io.modelcontextprotocol/tasks"]`` is an
+    object."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def tasks_required_error(request_id: object) -> JsonObject:
+    """R-TASK-3, R-TASK-7: ``-32021`` naming the extension."""
+    data: JsonObject = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+    return _error(request_id, -32021, "Missing required client capability", data)
+
+
+def iso_time(epoch_ms: int, now: int) -> str:
+    """R-TASK-4: a time as ISO 8601 in UTC, to the millisecond."""
+    moment = datetime.datetime.fromtimestamp((epoch_ms + now) / 1000, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def task_outcome(message: JsonObject) -> tuple[str, JsonObject]:
+    """R-TASK-5: what the answer of a task's call makes the task: ``completed`` with a
+    ``tools/call`` result (an ``isError`` one too), ``failed`` with askgate's own failure of
+    the call as an error, or with a JSON-RPC error."""
+    result = message.get("result")
+    if isinstance(result, dict):
+        payload = result.get("structuredContent")
+        failure = payload.get("error") if isinstance(payload, dict) else None
+        if failure in ASKGATE_FAILURES and result == _is_error_tool_result({"error": failure}):
+            error = {"code": -32603, "message": TASK_FAILED_MESSAGE, "data": payload}
+            return "failed", {"error": error}
+        return "completed", {"result": result}
+    failed = message.get("error")
+    return "failed", {"error": failed if isinstance(failed, dict) else {}}
 
 
 def place_id(place: ModelCall | ModelNonce) -> str:
@@ -775,9 +912,16 @@ def place_id(place: ModelCall | ModelNonce) -> str:
 class ReferenceModel:
     """The spec as a naive state machine: ``apply(event)`` returns the effects it requires."""
 
-    def __init__(self, options: Options, tools: Iterable[tuple[str, bool]] = ()) -> None:
+    def __init__(self, options: Options, tools: Iterable[tuple[Any, ...]] = ()) -> None:
         self.options = options
-        self.tools: dict[str, bool] = dict(tools)  # name -> sensitive (R-TOOL-1)
+        tools = list(tools)
+        self.tools: dict[str, bool] = {t[0]: t[1] for t in tools}  # name -> sensitive (R-TOOL-1)
+        # R-TASK-1: a tool's task support, when it declares one ("forbidden" otherwise)
+        self.support: dict[str, str] = {t[0]: t[2] for t in tools if len(t) > 2}
+        self.tasks: dict[str, ModelTask] = {}  # by id, in creation order
+        self.next_task = 0
+        self.next_window = 0
+        self.epoch_ms = 0  # the wall-clock time of now == 0 (R-TASK-4)
         self.subscribed: set[Hashable] = set()
         self.entries: list[CapEntry] = []
         self.calls: list[ModelCall] = []  # admission order
@@ -873,6 +1017,9 @@ class ReferenceModel:
 
     def can_be_asked(self, conn: Hashable) -> bool:
         """R-CAP-4: a live subscriber and an entry that advertised form elicitation."""
+        if isinstance(conn, ModelChannel):  # R-TASK-10: as the task's request declared
+            task = self.tasks.get(conn.task_id)
+            return task is not None and task.status not in TERMINAL and task.can_elicit
         e = self.entry(conn)
         return conn in self.subscribed and e is not None and e.can_elicit
 
@@ -899,6 +1046,23 @@ class ReferenceModel:
             timers.add((CLIENT_REQUEST_TIMER, r.id))
         return timers
 
+    def live_channels(self) -> set[Hashable]:
+        """The channels of the live tasks: connections that can be asked as the task's request
+        declared (R-TASK-10)."""
+        return {ModelChannel(t.id) for t in self.tasks.values() if t.status not in TERMINAL}
+
+    def task_timers(self) -> set[tuple[str, object]]:
+        """The timers of tasks: each open inline window (R-TASK-4), each terminal task's ttl
+        (R-TASK-9)."""
+        timers: set[tuple[str, object]] = set()
+        for c in self.calls:
+            if c.window is not None:
+                timers.add((WINDOW_TIMER, (c.key, c.window)))
+        for t in self.tasks.values():
+            if t.status in TERMINAL:
+                timers.add((TTL_TIMER, t.id))
+        return timers
+
     def requests_of(self, ref: int) -> list[ModelRequest]:
         """The outstanding requests of the tool running in worker ``ref``, oldest first."""
         return [r for r in self.requests if r.ref == ref]
@@ -910,7 +1074,7 @@ class ReferenceModel:
         by_age = sorted(self.entries, key=lambda e: e.joined)
         return Observation(
             tools=dict(self.tools),
-            subscribed=frozenset(self.subscribed),
+            subscribed=frozenset(self.subscribed | self.live_channels()),
             known=frozenset(conns),
             parked={conn: eids for conn, eids in parked.items() if eids},
             elicitations={
@@ -931,6 +1095,15 @@ class ReferenceModel:
                 r.id: ((r.conn, r.request_id), r.ref, r.token, r.method) for r in self.requests
             },
             worker_requests={r.ref: [x.id for x in self.requests_of(r.ref)] for r in self.requests},
+            tasks={
+                t.id: (
+                    t.owner,
+                    t.status,
+                    None if t.call is None else t.call.key,
+                    tuple(key for key, _ in t.inputs),
+                )
+                for t in self.tasks.values()
+            },
         )
 
     # -- the step ------------------------------------------------------------------------------
@@ -956,12 +1129,17 @@ class ReferenceModel:
             self._connection_gone(event.conn, out)
         elif isinstance(event, ToolRegistered):
             self.tools[event.name] = bool(event.sensitive)
+            self.support.pop(event.name, None)  # no definition: no task support (R-TASK-1)
             self._tools_changed(out)
         elif isinstance(event, ToolUnregistered):
+            self.support.pop(event.name, None)
             if self.tools.pop(event.name, None) is not None:
                 self._tools_changed(out)
         elif isinstance(event, ToolCallReceived):
+            opened = self._find(event.conn, event.request_id) is not None
             self._tool_call(event, out)
+            if not opened:
+                self._open_window(event, out)  # R-TASK-4
         elif isinstance(event, ReadRequested):
             self._read(event, out)
         elif isinstance(event, WorkerFinished):
@@ -982,6 +1160,7 @@ class ReferenceModel:
             self._tool_requested(event, out)
         else:
             raise TypeError(f"not an event: {event!r}")
+        out = self._absorb(out)  # R-TASK-5, R-TASK-10: what a task's call is sent
         known = self.known_connections()
         self.versions = {c: v for c, v in self.versions.items() if c in known}  # R-INV-6
         self.held = {c: h for c, h in self.held.items() if c in known}
@@ -1142,6 +1321,12 @@ class ReferenceModel:
             out.append(Reply(ev.conn, rid, message))
             return
         modern = None
+        required = era is not None and self._task_support(ev.tool) == "required"
+        if required and not declares_tasks(era):  # R-TASK-3: refused before anything is admitted
+            out.append(Reply(ev.conn, rid, tasks_required_error(rid)))
+            refused = ModelCall(ev.conn, rid, True, ev.tool, None, "reply", None, started=ev.now)
+            out.append(call_ended(refused, ev.now, "error"))
+            return
         if era is not None:  # R-MRTR-12: the owner is the principal, or as R-PARK-5 says
             principal = self.principal(ev.conn, ev.principal) or ""  # R-SUB-3
             owner = self.owner(ev.conn, ev.principal)
@@ -1178,30 +1363,235 @@ class ReferenceModel:
         if not self._admit(ev.conn, ev.request_id, out):
             return
         rid: Hashable = ev.request_id  # a str or an int (R-ADM-0)
-        call = ModelCall(ev.conn, rid, False, ev.method, ev.params, "reply", ev.caller)
+        params = ev.params if isinstance(ev.params, dict) else None
+        # R-MRTR-9: a connection that initialized serves 2025; else the request's _meta says.
+        era = None if ev.conn in self.versions else modern_era((params or {}).get("_meta"))
+        if isinstance(era, tuple):  # R-MRTR-10
+            out.append(Reply(ev.conn, rid, _error(rid, era[0], era[1], era[2])))
+            return
+        call = ModelCall(ev.conn, rid, False, ev.method, params, "reply", ev.caller)
         call.owner = self.owner(ev.conn)  # R-PARK-5
+        if era is not None:  # served statelessly, by the request's own principal (R-SUB-3)
+            if ev.method in TASK_METHODS:
+                self._tasks_request(ev, era, out)  # R-TASK-7 .. R-TASK-10
+                return
+            if ev.method in LEGACY_ONLY:  # R-MRTR-9: not a method of the stateless revision
+                message = _error(rid, -32601, f"Unknown method: {ev.method}")
+                out.append(Reply(ev.conn, rid, message))
+                return
+            principal = self.principal(ev.conn, ev.principal) or ""
+            call.owner = self.owner(ev.conn, ev.principal)
+            call.modern = Modern(advertises_form_elicitation(era), principal, call.owner, era)
+            call.modern.cacheable = ev.method in CACHEABLE  # R-MRTR-11
+            call.modern.rounds = ev.method in ROUND_READS  # R-MRTR-24
         if self.options.has_read_authorizer:  # R-READ-1
-            self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, ev.params), ev.now, out)
+            self._open(call, READ_AUTHORIZING, AuthorizeRead(ev.method, params), ev.now, out)
         elif ev.method == "tools/list" and not self._hook_lists():  # R-PROTO-8
-            out.append(Reply(ev.conn, rid, self._tools_page(rid, sorted(self.tools))))
+            page = self._tools_page(rid, sorted(self.tools))
+            out.append(Reply(ev.conn, rid, self._rendered(call, page)))
         else:
-            self._open(call, READ_RUNNING, self._read_job(ev.method, ev.params), ev.now, out)
+            self._open(call, READ_RUNNING, self._read_job(call), ev.now, out)
+
+    def _tasks_request(
+        self, ev: ReadRequested, capabilities: JsonObject, out: list[Effect]
+    ) -> None:
+        """R-TASK-7 .. R-TASK-10: a modern ``tasks/*`` request, answered at once."""
+        conn, rid, method = ev.conn, ev.request_id, ev.method
+        if method in ("tasks/result", "tasks/list"):  # R-TASK-7: not in the revision
+            out.append(Reply(conn, rid, _error(rid, -32601, f"Unknown method: {method}")))
+            return
+        if not declares_tasks(capabilities):  # R-TASK-7, as R-TASK-3
+            out.append(Reply(conn, rid, tasks_required_error(rid)))
+            return
+        params = ev.params if isinstance(ev.params, dict) else {}
+        tid = params.get("taskId")
+        task = self.tasks.get(tid) if isinstance(tid, str) else None
+        if task is None or task.owner != self.owner(conn, ev.principal):  # foreign: unknown
+            out.append(Reply(conn, rid, _error(rid, -32602, "Unknown task")))
+            return
+        if method == "tasks/get":
+            shown = self._task_fields(task)
+            shown.update(task.outcome or {})
+            if task.status == "input_required":
+                shown["inputRequests"] = dict(task.inputs)
+            out.append(Reply(conn, rid, modern_complete(_result(rid, shown), self._server_info())))
+            return
+        if method == "tasks/cancel":
+            self._cancel_task(task, out)  # R-TASK-8
+        else:
+            responses = params.get("inputResponses")
+            if isinstance(responses, dict):
+                self._update_task(task, responses, ev.now, out)  # R-TASK-10
+        ack = modern_complete(_result(rid, {}), self._server_info())
+        out.append(Reply(conn, rid, ack))
+
+    def _task_fields(self, task: ModelTask) -> JsonObject:
+        return {
+            "taskId": task.id,
+            "status": task.status,
+            "createdAt": iso_time(self.epoch_ms, task.created),
+            "lastUpdatedAt": iso_time(self.epoch_ms, task.updated),
+            "ttlMs": self.options.task_ttl_ms,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+
+    def _task_support(self, tool: object) -> str:
+        """R-TASK-1: a registered tool's task support: what it declares when that is
+        ``optional`` or ``required``, else ``forbidden``."""
+        if not isinstance(tool, str) or tool not in self.tools:
+            return "forbidden"
+        declared = self.support.get(tool)
+        return declared if declared in ("optional", "required") else "forbidden"
+
+    def _open_window(self, ev: ToolCallReceived, out: list[Effect]) -> None:
+        """R-TASK-2, R-TASK-4: a modern call just admitted, of a tool that supports tasks,
+        whose request declares the extension, has an inline window."""
+        call = self._find(ev.conn, ev.request_id)
+        if call is None or call.modern is None or not call.is_tool or call.stage == PARKED:
+            return
+        if not declares_tasks(call.modern.capabilities):
+            return
+        if self._task_support(call.name) == "forbidden":
+            return
+        call.window = self.next_window
+        self.next_window += 1
+        deadline = ev.now + self.options.task_inline_ms
+        out.append(StartTimer((WINDOW_TIMER, (call.key, call.window)), deadline))
+
+    def _close_window(self, call: ModelCall, out: list[Effect]) -> None:
+        if call.window is not None:
+            out.append(CancelTimer((WINDOW_TIMER, (call.key, call.window))))
+            call.window = None
+
+    def _escalate(self, call: ModelCall, now: int, out: list[Effect], *, fired: bool) -> None:
+        """R-TASK-4, R-TASK-6: the call becomes a task, unless its owner or the server holds
+        as many live tasks as allowed: then it stays inline. Either way its window is over."""
+        if fired:
+            call.window = None  # its timer went off
+        else:
+            self._close_window(call, out)
+        live = [t for t in self.tasks.values() if t.status not in TERMINAL]
+        mine = [t for t in live if t.owner == call.owner]
+        options = self.options
+        if len(mine) >= options.max_tasks_per_owner or len(live) >= options.max_tasks_total:
+            return
+        modern = call.modern
+        assert modern is not None
+        tid = f"{MODEL_TASK_PREFIX}{self.next_task}"
+        self.next_task += 1
+        task = ModelTask(
+            tid,
+            call.owner,
+            "working",
+            now,
+            now,
+            call,
+            modern.can_elicit,
+            advertises_sampling(modern.capabilities),
+        )
+        self.tasks[tid] = task
+        created = {"resultType": "task", **self._task_fields(task)}
+        created["_meta"] = {META_SERVER_INFO: self._server_info()}
+        out.append(Reply(call.conn, call.request_id, _result(call.request_id, created)))
+        # The call is the task's now (R-TASK-5): on its channel, answered to no request.
+        call.conn, call.request_id = ModelChannel(tid), tid
+        call.caller, call.mode, call.replied, call.modern = None, "reply", False, None
+
+    def _absorb(self, effects: list[Effect]) -> list[Effect]:
+        """R-TASK-5, R-TASK-10: what a task's call is sent changes its task instead: its answer
+        ends the task, a request to its client becomes an input, a withdrawal removes one."""
+        kept: list[Effect] = []
+        for e in effects:
+            conn = e.conn if isinstance(e, Reply | Push) else None
+            if not isinstance(conn, ModelChannel):
+                kept.append(e)
+                continue
+            task = self.tasks.get(conn.task_id)
+            if task is None or task.status in TERMINAL:
+                continue
+            if isinstance(e, Reply):
+                if e.message is not None:
+                    status, outcome = task_outcome(e.message)
+                    self._finish(task, status, outcome, kept)
+                continue
+            assert isinstance(e, Push)
+            message = e.message
+            ident, method = message.get("id"), message.get("method")
+            if isinstance(ident, str) and isinstance(method, str):
+                request = {"method": method, "params": message.get("params", {})}
+                task.inputs.append((ident, request))
+                task.status = "input_required"
+            elif method == "notifications/cancelled":
+                params = message.get("params")
+                gone = params.get("requestId") if isinstance(params, dict) else None
+                self._input_gone(task, gone)
+        return kept
+
+    def _input_gone(self, task: ModelTask, key: object) -> None:
+        """An input no longer waits (R-TASK-10): the task works again once none does."""
+        task.inputs = [(k, r) for k, r in task.inputs if k != key]
+        task.status = "input_required" if task.inputs else "working"
+
+    def _finish(
+        self, task: ModelTask, status: str, outcome: JsonObject | None, out: list[Effect]
+    ) -> None:
+        """The task is terminal (R-TASK-5): its place is free (R-TASK-6), its ttl armed
+        (R-TASK-9)."""
+        task.status, task.outcome, task.call, task.inputs = status, outcome, None, []
+        task.updated = max(self.now, task.updated)
+        out.append(StartTimer((TTL_TIMER, task.id), task.updated + self.options.task_ttl_ms))
+
+    def _cancel_task(self, task: ModelTask, out: list[Effect]) -> None:
+        """R-TASK-8: a live task's call is dropped as R-DROP-1 says; the task is cancelled."""
+        if task.status in TERMINAL:
+            return
+        sub: list[Effect] = []
+        if task.call is not None and any(c is task.call for c in self.calls):
+            self._drop(task.call, notify=True, out=sub, why=DROPPED_CANCELLED)
+        out.extend(self._absorb(sub))
+        self._finish(task, "cancelled", None, out)
+
+    def _update_task(
+        self, task: ModelTask, responses: JsonObject, now: int, out: list[Effect]
+    ) -> None:
+        """R-TASK-10: each response to one of the task's inputs is its client's answer to that
+        request; unknown keys are ignored."""
+        channel = ModelChannel(task.id)
+        for key, response in responses.items():
+            if task.status in TERMINAL:
+                return
+            if not any(k == key for k, _ in task.inputs):
+                continue
+            self._input_gone(task, key)
+            result = response if isinstance(response, dict) else None
+            error = None if result is not None else {"code": -32602, "message": "no answer"}
+            sub: list[Effect] = []
+            self._answered(ElicitationAnswered(channel, key, result, now, error), sub)
+            out.extend(self._absorb(sub))
 
     def _hook_lists(self) -> bool:
         """Whether ``tools/list`` asks the visibility hook (R-PROTO-8): there is one, and a
         tool to ask about."""
         return self.options.has_visibility and bool(self.tools)
 
-    def _read_job(self, method: str, params: object) -> Job:
-        if method == "tools/list":
+    def _read_job(self, call: ModelCall) -> Job:
+        if call.name == "tools/list":
             return FilterTools(tuple(sorted(self.tools)))
-        return RunRead(method, params)
+        modern = call.modern
+        round_ = modern.round() if modern is not None and modern.rounds else None  # R-MRTR-24
+        return RunRead(call.name, call.arguments, round_)
 
     def _tools_page(self, rid: object, names: list[str]) -> JsonObject:
         """The first page of a ``tools/list`` answer listing ``names`` (R-PROTO-8, R-PROTO-9)."""
         if len(names) > self.options.page_size:
             raise NotImplementedError("the model lists at most one page of tools")
-        entries = [{"name": name, "inputSchema": {"type": "object"}} for name in names]
+        entries: list[JsonObject] = []
+        for name in names:
+            entry: JsonObject = {"name": name, "inputSchema": {"type": "object"}}
+            declared = self.support.get(name, "forbidden")
+            if declared != "forbidden":  # R-TASK-1: the entry as the tool declared it
+                entry["execution"] = {"taskSupport": declared}
+            entries.append(entry)
         return _result(rid, {"tools": entries})
 
     def _listed(self, call: ModelCall, verdicts: dict[Any, object], out: list[Effect]) -> None:
@@ -1240,6 +1630,7 @@ class ReferenceModel:
         """Delivers the outcome to the owner (R-DLV-2, R-DLV-3) and forgets the call; a
         ``tools/call`` is recorded (R-LOG-1)."""
         message = self._rendered(call, message) or message
+        self._close_window(call, out)  # R-TASK-4: answered inline
         if call.replied:
             out.append(Push(call.conn, message, call.request_id))
         else:
@@ -1296,6 +1687,7 @@ class ReferenceModel:
             out.append(CancelTimer(("worker", ref)))
             call.worker = None
             self._withdraw_requests(ref, notify=notify, out=out)  # R-CTX-6
+        self._close_window(call, out)  # R-TASK-4: the call is gone
         if not call.replied:
             out.append(Reply(call.conn, call.request_id, None))
         self.calls.remove(call)
@@ -1393,8 +1785,7 @@ class ReferenceModel:
                 if call.name == "tools/list" and not self._hook_lists():  # R-PROTO-8
                     self._close(call, self._tools_page(rid, sorted(self.tools)), out)
                 else:
-                    job = self._read_job(call.name, call.arguments)
-                    self._next_stage(call, READ_RUNNING, job, now, out)
+                    self._next_stage(call, READ_RUNNING, self._read_job(call), now, out)
             elif isinstance(value, Deny) and isinstance(value.reason, str):
                 self._read_deny(call, value.reason, out)
             elif isinstance(value, Ask) and isinstance(value.prompt, str):
@@ -1402,7 +1793,9 @@ class ReferenceModel:
             else:
                 self._read_deny(call, AUTHORIZER_FAILED, out)
         elif call.stage == READ_RUNNING:
-            if how == "finished" and call.name == "tools/list" and isinstance(value, dict):
+            if how == "finished" and isinstance(value, NeedsInput):
+                self._round(call, value, now, out)  # R-MRTR-24
+            elif how == "finished" and call.name == "tools/list" and isinstance(value, dict):
                 self._listed(call, value, out)  # R-PROTO-8
             elif how == "finished" and isinstance(value, dict) and call.name != "tools/list":
                 self._close(call, _result(rid, value), out)
@@ -1466,7 +1859,13 @@ class ReferenceModel:
         """R-PARK-1, R-PARK-3, R-PARK-4: whether ``owner`` may take one more parking place,
         after evicting another owner's oldest; ``call`` is denied when it may not."""
         mine = self.parked_count(owner)
-        if mine >= self.options.max_parked_elicitations:
+        full = mine >= self.options.max_parked_elicitations
+        total = self.parked_total() >= self.options.max_parked_elicitations_total
+        if not call.is_tool and (full or (total and mine >= self.top())):  # R-MRTR-21
+            busy = method_failure_message(call.request_id, call.name, "server_busy")
+            self._close(call, busy, out)
+            return False
+        if full:
             why = OWNER_FULL[self.scope(owner, call.conn)]  # R-PARK-6
             self._deny(call, "ask", TOO_MANY_PENDING, out, why)  # R-PARK-1
             return False
@@ -1501,7 +1900,7 @@ class ReferenceModel:
         """A call's final answer as its era renders it (R-MRTR-11)."""
         if call is None or call.modern is None or message is None:
             return message
-        return modern_complete(message, self._server_info())
+        return modern_complete(message, self._server_info(), call.modern.cacheable)
 
     def _ask_modern(
         self, call: ModelCall, modern: Modern, prompt: str, now: int, out: list[Effect]
@@ -1528,6 +1927,7 @@ class ReferenceModel:
         state = seal(self.ring, modern.principal, call.name, digest, raw, now)
         rid = call.request_id
         message = input_required_message(rid, call.name, prompt, state, self._server_info())
+        self._close_window(call, out)  # R-TASK-4: answered inline
         out.append(Reply(call.conn, rid, message))
         fields = {"conn": call.conn, "request_id": rid, "tool": call.name}
         fields["elicitation_id"] = nonce.id
@@ -1613,14 +2013,21 @@ class ReferenceModel:
         """R-MRTR-20 .. R-MRTR-22: a modern tool ended a round."""
         modern, rid = call.modern, call.request_id
         state = state_bytes(needs.state)
+        name, bound = round_binding(call)
         try:
-            digest = arguments_digest(call.arguments)
+            digest = arguments_digest(bound)
             arguments_digest(needs.requests)
         except ValueError:
             digest = ""
-        if modern is None or state is None or not digest or not round_requests_ok(needs.requests):
-            self._close(call, tool_failure_message(rid, "callback_failed"), out, "failed")
+        rounds = modern is not None and modern.rounds
+        if not rounds or state is None or not digest or not round_requests_ok(needs.requests):
+            if call.is_tool:
+                failed = tool_failure_message(rid, "callback_failed")
+            else:
+                failed = method_failure_message(rid, call.name, "callback_failed")
+            self._close(call, failed, out, "failed")
             return
+        assert modern is not None
         assert isinstance(needs.requests, dict)
         missing = round_missing(needs.requests, modern.capabilities)
         if missing:  # R-MRTR-22
@@ -1640,7 +2047,7 @@ class ReferenceModel:
         raw = n.to_bytes(16, "big")
         self.nonce_of[raw] = nonce.id
         token = seal_round(
-            self.ring, modern.principal, call.name, digest, raw, now, modern.approved, state
+            self.ring, modern.principal, name, digest, raw, now, modern.approved, state
         )
         requests = {
             key: {"method": r["method"], "params": r.get("params", {})}
@@ -1654,7 +2061,8 @@ class ReferenceModel:
         }
         fields = {"conn": call.conn, "request_id": rid, "tool": call.name}
         fields["elicitation_id"] = nonce.id
-        out.append(Emit("call_parked", fields))  # R-LOG-3
+        if call.is_tool:
+            out.append(Emit("call_parked", fields))  # R-LOG-3
         self._close(call, _result(rid, result), out, "input_required")
 
     def _round_retry(self, ev: ToolCallReceived, modern: Modern, out: list[Effect]) -> bool:
@@ -1754,7 +2162,15 @@ class ReferenceModel:
         if not isinstance(key, tuple) or len(key) != 2:
             return
         kind, ident = key
-        if kind == "worker" and isinstance(ident, int) and not isinstance(ident, bool):
+        if kind == WINDOW_TIMER:  # R-TASK-4: the window ended with the call open
+            call = next((c for c in self.calls if (c.key, c.window) == ident), None)
+            if call is not None:
+                self._escalate(call, now, out, fired=True)
+        elif kind == TTL_TIMER:  # R-TASK-9
+            task = self.tasks.get(ident) if isinstance(ident, str) else None
+            if task is not None and task.status in TERMINAL:
+                del self.tasks[task.id]
+        elif kind == "worker" and isinstance(ident, int) and not isinstance(ident, bool):
             self._worker_ended(ident, "timed_out", None, now, out)
         elif kind == CLIENT_REQUEST_TIMER:
             request = self._outstanding(ident)
@@ -1788,6 +2204,9 @@ class ReferenceModel:
 
     def _can_sample(self, conn: Hashable) -> bool:
         """R-CTX-4: a live subscriber and an entry whose ``capabilities.sampling`` is an object."""
+        if isinstance(conn, ModelChannel):  # R-TASK-10: as the task's request declared
+            task = self.tasks.get(conn.task_id)
+            return task is not None and task.status not in TERMINAL and task.can_sample
         e = self.entry(conn)
         return conn in self.subscribed and e is not None and e.can_sample
 
@@ -1798,6 +2217,8 @@ class ReferenceModel:
         if call is None:
             out.append(Resolve(ref, token, context_failure(NOT_RUNNING)))  # R-CTX-1
             return
+        if call.window is not None:  # R-TASK-4: a tool in its window that asks becomes a task
+            self._escalate(call, ev.now, out, fired=False)
         if call.modern is not None:  # R-MRTR-17: no request of the server's own in 2026-07-28
             out.append(Resolve(ref, token, context_failure(STATELESS_REQUEST)))
             return
