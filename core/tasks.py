@@ -276,11 +276,18 @@ def absorb(d: r._Draft, out: Out, now: int) -> Out:
             if isinstance(effect, Reply) and d.task_pending:
                 key = (conn, effect.request_id)
                 seq = d.task_pending.get(key)
-                if seq is not None:  # an answer, or a drop (R-DROP-4)
+                # The call's answer, or its drop (R-DROP-4): the call is gone. A refusal of a
+                # request reusing its id (R-ADM-1) answers that request and leaves it open.
+                if seq is not None and _ended(d.working.get(key), seq):
                     d.task_pending = d.task_pending.delete(key)
                     kept.append(CancelTimer((INLINE_TIMER, (key, seq))))
         kept.append(effect)
     return kept
+
+
+def _ended(call: Call | None, seq: int) -> bool:
+    """Whether the call ``seq`` in its inline window has ended (no longer working)."""
+    return call is None or call.seq != seq
 
 
 def _answered(d: r._Draft, tid: str, message: JsonObject | None, now: int, kept: Out) -> None:

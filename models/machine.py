@@ -2119,9 +2119,9 @@ class TaskMachine(ReducerMachine):
     inline window end at once or their tool ask its client (R-TASK-4); ``tasks/get``,
     ``tasks/update`` (answering the task's inputs) and ``tasks/cancel`` from the owner or not
     (R-TASK-7 .. R-TASK-10), with small task caps (R-TASK-6) and ttls (R-TASK-9). A call is
-    never cancelled, nor its connection dropped, inside its inline window: the reducer leaves
-    the window's timer armed then (a known gap of core/tasks.py, a strict xfail in
-    tests/test_tasks.py)."""
+    never cancelled, nor its connection dropped, inside its inline window, and no request
+    reuses its id meanwhile: tests/test_tasks.py and the tasks explorer check those
+    (R-TASK-4)."""
 
     seen: ClassVar[Counter[str]] = Counter()
     # and one whose definition holds a support that is none (forbidden, R-TASK-1)
@@ -2144,12 +2144,13 @@ class TaskMachine(ReducerMachine):
         (ELICIT, {"message": "hi"}),
     )
     # Mostly results (a task completed), an error result (completed too), a failure (failed).
+    # No round of the tool's own (NeedsInput): a task's tool's own rounds (R-TASK-11) are not
+    # in the model; tests/test_tasks.py checks them.
     RUN_VALUES: ClassVar[tuple[object, ...]] = (
         {"content": []},
         {"content": []},
         {"content": [], "isError": True},
         "not an object",
-        ReducerMachine.RUN_VALUES[-3],
     )
 
     TASK_STEPS: ClassVar[tuple[str, ...]] = STEPS_AT_ONCE
@@ -2195,9 +2196,9 @@ class TaskMachine(ReducerMachine):
         return effects
 
     def _request_id(self, conn: str, data: st.DataObject) -> object:
-        """A request id for a request on ``conn``, never one of a call in its inline window:
-        the reducer takes the refusal of such a reused id (R-ADM-1) for the call's answer and
-        ends its window (a strict xfail in tests/test_model.py)."""
+        """A request id for a request on ``conn``, never one of a call in its inline window
+        (test_R_TASK_4_a_reused_request_id_leaves_the_calls_inline_window replays that
+        reuse)."""
         assert self.obs is not None
         free = [r for r in REQUEST_IDS if self._window_of((conn, r)) is None]
         unused = [r for r in free if (conn, r) not in self.obs.open]  # mostly not reused

@@ -666,6 +666,7 @@ class ModelCall:
     decision: str = ""
     approval: str | None = None
     modern: Modern | None = None  # a modern request served statelessly (R-MRTR-9)
+    task_modern: Modern | None = None  # a task's call: the request it came in (R-TASK-11)
     owner: Hashable = None  # whose workers and parking places it takes (R-PARK-5, R-ADM-6)
     held: bool = False  # while PARKED: its prompt is not sent yet (R-PARK-8)
     window: int | None = None  # the number of its open inline window (R-TASK-4)
@@ -1496,6 +1497,7 @@ class ReferenceModel:
         # The call is the task's now (R-TASK-5): on its channel, answered to no request.
         call.conn, call.request_id = ModelChannel(tid), tid
         call.caller, call.mode, call.replied, call.modern = None, "reply", False, None
+        call.task_modern = modern  # its tool is told that request's round (R-TASK-11)
 
     def _absorb(self, effects: list[Effect]) -> list[Effect]:
         """R-TASK-5, R-TASK-10: what a task's call is sent changes its task instead: its answer
@@ -1828,6 +1830,8 @@ class ReferenceModel:
             self._close(call, message, out, "unknown_tool")
             return
         round_ = None if call.modern is None else call.modern.round()  # R-MRTR-20
+        if call.task_modern is not None:  # R-TASK-11: the task's request's, an approval kept
+            round_ = call.task_modern.round(decision == "approved")
         self._next_stage(call, RUNNING, RunTool(call.name, call.arguments, round_), now, out)
 
     # -- parking (R-AUTH-3, R-PARK-*) -----------------------------------------------------------

@@ -294,6 +294,25 @@ def test_R_TASK_4_a_stale_window_timer_leaves_a_reused_ids_window_open() -> None
     assert reply.message["result"]["resultType"] == "task"
 
 
+def test_R_TASK_4_a_reused_id_is_refused_and_the_window_stays_open() -> None:
+    """R-ADM-1, R-TASK-4: a request reusing the id of a call in its inline window is refused
+    (-32600) and answers only itself: the call's window stays open, its timer armed, and the
+    call becomes a task when the window ends."""
+    h = harness()
+    started = call(h, "c1", 1)
+    (timer,) = [e for e in started if isinstance(e, StartTimer) and e.key[0] == tasks.INLINE_TIMER]
+    effects = call(h, "c1", 1)
+    (refusal,) = replies(effects)
+    assert refusal.message is not None
+    assert refusal.message["error"]["code"] == -32600
+    assert not [e for e in effects if isinstance(e, CancelTimer)]
+    assert h.state.task_pending
+    h.now = timer.deadline
+    (reply,) = replies(h.feed(TimerFired(timer.key, h.now)))
+    assert reply.message is not None
+    assert reply.message["result"]["resultType"] == "task"
+
+
 def test_R_TASK_4_a_call_dropped_in_its_window_closes_the_window() -> None:
     """A call cancelled while in its inline window is answered (with nothing, R-DROP-4): its
     window closes with it, its timer cancelled, as for any other answer."""
