@@ -3,7 +3,6 @@ descriptor, the authorizer's own copy of the arguments. Each read has a deadline
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import os
 from collections.abc import Callable
@@ -152,76 +151,3 @@ async def test_a_read_ahead_or_a_cancelled_read_loses_no_input() -> None:
         os.close(read_fd)
         if write_fd >= 0:
             os.close(write_fd)
-
-
-async def test_deliver_is_asyncio_s_and_a_polled_descriptor_s_only(anyio_backend: str) -> None:
-    read_fd, write_fd = os.pipe()
-    polled, unpolled = FdReceiveStream(read_fd, poll=True), FdReceiveStream(read_fd, poll=False)
-    try:
-        assert polled.delivers() is (anyio_backend == "asyncio")
-        assert unpolled.delivers() is False
-    finally:
-        await polled.aclose()
-        await unpolled.aclose()
-        os.close(read_fd)
-        os.close(write_fd)
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # deliver is asyncio's read callback
-async def test_deliver_hands_chunks_in_order_from_the_read_callback_until_no_room_or_the_end() -> (
-    None
-):
-    read_fd, write_fd = os.pipe()
-    stream = FdReceiveStream(read_fd, poll=True)
-    handed: list[bytes] = []
-    in_a_task: list[bool] = []
-
-    def handler(chunk: bytes) -> bool:  # no room after the second chunk, which the first wrote
-        handed.append(chunk)
-        in_a_task.append(asyncio.current_task() is not None)
-        if len(handed) == 1:
-            os.write(write_fd, b"two\n")
-        return len(handed) != 2
-
-    try:
-        with anyio.fail_after(DEADLINE):
-            os.write(write_fd, b"one\n")
-            await stream.deliver(handler)  # returns when the handler has no room
-            assert handed == [b"one\n", b"two\n"]
-            assert in_a_task == [False, False]  # the loop's callback, not a woken task
-
-            async with anyio.create_task_group() as tg:  # cancelled before input came
-                tg.start_soon(stream.deliver, handler)
-                await anyio.wait_all_tasks_blocked()
-                tg.cancel_scope.cancel()
-            os.write(write_fd, b"three\n")  # nobody reads it until the next deliver
-            await anyio.wait_all_tasks_blocked()
-            os.close(write_fd)
-            write_fd = -1
-            with pytest.raises(anyio.EndOfStream):
-                await stream.deliver(handler)
-            assert handed == [b"one\n", b"two\n", b"three\n"]
-    finally:
-        await stream.aclose()
-        os.close(read_fd)
-        if write_fd >= 0:
-            os.close(write_fd)
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_what_the_deliver_handler_raises_is_raised_in_the_awaiting_task() -> None:
-    read_fd, write_fd = os.pipe()
-    stream = FdReceiveStream(read_fd, poll=True)
-
-    def handler(chunk: bytes) -> bool:
-        raise ValueError(chunk.decode())
-
-    try:
-        with anyio.fail_after(DEADLINE):
-            os.write(write_fd, b"bad\n")
-            with pytest.raises(ValueError, match="bad"):
-                await stream.deliver(handler)
-    finally:
-        await stream.aclose()
-        os.close(read_fd)
-        os.close(write_fd)

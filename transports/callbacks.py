@@ -17,11 +17,9 @@ EAGER_FLAG: Final = "__askgate_completes_without_suspending__"
 
 def completes_without_suspending(func: F) -> F:
     """Marks an ``async def`` that never suspends (it awaits nothing that waits: no sleep, no
-    I/O, no client request), so that its worker runs it to completion at once, where its call
-    was fed (a task, or a transport's read callback on the event loop, outside any task: it
-    must not need a current task, as entering a cancel scope does), without a task and a
-    cancel scope of its own: askgate's policy authorizers, and tools that opt in. A marked
-    callback that does suspend is stopped and reported as failed
+    I/O, no client request), so that its worker runs it to completion at once, on the task that
+    started it, without a task and a cancel scope of its own: askgate's policy authorizers, and
+    tools that opt in. A marked callback that does suspend is stopped and reported as failed
     (for a tool, ``{"error": "callback_failed"}``); one that blocks holds the event loop, as
     any ``async def`` that blocks does.
 

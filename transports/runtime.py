@@ -14,9 +14,8 @@ state needs no lock and no queue), and the effects that come back are performed 
 - ``StartWorker`` / ``KillWorker``: one task per worker, running the job in its own cancel
   scope and reporting ``WorkerFinished`` or ``WorkerFailed``. A killed worker reports nothing.
   A job whose callback is askgate's own and marked :func:`completes_without_suspending` (the
-  policy file's authorizers) is run to completion at once instead, where the event was fed
-  (a task, or a transport's read callback on the event loop, outside any task), and its
-  report is fed right after the effects of the current step: the reducer sees
+  policy file's authorizers) is run to completion at once instead, on the task that fed the
+  event, and its report is fed right after the effects of the current step: the reducer sees
   the same ``StartWorker``, timer and report, without a task, a cancel scope and a timer
   wake-up per call. It is contained like any worker: what it raises is ``WorkerFailed``.
 - ``Emit``: handed to the observer, if any; the records of calls (R-LOG-1 .. R-LOG-4) are also

@@ -12,10 +12,8 @@ The reader reads in chunks, never per line, and pauses only while too much outpu
 for the peer to read it, which bounds memory when the peer stops reading. Pipes and sockets are
 read and written in non-blocking mode, waiting for them on the event loop; a descriptor that
 cannot be polled (a regular file, ``/dev/null``) takes one worker-thread hop per chunk. On
-asyncio a polled input's chunks are read and handed to the reducer from the loop's read
-callback (``loop.add_reader``, :meth:`FdReceiveStream.deliver`), as an HTTP connection's
-protocol callbacks hand it a whole POST: no task is woken per chunk, and what runs at once (a
-callback marked ``completes_without_suspending``) runs outside any task. The replies to one
+asyncio a polled input stays watched between reads, and the reading task is woken once per
+chunk (no private hook of asyncio's is used to run it without that wake-up). The replies to one
 chunk's lines go out in one write as soon as the chunk is handed to the reducer, when the
 output can be polled and is not full; every other reply (a tool that ran in its own task, a
 timer) produced while the writer waits for its turn goes out in one write from the writer's
@@ -301,8 +299,8 @@ async def serve_stdio(
         feed = runtime.feed
         feed(SubscriberAttached(conn, runtime.now()))
 
-        def handle(chunk: bytes) -> bool:
-            """Feeds one chunk's lines; whether there is room to read the next chunk."""
+        def handle(chunk: bytes) -> None:
+            """Feeds one chunk's lines."""
             now = runtime.now()  # the lines of one chunk arrived together
             outbox.hold()
             try:
@@ -310,11 +308,7 @@ async def serve_stdio(
                     feed(MessageReceived(conn, line, now))
             finally:
                 outbox.release(write_now)
-            return has_room()
 
-        # On asyncio a polled descriptor's chunks are fed from the loop's read callback (no
-        # wake-up of this task per chunk); elsewhere this task reads each chunk.
-        deliver = stdin.deliver if isinstance(stdin, FdReceiveStream) and stdin.delivers() else None
         receive, has_room = stdin.receive, outbox.has_room
         try:
             with reading:
@@ -322,10 +316,7 @@ async def serve_stdio(
                     if not has_room():  # no coroutine per chunk while there is room
                         await outbox.wait_for_room()
                     try:
-                        if deliver is not None:
-                            await deliver(handle, CHUNK_BYTES)
-                        else:
-                            handle(await receive(CHUNK_BYTES))
+                        handle(await receive(CHUNK_BYTES))
                     except (
                         anyio.EndOfStream,
                         anyio.ClosedResourceError,
@@ -395,8 +386,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     thread), into one buffer kept for the life of the stream, each chunk a copy of exactly the
     bytes read; on asyncio the descriptor stays watched from one read to the next (until end
     of input, an error, a cancelled read or :meth:`aclose`), and the loop's callback reads at
-    most one chunk ahead of the reader, or hands each chunk to a handler itself
-    (:meth:`deliver`). Anything else (a regular file, ``/dev/null``, a
+    most one chunk ahead of the reader. Anything else (a regular file, ``/dev/null``, a
     terminal) is read with one worker-thread hop per chunk, abandoned on cancel. Either way a
     chunk, never a line.
     """
@@ -451,68 +441,6 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         if self._watcher is not None:
             self._watcher.remove_reader(self._fd)
             self._watcher = None
-
-    def delivers(self) -> bool:
-        """Whether :meth:`deliver` can be used: a polled descriptor, on asyncio."""
-        return self._mode.polled and _asyncio_loop() is not None
-
-    async def deliver(self, handler: Callable[[bytes], bool], max_bytes: int = CHUNK_BYTES) -> None:
-        """Hands each chunk, as it is read, to ``handler`` until it returns ``False`` (no room
-        for more: this returns) or the input ends (raises ``anyio.EndOfStream``).
-
-        ``handler`` is called from the loop's read callback (``loop.add_reader``), not from a
-        task: the task awaiting this is not woken per chunk, and ``handler`` must not call
-        anything that needs a current task (it runs as an HTTP protocol's callbacks do). What
-        the read or ``handler`` raises is raised here; so is a cancellation, after which
-        nothing more is read or handed. A chunk read ahead by :meth:`receive` is handed first.
-        Only where :meth:`delivers`.
-        """
-        loop = asyncio.get_running_loop()
-        if self._waiter is not None:
-            raise anyio.BusyResourceError("reading from")
-        if self._ready is not None:  # read ahead by an earlier receive: handed first
-            data, self._ready = self._ready, None
-            if isinstance(data, OSError):
-                self._unwatch()
-                raise data
-            if not data:
-                self._unwatch()
-                raise anyio.EndOfStream
-            if not handler(data):
-                return
-        self._unwatch()
-        done: asyncio.Future[None] = loop.create_future()
-        fd, read = self._fd, self._read_polled
-
-        def on_readable() -> None:
-            if done.done():  # ended (or cancelled): nothing more is read
-                loop.remove_reader(fd)
-                return
-            try:
-                chunk = read(max_bytes)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                done.set_exception(exc)
-                return
-            if not chunk:
-                done.set_exception(anyio.EndOfStream())
-                return
-            try:
-                more = handler(chunk)
-            except BaseException as exc:  # raised in the awaiting task, as if it had run there
-                done.set_exception(exc)
-                return
-            if not more:
-                done.set_result(None)
-
-        self._waiter = done
-        loop.add_reader(fd, on_readable)
-        try:
-            await done
-        finally:
-            loop.remove_reader(fd)
-            self._waiter = None
 
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
         loop = self._watcher or (_asyncio_loop() if self._mode.polled else None)
